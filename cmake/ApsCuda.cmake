@@ -1,0 +1,37 @@
+# APS_WITH_CUDA=AUTO enables the CUDA backend when nvcc, cuDNN, cuBLAS and NCCL are all
+# found (e.g. under /usr/local/cuda). The CUDA code compiles on machines without a GPU;
+# tests labelled 'cuda' skip at run time when no device is present.
+set(APS_CUDA_ENABLED OFF)
+if(NOT APS_WITH_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 90) # H200 (sm_90); override with -DCMAKE_CUDA_ARCHITECTURES
+    endif()
+    enable_language(CUDA)
+    # CMake 3.25 predates nvcc's C++20 support in its tables; tell it the flag.
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    find_package(CUDAToolkit REQUIRED)
+    find_path(APS_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    find_library(APS_CUDNN_LIB cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
+    find_path(APS_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    find_library(APS_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+    if(APS_CUDNN_INCLUDE AND APS_CUDNN_LIB AND APS_NCCL_INCLUDE AND APS_NCCL_LIB AND TARGET CUDA::cublas)
+      set(APS_CUDA_ENABLED ON)
+      add_library(aps_cuda_deps INTERFACE)
+      target_include_directories(aps_cuda_deps INTERFACE ${APS_CUDNN_INCLUDE} ${APS_NCCL_INCLUDE})
+      target_link_libraries(aps_cuda_deps INTERFACE CUDA::cudart CUDA::cublas CUDA::cublasLt ${APS_CUDNN_LIB} ${APS_NCCL_LIB})
+    endif()
+  endif()
+  if(APS_WITH_CUDA STREQUAL "ON" AND NOT APS_CUDA_ENABLED)
+    message(FATAL_ERROR "APS_WITH_CUDA=ON but the CUDA toolkit with cuDNN, cuBLAS and NCCL was not found "
+                        "(looked for nvcc at CMAKE_CUDA_COMPILER or /usr/local/cuda/bin/nvcc)")
+  endif()
+endif()

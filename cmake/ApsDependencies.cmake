@@ -1,0 +1,31 @@
+# Every dependency is a Debian package installed by tools/install-deps.sh.
+find_package(Threads REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(Eigen3 3.4 REQUIRED NO_MODULE)
+find_package(yaml-cpp REQUIRED)
+find_package(fmt REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(ZLIB REQUIRED)
+# Debian's narrow OpenCV packages (core, imgproc, imgcodecs) ship no CMake config, so the
+# three libraries are found directly and wrapped in one imported target.
+find_path(APS_OPENCV_INCLUDE opencv2/core.hpp PATH_SUFFIXES opencv4 REQUIRED)
+add_library(aps_opencv INTERFACE)
+target_include_directories(aps_opencv SYSTEM INTERFACE ${APS_OPENCV_INCLUDE})
+foreach(component imgcodecs imgproc core)
+  find_library(APS_OPENCV_${component} opencv_${component} REQUIRED)
+  target_link_libraries(aps_opencv INTERFACE ${APS_OPENCV_${component}})
+endforeach()
+find_package(MPI REQUIRED COMPONENTS CXX)
+if(APS_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  find_package(benchmark QUIET)
+endif()
+
+# yaml-cpp 0.7 on Debian exports the target as 'yaml-cpp' without a namespace.
+if(TARGET yaml-cpp::yaml-cpp)
+  set(APS_YAML_TARGET yaml-cpp::yaml-cpp)
+else()
+  set(APS_YAML_TARGET yaml-cpp)
+endif()

@@ -1,0 +1,34 @@
+# Build options and compiler flags shared by every target.
+set(APS_WITH_CUDA "AUTO" CACHE STRING "Build the CUDA backend: AUTO (when the toolkit with cuDNN, cuBLAS and NCCL is found), ON, OFF")
+set_property(CACHE APS_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
+option(APS_BUILD_TESTS "Build the tests" ON)
+option(APS_WERROR "Treat warnings as errors" OFF)
+option(APS_NATIVE "Compile for the host CPU (-march=native)" ON)
+set(APS_SANITIZE "" CACHE STRING "Sanitizers to build with, e.g. address,undefined")
+
+if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
+  set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
+endif()
+
+set(CMAKE_CXX_STANDARD 20)
+set(CMAKE_CXX_STANDARD_REQUIRED ON)
+set(CMAKE_CXX_EXTENSIONS OFF)
+set(CMAKE_POSITION_INDEPENDENT_CODE ON)
+set(CMAKE_EXPORT_COMPILE_COMMANDS ON)
+
+# Warnings for our own targets (not third-party code): call aps_target_warnings(t).
+function(aps_target_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor>
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${APS_WERROR}>>:-Werror>)
+endfunction()
+
+if(APS_NATIVE)
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-march=native>)
+endif()
+
+if(APS_SANITIZE)
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${APS_SANITIZE}> $<$<COMPILE_LANGUAGE:CXX>:-fno-omit-frame-pointer>
+                      $<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize-recover=all>)
+  add_link_options(-fsanitize=${APS_SANITIZE})
+endif()

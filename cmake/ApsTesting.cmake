@@ -1,0 +1,27 @@
+# aps_add_test(NAME n SOURCES ... LIBS ... LABELS unit|cuda|slow [NP k])
+#   A GoogleTest binary. Without NP each test case becomes its own ctest (discovered at
+#   test time); with NP it runs whole under mpirun with k ranks (label 'mpi' added).
+#   Tests labelled 'cuda' report GTEST_SKIP as skipped when there is no GPU.
+function(aps_add_test)
+  cmake_parse_arguments(T "" "NAME;NP;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main GTest::gmock)
+  target_include_directories(${T_NAME} PRIVATE ${APS_ROOT})
+  target_compile_definitions(${T_NAME} PRIVATE APS_SOURCE_DIR="${APS_ROOT}")
+  aps_target_warnings(${T_NAME})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 600)
+  endif()
+  if(T_NP)
+    add_test(NAME ${T_NAME}
+             COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe ${MPIEXEC_NUMPROC_FLAG} ${T_NP}
+                     $<TARGET_FILE:${T_NAME}>)
+    set_tests_properties(${T_NAME} PROPERTIES LABELS "mpi;${T_LABELS}" TIMEOUT ${T_TIMEOUT} RUN_SERIAL ON
+                         ENVIRONMENT "OMP_NUM_THREADS=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+  else()
+    include(GoogleTest)
+    gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST
+                         PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
+                                    SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+  endif()
+endfunction()

@@ -1,0 +1,16 @@
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+#include <string>
+
+namespace aps {
+
+// Rank-aware logging on spdlog. By default only rank 0 logs; with allRanks every rank logs
+// and lines carry a "[rank k]" prefix. Use spdlog::info/warn/... after calling this.
+void initLogging(int rank, bool allRanks = false, spdlog::level::level_enum level = spdlog::level::info);
+
+// Parses "trace|debug|info|warn|error|off"; throws aps::Error naming the value otherwise.
+spdlog::level::level_enum parseLogLevel(const std::string& name);
+
+}  // namespace aps

@@ -1,0 +1,33 @@
+#pragma once
+
+#include <cstdint>
+
+namespace aps {
+
+// The number of worker threads every CPU kernel uses (OpenMP). Results are bit-for-bit
+// reproducible for a given thread count; kernels split work over output elements and
+// reduce in fixed-size blocks so that most results do not depend on it at all.
+void setNumThreads(int threads);
+int numThreads();
+
+// Runs fn(begin, end) over [0, n) split into contiguous static chunks, one per thread
+// (never smaller than grain). The split depends only on n, grain and the thread count.
+template <typename Fn>
+void parallelFor(int64_t n, int64_t grain, const Fn& fn) {
+  if (n <= 0) return;
+  const int64_t threads = numThreads();
+  int64_t chunks = grain > 0 ? (n + grain - 1) / grain : n;
+  if (chunks > threads) chunks = threads;
+  if (chunks <= 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel for num_threads(chunks) schedule(static, 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = n * c / chunks;
+    const int64_t end = n * (c + 1) / chunks;
+    fn(begin, end);
+  }
+}
+
+}  // namespace aps

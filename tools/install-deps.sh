@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every Debian package aps builds, tests and runs with. Idempotent: packages
+# already installed are skipped, so a second run does nothing. Run as root on Debian 12.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libeigen3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+  zlib1g-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
+  libopenmpi-dev openmpi-bin
+  libgtest-dev libgmock-dev libbenchmark-dev
+  dataset-fashion-mnist
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps.sh: must run as root (apt-get install needs it)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps.sh: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+echo "install-deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get update -q >/dev/null; then
+  echo "install-deps.sh: 'apt-get update' failed; check the Debian mirror configuration" >&2
+  exit 1
+fi
+if ! apt-get install -y -q --no-install-recommends "${missing[@]}"; then
+  echo "install-deps.sh: could not install one of: ${missing[*]}" >&2
+  echo "install-deps.sh: run 'apt-cache policy NAME' for each to see which is unavailable" >&2
+  exit 1
+fi
+echo "install-deps.sh: done"
