@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace aps::precision {
+
+// Where an encode call draws its random bits from (stochastic rounding). Element i of a
+// call uses randomBits32(seed, stream, offset + i) (framework/core/Rng.h), so the bits do
+// not depend on how a buffer is split into chunks or over threads.
+struct EncodeContext {
+  uint64_t seed = 0;
+  uint64_t stream = 0;
+  int64_t offset = 0;
+};
+
+// A wire codec: turns fp32 values into the bytes that travel between ranks and back.
+// The contract between precision/ (which implements codecs) and comm/ (which moves
+// their bytes). Every method is deterministic and thread-count independent.
+class Codec {
+ public:
+  virtual ~Codec() = default;
+
+  // A short name for logs and metrics ("e4m3", "dettmers_dynamic/block256", ...).
+  virtual std::string name() const = 0;
+
+  // Bytes that n values occupy on the wire, headers (e.g. absmax scales) included.
+  // An encoded chunk of n values is self-contained: it decodes without its neighbours.
+  virtual size_t encodedBytes(int64_t n) const = 0;
+
+  // out[0, encodedBytes(n)) <- encode(in[0, n))
+  virtual void encode(const float* in, int64_t n, uint8_t* out, const EncodeContext& ctx = {}) const = 0;
+
+  // out[0, n) <- decode(in)
+  virtual void decode(const uint8_t* in, int64_t n, float* out) const = 0;
+
+  // acc[i] += decode(in)[i], in fp32.
+  virtual void decodeAdd(const uint8_t* in, int64_t n, float* acc) const = 0;
+
+  // One reduction hop, fused so each byte is read and written once:
+  // out <- encode(decode(a) + decode(b)), the sum taken in fp32. `out` may alias `a` or `b`.
+  virtual void decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
+                               const EncodeContext& ctx = {}) const = 0;
+};
+
+}  // namespace aps::precision
