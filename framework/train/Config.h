@@ -1,0 +1,94 @@
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace aps::train {
+
+// The fully resolved aps_train configuration: the user's YAML, then --set overrides, checked
+// against the schema (framework/train/ConfigSchema.h) with every default filled in.
+struct TrainConfig {
+  struct Model {
+    std::string name;
+    int64_t numClasses = 0, inChannels = 0;
+  };
+  struct Data {
+    std::string dataset, path;
+    int64_t batchSize = 0, testBatchSize = 0, workers = 0, prefetch = 0, trainSamples = 0, testSamples = 0;
+    bool augment = false;
+  };
+  struct Optimizer {
+    std::string name;
+    double lr = 0, momentum = 0, weightDecay = 0, larsTrust = 0, beta1 = 0, beta2 = 0, eps = 0;
+    bool excludeBiasAndNorm = false;
+  };
+  struct Schedule {
+    std::string name;
+    double warmupEpochs = 0, warmupStartLr = 0, gamma = 0, power = 0, minLr = 0;
+    int64_t stepEpochs = 0, baseBatch = 0;
+    std::vector<int64_t> milestones;
+    bool scaleWithBatch = false;
+  };
+  struct HybridRule {
+    std::string pattern;
+    YAML::Node format;  // a preset name or a format map; resolved by the precision module
+  };
+  struct Precision {
+    std::string compute, rounding, scaling, nonfinite;
+    YAML::Node format;
+    std::vector<HybridRule> hybrid;
+    bool hybridAuto = false, errorFeedback = false, kahan = false;
+    int64_t statsWindow = 0;
+  };
+  struct Comm {
+    std::string backend, algorithm;
+    int64_t worldSize = 1;
+    double bucketMb = 0;
+    bool overlap = true;
+  };
+  struct Checkpoint {
+    std::string dir;
+    int64_t intervalEpochs = 0, keep = 0;
+  };
+  struct Logging {
+    int64_t interval = 0;
+    std::string metricsFile, level;
+    bool allRanks = false, progress = true;
+  };
+
+  uint64_t seed = 0;
+  int64_t threads = 0, epochs = 0, maxSteps = 0, evalIntervalEpochs = 0;
+  std::string device;
+  Model model;
+  Data data;
+  Optimizer optimizer;
+  Schedule schedule;
+  Precision precision;
+  Comm comm;
+  Checkpoint checkpoint;
+  Logging logging;
+
+  YAML::Node resolved;     // the resolved tree (for --print-config and checkpoints)
+  std::string sourceFile;  // where it came from ("" for a string)
+};
+
+// Loads `path`, applies overrides ("key.path=value", value in YAML syntax) and validates.
+// Unknown keys, wrong types and out-of-range values throw aps::Error naming the file, line
+// and key, with a "did you mean" hint for near misses.
+TrainConfig loadConfig(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// The same from YAML text; `name` stands in for the file name in messages.
+TrainConfig parseConfig(const std::string& yamlText, const std::string& name,
+                        const std::vector<std::string>& overrides = {});
+
+// The resolved configuration as YAML, every key present, in schema order.
+std::string configToYaml(const TrainConfig& config);
+
+// A stable 64-bit hash of the resolved configuration (FNV-1a of configToYaml): every rank
+// compares it so that a job never runs with ranks on different configs.
+uint64_t configHash(const TrainConfig& config);
+
+}  // namespace aps::train

@@ -1,0 +1,116 @@
+#include "framework/core/Error.h"
+#include "framework/train/Config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace {
+
+using aps::train::parseConfig;
+
+// Expects parsing to fail with a message containing every fragment.
+void expectError(const std::string& yaml, std::initializer_list<std::string> fragments,
+                 const std::vector<std::string>& overrides = {}) {
+  try {
+    parseConfig(yaml, "exp.yaml", overrides);
+    FAIL() << "expected an error for:\n" << yaml;
+  } catch (const aps::Error& e) {
+    for (const auto& f : fragments) EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, EmptyConfigGivesEveryDefault) {
+  const auto c = parseConfig("", "empty.yaml");
+  EXPECT_EQ(c.model.name, "resnet20");
+  EXPECT_EQ(c.data.batchSize, 128);
+  EXPECT_EQ(c.comm.algorithm, "two_shot");
+  EXPECT_TRUE(c.comm.overlap);
+  EXPECT_EQ(c.precision.format.Scalar(), "fp32");
+  EXPECT_DOUBLE_EQ(c.optimizer.weightDecay, 1e-4);
+}
+
+TEST(Config, ReadsEverySection) {
+  const auto c = parseConfig(R"(
+seed: 7
+model: {name: resnet50, num_classes: 1000, in_channels: 3}
+optimizer: {name: lars, lr: 3.2}
+schedule: {name: multistep, milestones: [30, 60, 80], warmup_epochs: 5}
+precision:
+  format: {exponent_bits: 4, mantissa_bits: 3}
+  scaling: aps
+  hybrid:
+    - {pattern: "fc.*", format: fp16}
+comm: {backend: sim, world_size: 64, algorithm: ring}
+)",
+                             "exp.yaml");
+  EXPECT_EQ(c.seed, 7u);
+  EXPECT_EQ(c.model.numClasses, 1000);
+  EXPECT_EQ(c.optimizer.name, "lars");
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 3.2);
+  EXPECT_EQ(c.schedule.milestones, (std::vector<int64_t>{30, 60, 80}));
+  EXPECT_EQ(c.precision.format["exponent_bits"].as<int>(), 4);
+  ASSERT_EQ(c.precision.hybrid.size(), 1u);
+  EXPECT_EQ(c.precision.hybrid[0].pattern, "fc.*");
+  EXPECT_EQ(c.precision.hybrid[0].format.Scalar(), "fp16");
+  EXPECT_EQ(c.comm.worldSize, 64);
+}
+
+TEST(Config, UnknownKeyNamesFileLineAndSuggests) {
+  expectError("seed: 1\noptimizer:\n  lrr: 0.1\n",
+              {"exp.yaml:3", "unknown key 'optimizer.lrr'", "did you mean 'optimizer.lr'"});
+  expectError("modle: {name: resnet20}\n", {"exp.yaml:1", "'modle'", "did you mean 'model'"});
+  expectError("lr: 0.1\n", {"unknown key 'lr'", "did you mean 'optimizer.lr'"});
+}
+
+TEST(Config, WrongTypesAreReportedWithTheKey) {
+  expectError("data: {batch_size: many}\n", {"exp.yaml:1", "'data.batch_size' must be a number", "'many'"});
+  expectError("epochs: 2.5\n", {"'epochs' must be an integer"});
+  expectError("comm: {overlap: maybe}\n", {"'comm.overlap' must be true or false"});
+  expectError("schedule: {milestones: 30}\n", {"'schedule.milestones' must be a list of integers"});
+  expectError("model: resnet20\n", {"'model' is a section and must be a map"});
+  expectError("precision: {hybrid: [{pattern: x}]}\n", {"'precision.hybrid' rule must be a map"});
+}
+
+TEST(Config, OutOfRangeAndUnknownChoices) {
+  expectError("data: {batch_size: 0}\n", {"'data.batch_size' = 0 is out of range"});
+  expectError("optimizer: {momentum: 1.5}\n", {"'optimizer.momentum' = 1.5 is out of range [0, 1]"});
+  expectError("comm: {algorithm: tree}\n",
+              {"'comm.algorithm' must be one of ring, two_shot, allgather, native, got 'tree'"});
+  expectError("schedule: {milestones: [60, 30]}\n", {"'schedule.milestones' must increase"});
+  expectError("comm: {world_size: 4}\n", {"applies to the sim backend only"});
+}
+
+TEST(Config, InvalidYamlNamesTheLine) { expectError("a: [1, 2\nb: 3\n", {"exp.yaml:", "invalid YAML"}); }
+
+TEST(Config, OverridesApplyAndAreValidated) {
+  const auto c = parseConfig("optimizer: {lr: 0.1}\n", "exp.yaml",
+                             {"optimizer.lr=0.4", "comm.backend=sim", "comm.world_size=8", "precision.format=e4m3"});
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.4);
+  EXPECT_EQ(c.comm.worldSize, 8);
+  EXPECT_EQ(c.precision.format.Scalar(), "e4m3");
+  expectError("", {"--set optimizer.lrr=1", "did you mean 'optimizer.lr'"}, {"optimizer.lrr=1"});
+  expectError("", {"expected key.path=value"}, {"optimizer.lr"});
+  expectError("", {"'optimizer.lr' must be a number"}, {"optimizer.lr=fast"});
+}
+
+TEST(Config, PrintedConfigParsesBackToTheSameHash) {
+  const auto c = parseConfig("seed: 3\ncomm: {backend: sim, world_size: 4}\n", "exp.yaml");
+  const auto again = parseConfig(aps::train::configToYaml(c), "printed.yaml");
+  EXPECT_EQ(aps::train::configHash(c), aps::train::configHash(again));
+  const auto other = parseConfig("seed: 4\ncomm: {backend: sim, world_size: 4}\n", "exp.yaml");
+  EXPECT_NE(aps::train::configHash(c), aps::train::configHash(other));
+}
+
+TEST(Config, MissingFileIsNamed) {
+  try {
+    aps::train::loadConfig("/nonexistent/exp.yaml");
+    FAIL();
+  } catch (const aps::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/exp.yaml"), std::string::npos);
+  }
+}
+
+}  // namespace
