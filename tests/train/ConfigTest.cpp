@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -111,6 +112,21 @@ TEST(Config, MissingFileIsNamed) {
   } catch (const aps::Error& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/exp.yaml"), std::string::npos);
   }
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Config, EveryShippedConfigValidates) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(APS_SOURCE_DIR) + "/configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    SCOPED_TRACE(entry.path().string());
+    EXPECT_NO_THROW(aps::train::loadConfig(entry.path().string()));
+    ++count;
+  }
+  EXPECT_GE(count, 8);
 }
 
 }  // namespace
