@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <initializer_list>
+#include <vector>
 
 namespace aps::data {
 
@@ -35,6 +37,30 @@ struct VocColourTable {
   }
 };
 
+// The bytes of an image file, checked to be complete: OpenCV's JPEG decoder returns a partly
+// grey image for a truncated file (libjpeg only warns), so a JPEG must contain its EOI marker
+// (FF D9, which cannot occur inside entropy-coded data: ITU-T T.81, B.1.1.5) and a PNG its IEND
+// chunk (ISO/IEC 15948, 5.6) near the end.
+cv::Mat decodeCompleteFile(const std::string& path, int flags, const char* what) {
+  requirePath(path, what);
+  const std::vector<uint8_t> bytes = readFileBytes(path);
+  const size_t n = bytes.size();
+  const size_t tailStart = n > 4096 ? n - 4096 : 0;
+  auto tailHas = [&](std::initializer_list<uint8_t> marker) {
+    const auto tail = bytes.begin() + static_cast<std::ptrdiff_t>(tailStart);
+    return std::search(tail, bytes.end(), marker.begin(), marker.end()) != bytes.end();
+  };
+  if (n >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8) {
+    APS_CHECK(tailHas({0xFF, 0xD9}), "{}: truncated JPEG file (no end-of-image marker)", path);
+  } else if (n >= 8 && bytes[0] == 0x89 && bytes[1] == 'P' && bytes[2] == 'N' && bytes[3] == 'G') {
+    APS_CHECK(tailHas({'I', 'E', 'N', 'D'}), "{}: truncated PNG file (no IEND chunk)", path);
+  }
+  const cv::Mat raw(1, static_cast<int>(n), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
+  cv::Mat decoded = n > 0 ? cv::imdecode(raw, flags) : cv::Mat();
+  APS_CHECK(!decoded.empty(), "cannot decode {} {}", what, path);
+  return decoded;
+}
+
 }  // namespace
 
 void vocPaletteColour(int index, uint8_t rgb[3]) {
@@ -51,9 +77,7 @@ void vocPaletteColour(int index, uint8_t rgb[3]) {
 }
 
 void decodeImageFile(const std::string& path, Image& out) {
-  requirePath(path, "image file");
-  const cv::Mat bgr = cv::imread(path, cv::IMREAD_COLOR);
-  APS_CHECK(!bgr.empty(), "cannot decode image {}", path);
+  const cv::Mat bgr = decodeCompleteFile(path, cv::IMREAD_COLOR, "image");
   APS_CHECK(bgr.type() == CV_8UC3, "{}: unexpected decoded type {}", path, bgr.type());
   out.reshape(bgr.rows, bgr.cols, 3);
   cv::Mat rgb(bgr.rows, bgr.cols, CV_8UC3, out.pixels.data());
@@ -61,9 +85,7 @@ void decodeImageFile(const std::string& path, Image& out) {
 }
 
 void decodeLabelFile(const std::string& path, LabelEncoding encoding, int64_t numClasses, LabelMap& out) {
-  requirePath(path, "label file");
-  const cv::Mat raw = cv::imread(path, cv::IMREAD_UNCHANGED);
-  APS_CHECK(!raw.empty(), "cannot decode label image {}", path);
+  const cv::Mat raw = decodeCompleteFile(path, cv::IMREAD_UNCHANGED, "label image");
   APS_CHECK(raw.depth() == CV_8U, "{}: label images must have 8-bit channels", path);
   out.reshape(raw.rows, raw.cols);
   uint8_t* labels = out.labels.data();

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 namespace aps::data {
 namespace {
@@ -69,12 +71,33 @@ TEST(ImageFolderSource, EmptyClassFolderIsAnErrorNamingIt) {
 TEST(ImageFolderSource, UndecodableImageIsAnErrorNamingTheFile) {
   TempDir dir;
   testing::writeRgbImage(dir / "a/good.png", 2, 2, {1, 1, 1}, {1, 1, 1});
-  testing::writeBytes(dir / "a/broken.jpg", {0xff, 0xd8, 0xff, 0x00, 'j', 'u', 'n', 'k'});
+  testing::writeBytes(dir / "a/broken.jpg", {'n', 'o', 't', ' ', 'a', 'n', ' ', 'i', 'm', 'a', 'g', 'e'});
   const ImageFolderSource source(dir.path().string());
   Example ex;
   const std::string msg = testing::errorOf([&] { source.read(0, ex); });
   EXPECT_THAT(msg, HasSubstr(dir / "a/broken.jpg"));
   EXPECT_THAT(msg, HasSubstr("cannot decode"));
+}
+
+TEST(ImageFolderSource, TruncatedJpegAndPngAreErrorsNamingTheFile) {
+  TempDir dir;
+  testing::writeRgbImage(dir / "a/full.jpg", 64, 64, {90, 20, 200}, {1, 2, 3});
+  testing::writeRgbImage(dir / "a/full.png", 64, 64, {90, 20, 200}, {1, 2, 3});
+  for (const std::string name : {"full.jpg", "full.png"}) {
+    std::ifstream in(dir / ("a/" + name), std::ios::binary);
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    bytes.resize(bytes.size() * 2 / 3);
+    testing::writeBytes(dir / ("b/cut_" + name), bytes);
+  }
+  const ImageFolderSource source(dir.path().string());
+  ASSERT_EQ(source.size(), 4);
+  Example ex;
+  source.read(0, ex);  // the complete ones decode
+  source.read(1, ex);
+  const std::string jpegMsg = testing::errorOf([&] { source.read(2, ex); });
+  EXPECT_THAT(jpegMsg, HasSubstr(dir / "b/cut_full.jpg"));
+  EXPECT_THAT(jpegMsg, HasSubstr("truncated"));
+  EXPECT_THAT(testing::errorOf([&] { source.read(3, ex); }), HasSubstr(dir / "b/cut_full.png"));
 }
 
 }  // namespace
