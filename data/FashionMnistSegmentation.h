@@ -1,0 +1,43 @@
+#pragma once
+
+#include "data/ExampleSource.h"
+#include "data/IdxSource.h"
+
+#include <memory>
+
+namespace aps::data {
+
+// A small, deterministic segmentation task derived from Fashion-MNIST, for testing
+// segmentation training without Cityscapes: 1 to 4 Fashion-MNIST items (28x28) are pasted at
+// random positions on a 64x64 black canvas. Each pixel's label is the class (0-9) of the item
+// that covers it, or background (10): 11 classes.
+//
+// An "item pixel" is one whose Fashion-MNIST intensity is above kItemThreshold (25 of 255,
+// about 10%): only item pixels are pasted, both into the image and the labels, so the labels
+// describe exactly what the image shows. Items are pasted in order, later ones overwriting
+// earlier ones where they overlap. Example i is a pure function of (seed, i): its first item
+// is base item i mod base size (so every item is used), the count, the other items and all
+// positions come from a Philox stream keyed by (seed, i).
+class FashionMnistSegmentation final : public ExampleSource {
+ public:
+  static constexpr int kCanvas = 64;
+  static constexpr int kMaxItems = 4;
+  static constexpr uint8_t kItemThreshold = 25;
+  static constexpr int64_t kBackground = 10;
+
+  // size <= 0 means as many examples as the base has items.
+  FashionMnistSegmentation(std::shared_ptr<const IdxSource> base, uint64_t seed, int64_t size = 0);
+
+  int64_t size() const override { return size_; }
+  int64_t numClasses() const override { return 11; }
+  bool isSegmentation() const override { return true; }
+  void read(int64_t index, Example& out) const override;
+  std::string describe(int64_t index) const override;
+
+ private:
+  std::shared_ptr<const IdxSource> base_;
+  uint64_t seed_;
+  int64_t size_;
+};
+
+}  // namespace aps::data

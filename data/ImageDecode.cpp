@@ -1,0 +1,121 @@
+#include "data/ImageDecode.h"
+
+#include "data/FileBytes.h"
+#include "framework/core/Error.h"
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <initializer_list>
+#include <vector>
+
+namespace aps::data {
+
+namespace {
+
+// VOC's 256 colours keyed by 0xRRGGBB, sorted for binary search.
+struct VocColourTable {
+  std::array<std::pair<uint32_t, uint8_t>, 256> entries;
+  VocColourTable() {
+    for (int i = 0; i < 256; ++i) {
+      uint8_t rgb[3];
+      vocPaletteColour(i, rgb);
+      entries[static_cast<size_t>(i)] = {(uint32_t{rgb[0]} << 16) | (uint32_t{rgb[1]} << 8) | rgb[2],
+                                         static_cast<uint8_t>(i)};
+    }
+    std::sort(entries.begin(), entries.end());
+  }
+  bool find(uint32_t key, uint8_t& index) const {
+    const auto it = std::lower_bound(entries.begin(), entries.end(), std::pair<uint32_t, uint8_t>{key, 0});
+    if (it == entries.end() || it->first != key) return false;
+    index = it->second;
+    return true;
+  }
+};
+
+// The bytes of an image file, checked to be complete: OpenCV's JPEG decoder returns a partly
+// grey image for a truncated file (libjpeg only warns), so a JPEG must contain its EOI marker
+// (FF D9, which cannot occur inside entropy-coded data: ITU-T T.81, B.1.1.5) and a PNG its IEND
+// chunk (ISO/IEC 15948, 5.6) near the end.
+cv::Mat decodeCompleteFile(const std::string& path, int flags, const char* what) {
+  requirePath(path, what);
+  const std::vector<uint8_t> bytes = readFileBytes(path);
+  const size_t n = bytes.size();
+  const size_t tailStart = n > 4096 ? n - 4096 : 0;
+  auto tailHas = [&](std::initializer_list<uint8_t> marker) {
+    const auto tail = bytes.begin() + static_cast<std::ptrdiff_t>(tailStart);
+    return std::search(tail, bytes.end(), marker.begin(), marker.end()) != bytes.end();
+  };
+  if (n >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8) {
+    APS_CHECK(tailHas({0xFF, 0xD9}), "{}: truncated JPEG file (no end-of-image marker)", path);
+  } else if (n >= 8 && bytes[0] == 0x89 && bytes[1] == 'P' && bytes[2] == 'N' && bytes[3] == 'G') {
+    APS_CHECK(tailHas({'I', 'E', 'N', 'D'}), "{}: truncated PNG file (no IEND chunk)", path);
+  }
+  const cv::Mat raw(1, static_cast<int>(n), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
+  cv::Mat decoded = n > 0 ? cv::imdecode(raw, flags) : cv::Mat();
+  APS_CHECK(!decoded.empty(), "cannot decode {} {}", what, path);
+  return decoded;
+}
+
+}  // namespace
+
+void vocPaletteColour(int index, uint8_t rgb[3]) {
+  int r = 0, g = 0, b = 0, c = index;
+  for (int j = 0; j < 8; ++j) {
+    r |= ((c >> 0) & 1) << (7 - j);
+    g |= ((c >> 1) & 1) << (7 - j);
+    b |= ((c >> 2) & 1) << (7 - j);
+    c >>= 3;
+  }
+  rgb[0] = static_cast<uint8_t>(r);
+  rgb[1] = static_cast<uint8_t>(g);
+  rgb[2] = static_cast<uint8_t>(b);
+}
+
+void decodeImageFile(const std::string& path, Image& out) {
+  const cv::Mat bgr = decodeCompleteFile(path, cv::IMREAD_COLOR, "image");
+  APS_CHECK(bgr.type() == CV_8UC3, "{}: unexpected decoded type {}", path, bgr.type());
+  out.reshape(bgr.rows, bgr.cols, 3);
+  cv::Mat rgb(bgr.rows, bgr.cols, CV_8UC3, out.pixels.data());
+  cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
+}
+
+void decodeLabelFile(const std::string& path, LabelEncoding encoding, int64_t numClasses, LabelMap& out) {
+  const cv::Mat raw = decodeCompleteFile(path, cv::IMREAD_UNCHANGED, "label image");
+  APS_CHECK(raw.depth() == CV_8U, "{}: label images must have 8-bit channels", path);
+  out.reshape(raw.rows, raw.cols);
+  uint8_t* labels = out.labels.data();
+  if (raw.channels() == 1) {
+    for (int y = 0; y < raw.rows; ++y) std::memcpy(labels + static_cast<size_t>(y) * raw.cols, raw.ptr(y), raw.cols);
+  } else {
+    APS_CHECK(encoding == LabelEncoding::kVocPalette && (raw.channels() == 3 || raw.channels() == 4),
+              "{}: label image has {} channels; expected one 8-bit channel of class indices", path, raw.channels());
+    static const VocColourTable table;
+    const int step = raw.channels();
+    for (int y = 0; y < raw.rows; ++y) {
+      const uint8_t* row = raw.ptr(y);
+      for (int x = 0; x < raw.cols; ++x) {
+        const uint8_t* bgr = row + static_cast<size_t>(x) * step;
+        const uint32_t key = (uint32_t{bgr[2]} << 16) | (uint32_t{bgr[1]} << 8) | bgr[0];
+        uint8_t index = 0;
+        APS_CHECK(table.find(key, index), "{}: pixel ({}, {}) has colour ({}, {}, {}) outside the VOC palette", path, x,
+                  y, bgr[2], bgr[1], bgr[0]);
+        labels[static_cast<size_t>(y) * raw.cols + x] = index;
+      }
+    }
+  }
+  const size_t count = out.labels.size();
+  for (size_t i = 0; i < count; ++i) {
+    const uint8_t v = labels[i];
+    if (v >= numClasses && v != kIgnoreLabel) {
+      APS_FAIL("{}: label {} at pixel ({}, {}) is out of range [0, {}) and is not the ignore index {}", path, v,
+               i % static_cast<size_t>(out.width), i / static_cast<size_t>(out.width), numClasses, kIgnoreLabel);
+    }
+  }
+}
+
+}  // namespace aps::data
