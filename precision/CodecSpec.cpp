@@ -1,0 +1,105 @@
+#include "precision/CodecSpec.h"
+
+#include "framework/core/Error.h"
+#include "precision/DettmersCodec.h"
+#include "precision/FloatCodec.h"
+
+#include <yaml-cpp/yaml.h>
+
+namespace aps::precision {
+
+namespace {
+
+int64_t parseBlock(const std::string& text, const std::string& whole) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  APS_CHECK(used == text.size() && !text.empty() && v > 0, "codec '{}': block size '{}' is not a positive integer",
+            whole, text);
+  return v;
+}
+
+bool parseDettmersKind(const std::string& name, CodecSpec::Kind& kind) {
+  if (name == "dettmers_dynamic" || name == "dynamic_tree") {
+    kind = CodecSpec::Kind::DettmersDynamic;
+    return true;
+  }
+  if (name == "dettmers_linear" || name == "linear8") {
+    kind = CodecSpec::Kind::DettmersLinear;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+CodecSpec CodecSpec::parse(const std::string& text) {
+  CodecSpec spec;
+  std::string head = text;
+  std::string tail;
+  if (const auto slash = text.find('/'); slash != std::string::npos) {
+    head = text.substr(0, slash);
+    tail = text.substr(slash + 1);
+  }
+  if (parseDettmersKind(head, spec.kind)) {
+    if (!tail.empty()) {
+      APS_CHECK(tail.rfind("block", 0) == 0, "codec '{}': expected '/block<N>' after the type, got '/{}'", text, tail);
+      spec.blockSize = parseBlock(tail.substr(5), text);
+    }
+    return spec;
+  }
+  APS_CHECK(tail.empty(), "codec '{}': '/{}' only applies to dettmers_dynamic and dettmers_linear", text, tail);
+  std::string formatName = head;
+  if (const auto colon = head.find(':'); colon != std::string::npos) {
+    formatName = head.substr(0, colon);
+    spec.rounding = parseRoundingMode(head.substr(colon + 1));
+  }
+  spec.format = FloatFormat::preset(formatName);
+  return spec;
+}
+
+CodecSpec CodecSpec::fromYaml(const YAML::Node& node) {
+  if (node.IsScalar()) return parse(node.as<std::string>());
+  APS_CHECK(node.IsMap(), "codec: expected a name or a map");
+  CodecSpec spec;
+  if (node["type"]) {
+    const auto type = node["type"].as<std::string>();
+    if (!parseDettmersKind(type, spec.kind)) {
+      APS_CHECK(type == "float", "codec: type = '{}' is unknown (float, dettmers_dynamic, dettmers_linear)", type);
+    }
+  }
+  for (const auto& kv : node) {
+    const auto key = kv.first.as<std::string>();
+    if (key == "type") continue;
+    if (key == "block_size") {
+      APS_CHECK(spec.kind != Kind::Float, "codec: block_size only applies to dettmers types");
+      spec.blockSize = parseBlock(kv.second.as<std::string>(), "block_size");
+    } else if (key == "format") {
+      APS_CHECK(spec.kind == Kind::Float, "codec: format only applies to type float");
+      spec.format = FloatFormat::fromYaml(kv.second);
+    } else if (key == "rounding") {
+      spec.rounding = parseRoundingMode(kv.second.as<std::string>());
+    } else {
+      APS_FAIL("codec: unknown key '{}'", key);
+    }
+  }
+  return spec;
+}
+
+std::unique_ptr<Codec> makeCodec(const CodecSpec& spec) {
+  switch (spec.kind) {
+    case CodecSpec::Kind::Float:
+      return std::make_unique<FloatCodec>(spec.format, spec.rounding);
+    case CodecSpec::Kind::DettmersDynamic:
+      return std::make_unique<DettmersCodec>(DettmersCodec::Type::DynamicTree, spec.blockSize);
+    case CodecSpec::Kind::DettmersLinear:
+      return std::make_unique<DettmersCodec>(DettmersCodec::Type::Linear, spec.blockSize);
+  }
+  APS_FAIL("codec: unknown kind");
+}
+
+}  // namespace aps::precision

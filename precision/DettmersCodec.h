@@ -1,0 +1,53 @@
+#pragma once
+
+#include "precision/Codec.h"
+
+#include <array>
+#include <cstdint>
+
+namespace aps::precision {
+
+// Dettmers' 8-bit approximations (ICLR 2016, arXiv 1511.04561): values are divided by the
+// absolute maximum of their block, encoded as the index of the nearest of 256 code values
+// in [-1, 1], and the fp32 absmax travels along. Wire layout per block of blockSize values
+// (blockSize 0: the whole encoded chunk is one block, i.e. per tensor when a tensor is
+// encoded at once): 4 bytes fp32 absmax, then one code byte per value. Every block, and so
+// every encoded chunk, is self-contained.
+class DettmersCodec : public Codec {
+ public:
+  enum class Type : uint8_t {
+    DynamicTree,  // PAPERS.md section 2: the widely used 256-value dynamic tree code book
+    Linear,       // uniform over [-1, 1]: code c is (c - 127) / 127 (c = 255 unused), 0 exact
+  };
+
+  DettmersCodec(Type type, int64_t blockSize);
+
+  std::string name() const override;
+  size_t encodedBytes(int64_t n) const override;
+  void encode(const float* in, int64_t n, uint8_t* out, const EncodeContext& ctx = {}) const override;
+  void decode(const uint8_t* in, int64_t n, float* out) const override;
+  void decodeAdd(const uint8_t* in, int64_t n, float* acc) const override;
+  void decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
+                       const EncodeContext& ctx = {}) const override;
+
+  // The sorted code book: code c decodes to codeBook()[c] * absmax.
+  const std::array<float, 256>& codeBook() const { return codes_; }
+  // Index of the code nearest to v (v in [-1, 1]), by binary search over the midpoints.
+  uint8_t nearestCode(float v) const;
+  int64_t blockSize() const { return blockSize_; }
+
+  static std::array<float, 256> dynamicTreeCodeBook();
+  static std::array<float, 256> linearCodeBook();
+
+ private:
+  int64_t blockLength(int64_t n) const { return blockSize_ > 0 ? blockSize_ : (n > 0 ? n : 1); }
+  void encodeBlock(const float* in, int64_t n, uint8_t* out) const;
+  void decodeBlock(const uint8_t* in, int64_t n, float* out) const;
+
+  Type type_;
+  int64_t blockSize_;
+  std::array<float, 256> codes_;
+  std::array<float, 256> midpoints_;  // midpoints_[k] between codes k and k+1 (k < 255); [255] = +inf
+};
+
+}  // namespace aps::precision

@@ -1,0 +1,44 @@
+#pragma once
+
+#include "precision/Codec.h"
+#include "precision/FloatFormat.h"
+#include "precision/Quantizer.h"
+#include "precision/RoundingMode.h"
+
+#include <vector>
+
+namespace aps::precision {
+
+// A Codec for a FloatFormat: the value's code on the wire, packed by width (DESIGN.md):
+// formats of <= 4 bits two per byte (element 2i in the low nibble), 5..8 bits one byte,
+// 9..16 bits two bytes (little endian), wider formats the fp32 bits of the rounded value.
+// Decoding goes through a table of every code (256 entries for <= 8 bits).
+class FloatCodec : public Codec {
+ public:
+  FloatCodec(const FloatFormat& format, RoundingMode rounding);
+
+  std::string name() const override;
+  size_t encodedBytes(int64_t n) const override;
+  void encode(const float* in, int64_t n, uint8_t* out, const EncodeContext& ctx = {}) const override;
+  void decode(const uint8_t* in, int64_t n, float* out) const override;
+  void decodeAdd(const uint8_t* in, int64_t n, float* acc) const override;
+  void decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
+                       const EncodeContext& ctx = {}) const override;
+
+  const FloatFormat& format() const { return quantizer_.format(); }
+  RoundingMode rounding() const { return rounding_; }
+  int bytesPerValue() const { return width_; }  // 0 for two values per byte
+
+ private:
+  // Byte offset of element i (i even for packed nibbles).
+  size_t byteOffset(int64_t i) const;
+
+  Quantizer quantizer_;
+  RoundingMode rounding_;
+  int width_;  // 0 (nibbles), 1, 2 or 4 bytes per value
+  enum class Decoder : uint8_t { Table, Bf16, Fp16, Fp32 } decoder_;
+  std::vector<float> table_;  // value of every code (<= 16 bits)
+  std::vector<float> pairs_;  // nibble formats: values of both nibbles of every byte
+};
+
+}  // namespace aps::precision

@@ -1,0 +1,58 @@
+#pragma once
+
+#include "precision/Codec.h"
+#include "precision/FloatFormat.h"
+#include "precision/RoundingMode.h"
+
+#include <cstdint>
+
+namespace aps::precision {
+
+// Rounds fp32 values to a FloatFormat, exactly, with integer bit manipulation (no libm) in
+// loops without per-value branches so the compiler vectorises them (AVX2 variable shifts).
+// Conversion rounds first (to the format's grid, with unbounded exponent range above), then
+// applies the overflow policy (PAPERS.md section 4). NaN stays NaN where the format has one.
+// Stochastic rounding draws element i's bits from randomBits32(ctx.seed, ctx.stream,
+// ctx.offset + i) (framework/core/Rng.h), so results do not depend on chunking.
+class Quantizer {
+ public:
+  explicit Quantizer(const FloatFormat& format);
+
+  const FloatFormat& format() const { return format_; }
+
+  // out[i] = Q(in[i]) as a float; out may alias in.
+  void quantize(const float* in, float* out, int64_t n, RoundingMode mode, const EncodeContext& ctx = {}) const;
+  // Codes (sign << (E+M) | exponent << M | mantissa) of Q(in[i]); formats of <= 8 bits.
+  void encode(const float* in, uint8_t* out, int64_t n, RoundingMode mode, const EncodeContext& ctx = {}) const;
+  // Codes of formats of <= 16 bits.
+  void encode(const float* in, uint16_t* out, int64_t n, RoundingMode mode, const EncodeContext& ctx = {}) const;
+
+  // Scalar forms; `randomBits` is only used by stochastic rounding (P(up) = frac / 2^32).
+  float quantize(float x, RoundingMode mode = RoundingMode::NearestEven, uint32_t randomBits = 0) const;
+  uint32_t encode(float x, RoundingMode mode = RoundingMode::NearestEven, uint32_t randomBits = 0) const;
+
+  // Everything the branch-free kernel needs, precomputed from the format.
+  struct Params {
+    int32_t mantissaBits;
+    int32_t minExponent;
+    int32_t biasMinusOne;
+    int32_t subnormals;  // 0 or 1
+    uint32_t maxFiniteCode;
+    uint32_t overflowCode;  // magnitude code for overflow (max finite, inf or NaN)
+    uint32_t nanCode;       // magnitude code NaN inputs get
+    uint32_t signShift;     // 31 - (E + M)
+    float maxValue;
+    float overflowValue;  // max, inf or NaN
+    float nanValue;       // NaN, or what NaN inputs become in a format without NaN
+  };
+  const Params& params() const { return params_; }
+
+ private:
+  FloatFormat format_;
+  Params params_;
+};
+
+// Compute-precision emulation (fp16/bf16 training): data[i] = Q(data[i]) in place.
+void roundToFormat(float* data, int64_t n, const FloatFormat& format, RoundingMode mode, const EncodeContext& ctx = {});
+
+}  // namespace aps::precision
