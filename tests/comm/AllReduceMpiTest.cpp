@@ -5,6 +5,7 @@
 #include "comm/MpiCommunicator.h"
 #include "comm/SimTransport.h"
 #include "framework/core/Rng.h"
+#include "precision/CodecSpec.h"
 #include "tests/comm/TestCodecs.h"
 
 #include <gtest/gtest.h>
@@ -78,6 +79,30 @@ TEST(AllReduceMpi, SimulatedWorldMatchesRealRanksBitForBit) {
       std::vector<uint64_t> all(static_cast<size_t>(n));
       comm.allGather(&mine, sizeof mine, all.data());
       for (int r = 0; r < n; ++r) EXPECT_EQ(all[static_cast<size_t>(r)], mine) << what << ": rank " << r;
+    }
+  }
+}
+
+TEST(AllReduceMpi, PrecisionCodecsMatchTheSimulationBitForBit) {
+  MpiCommunicator comm;
+  const int n = comm.size(), me = comm.rank();
+  SimTransport sim(n);
+  for (const char* spec : {"e4m3:stochastic", "e3m0", "e5m2", "dettmers_dynamic/block256"}) {
+    std::shared_ptr<const precision::Codec> codec = precision::makeCodec(spec);
+    for (AllReduceKind kind : {AllReduceKind::Ring, AllReduceKind::TwoShot, AllReduceKind::AllGather}) {
+      auto algorithm = makeAllReduce({.kind = kind}, codec);
+      for (int64_t count : {3, 777}) {
+        const precision::EncodeContext ctx{.seed = 5, .stream = 6, .offset = 0};
+        std::vector<float> real = inputOf(me, count, 8);
+        algorithm->run(comm, std::vector<float*>{real.data()}, count, ctx);
+        std::vector<std::vector<float>> world;
+        std::vector<float*> pointers;
+        for (int r = 0; r < n; ++r) world.push_back(inputOf(r, count, 8));
+        for (auto& w : world) pointers.push_back(w.data());
+        algorithm->run(sim, pointers, count, ctx);
+        EXPECT_EQ(0, std::memcmp(real.data(), world[static_cast<size_t>(me)].data(), real.size() * sizeof(float)))
+            << algorithm->name() << " n=" << count << " rank " << me;
+      }
     }
   }
 }
