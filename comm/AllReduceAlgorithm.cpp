@@ -1,0 +1,115 @@
+#include "comm/AllReduceAlgorithm.h"
+
+#include "comm/AllGatherAllReduce.h"
+#include "comm/Fp32WireCodec.h"
+#include "comm/RingAllReduce.h"
+#include "comm/TwoShotAllReduce.h"
+#include "framework/core/Error.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace aps::comm {
+
+namespace {
+
+bool hasNonFinite(const float* data, int64_t n) {
+  // Exponent all ones <=> inf or NaN; branch-free so the loop vectorises.
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, data + i, sizeof bits);
+    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad != 0;
+}
+
+// The tiny MAX reduction of the non-finite flags: one byte per rank, all-gathered.
+bool anyRankNonFinite(ExchangeSchedule& s, std::span<float* const> data, int64_t n) {
+  const auto local = static_cast<size_t>(s.localRankCount());
+  const auto w = static_cast<size_t>(s.worldSize());
+  std::vector<uint8_t> mine(local), all(w, 0);
+  std::vector<const void*> ptr(local);
+  for (size_t i = 0; i < local; ++i) {
+    mine[i] = hasNonFinite(data[i], n) ? 1 : 0;
+    ptr[i] = &mine[i];
+  }
+  std::vector<size_t> counts(w, 1), offsets(w);
+  for (size_t r = 0; r < w; ++r) offsets[r] = r;
+  s.allGatherShared(ptr, counts, offsets, all.data());
+  return std::any_of(all.begin(), all.end(), [](uint8_t f) { return f != 0; });
+}
+
+}  // namespace
+
+uint64_t SyncStats::maxBytesSent() const {
+  return bytesSent.empty() ? 0 : *std::max_element(bytesSent.begin(), bytesSent.end());
+}
+
+std::string_view allReduceKindName(AllReduceKind kind) {
+  switch (kind) {
+    case AllReduceKind::Ring:
+      return "ring";
+    case AllReduceKind::TwoShot:
+      return "two_shot";
+    case AllReduceKind::AllGather:
+      return "allgather";
+    case AllReduceKind::Native:
+      return "native";
+  }
+  return "?";
+}
+
+AllReduceKind parseAllReduceKind(std::string_view name) {
+  for (AllReduceKind k :
+       {AllReduceKind::Ring, AllReduceKind::TwoShot, AllReduceKind::AllGather, AllReduceKind::Native}) {
+    if (allReduceKindName(k) == name) return k;
+  }
+  APS_FAIL("unknown comm.algorithm '{}' (expected ring, two_shot, allgather or native)", name);
+}
+
+SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> data, int64_t n,
+                                  const precision::EncodeContext& ctx) const {
+  APS_CHECK(data.size() == static_cast<size_t>(transport.localRankCount()),
+            "comm {}: got {} buffers for {} local ranks", name(), data.size(), transport.localRankCount());
+  APS_CHECK(n >= 0, "comm {}: negative element count {}", name(), n);
+  const auto start = std::chrono::steady_clock::now();
+  ExchangeSchedule schedule(transport, ctx);
+  SyncStats stats;
+  // Flags are taken before the reduction overwrites the inputs. The result is identical on
+  // every rank, so checking it locally is consistent too (catches overflow in the sum).
+  if (checkFinite_) stats.nonFinite = anyRankNonFinite(schedule, data, n);
+  reduce(schedule, data, n);
+  if (checkFinite_ && !stats.nonFinite) stats.nonFinite = hasNonFinite(data[0], n);
+  stats.bytesSent = schedule.bytesSent();
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return stats;
+}
+
+std::unique_ptr<AllReduceAlgorithm> makeAllReduce(const AllReduceOptions& options,
+                                                  std::shared_ptr<const precision::Codec> codec) {
+  std::unique_ptr<AllReduceAlgorithm> algorithm;
+  if (options.kind == AllReduceKind::Native) {
+    algorithm = std::make_unique<TwoShotAllReduce>(std::make_shared<Fp32WireCodec>(), "native");
+  } else {
+    APS_CHECK(codec != nullptr, "comm {}: needs a wire codec", allReduceKindName(options.kind));
+    switch (options.kind) {
+      case AllReduceKind::Ring:
+        algorithm = std::make_unique<RingAllReduce>(std::move(codec));
+        break;
+      case AllReduceKind::TwoShot:
+        algorithm = std::make_unique<TwoShotAllReduce>(std::move(codec));
+        break;
+      case AllReduceKind::AllGather:
+        algorithm = std::make_unique<AllGatherAllReduce>(std::move(codec), options.roundEveryAdd, options.kahan);
+        break;
+      case AllReduceKind::Native:
+        break;
+    }
+  }
+  algorithm->setCheckFinite(options.checkFinite);
+  return algorithm;
+}
+
+}  // namespace aps::comm

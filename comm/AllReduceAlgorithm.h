@@ -1,0 +1,79 @@
+#pragma once
+
+#include "comm/ExchangeSchedule.h"
+#include "comm/Transport.h"
+#include "precision/Codec.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace aps::comm {
+
+// What one all-reduce reports.
+struct SyncStats {
+  double seconds = 0.0;
+  // Bytes each local rank put on the wire (index = rank - firstLocalRank()).
+  std::vector<uint64_t> bytesSent;
+  // Some rank's input held a NaN or an infinity, or the reduced result does; the same
+  // answer on every rank.
+  bool nonFinite = false;
+
+  uint64_t maxBytesSent() const;
+};
+
+enum class AllReduceKind {
+  Ring,       // reduce-scatter, decode-add-encode at every hop, all-gather of encoded chunks
+  TwoShot,    // all-to-all of encoded chunks, fp32 sum in rank order, one encode, all-gather
+  AllGather,  // all-gather every rank's encoded gradient, every rank sums in rank order
+  Native,     // fixed-order fp32 two-shot (raw fp32 on the wire): the reproducible baseline
+};
+
+std::string_view allReduceKindName(AllReduceKind kind);
+// "ring", "two_shot", "allgather", "native"; throws aps::Error naming the value otherwise.
+AllReduceKind parseAllReduceKind(std::string_view name);
+
+struct AllReduceOptions {
+  AllReduceKind kind = AllReduceKind::TwoShot;
+  // allgather: round the running sum to the wire format after every add, as the APS
+  // artifact does (Han et al., ISC 2021); false sums in fp32.
+  bool roundEveryAdd = true;
+  // allgather with roundEveryAdd: Kahan-compensated summation in the wire format.
+  bool kahan = false;
+  // Detect NaN/inf with one tiny extra round (a byte per rank).
+  bool checkFinite = true;
+};
+
+// A sum all-reduce over the ranks of a Transport, written once as a schedule over per-rank
+// buffers. Every rank ends with identical bits, and the bits do not depend on whether the
+// ranks are real (MPI) or simulated.
+class AllReduceAlgorithm {
+ public:
+  virtual ~AllReduceAlgorithm() = default;
+
+  virtual std::string name() const = 0;
+
+  // data[i] holds n floats of local rank transport.firstLocalRank() + i, replaced by the
+  // sum over all ranks. `ctx` seeds stochastic rounding; vary its stream per call.
+  SyncStats run(Transport& transport, std::span<float* const> data, int64_t n,
+                const precision::EncodeContext& ctx = {}) const;
+
+  bool checksFinite() const { return checkFinite_; }
+  void setCheckFinite(bool check) { checkFinite_ = check; }
+
+ protected:
+  virtual void reduce(ExchangeSchedule& schedule, std::span<float* const> data, int64_t n) const = 0;
+
+ private:
+  bool checkFinite_ = true;
+};
+
+// The algorithm `options.kind` on `codec` (ignored by Native, which sends raw fp32; may
+// then be null).
+std::unique_ptr<AllReduceAlgorithm> makeAllReduce(const AllReduceOptions& options,
+                                                  std::shared_ptr<const precision::Codec> codec);
+
+}  // namespace aps::comm

@@ -1,0 +1,62 @@
+#include "comm/ExchangeSchedule.h"
+
+#include "framework/core/Error.h"
+
+namespace aps::comm {
+
+ExchangeSchedule::ExchangeSchedule(Transport& transport, const precision::EncodeContext& base)
+    : transport_(transport),
+      base_(base),
+      world_(transport.worldSize()),
+      first_(transport.firstLocalRank()),
+      local_(transport.localRankCount()),
+      bytesSent_(static_cast<size_t>(local_), 0) {}
+
+void ExchangeSchedule::add(int src, int dst, const void* sendData, void* recvData, size_t bytes) {
+  if (bytes == 0 || (!isLocal(src) && !isLocal(dst))) return;
+  APS_ASSERT(!isLocal(src) || sendData != nullptr);
+  APS_ASSERT(!isLocal(dst) || recvData != nullptr);
+  if (src != dst) countSent(src, bytes);
+  round_.push_back({src, dst, sendData, recvData, bytes});
+}
+
+void ExchangeSchedule::countSent(int src, size_t bytes) {
+  if (isLocal(src)) bytesSent_[static_cast<size_t>(src - first_)] += bytes;
+}
+
+void ExchangeSchedule::flush() {
+  if (!round_.empty()) transport_.exchange(round_);
+  round_.clear();
+}
+
+void ExchangeSchedule::allGatherShared(std::span<const void* const> sendData, std::span<const size_t> counts,
+                                       std::span<const size_t> offsets, void* recv) {
+  auto* out = static_cast<uint8_t*>(recv);
+  for (int src = 0; src < world_; ++src) {
+    const auto s = static_cast<size_t>(src);
+    const void* data = isLocal(src) ? sendData[static_cast<size_t>(src - first_)] : nullptr;
+    if (isLocal(src)) {
+      for (int dst = 0; dst < world_; ++dst) {
+        if (!isLocal(dst)) {
+          add(src, dst, data, nullptr, counts[s]);
+        } else if (dst != first_ && dst != src) {
+          countSent(src, counts[s]);
+        }
+      }
+    }
+    add(src, first_, data, out + offsets[s], counts[s]);
+  }
+  flush();
+}
+
+precision::EncodeContext ExchangeSchedule::encodeContext(int rank, int phase, int64_t offset) const {
+  // splitmix64 finaliser over (stream, rank, phase): distinct streams per encode site.
+  uint64_t z = base_.stream ^ (static_cast<uint64_t>(rank + 1) << 32) ^ static_cast<uint64_t>(phase);
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return {base_.seed, z, base_.offset + offset};
+}
+
+}  // namespace aps::comm

@@ -1,0 +1,66 @@
+#pragma once
+
+#include "comm/Transport.h"
+#include "precision/Codec.h"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace aps::comm {
+
+// The bookkeeping every all-reduce schedule shares: it collects the messages of one round,
+// hands them to the transport, counts the bytes each local rank puts on the wire, splits a
+// buffer into per-rank chunks and derives the stochastic-rounding context of each encode.
+// An algorithm drives it the same way on every process; only the transport differs.
+class ExchangeSchedule {
+ public:
+  ExchangeSchedule(Transport& transport, const precision::EncodeContext& base);
+
+  int worldSize() const { return world_; }
+  int firstLocalRank() const { return first_; }
+  int localRankCount() const { return local_; }
+  bool isLocal(int rank) const { return rank >= first_ && rank < first_ + local_; }
+
+  // Queues src -> dst for the current round. Pointers are only read on the local side;
+  // messages with neither side local and empty messages are dropped. Bytes are counted for
+  // a local sender when src != dst.
+  void add(int src, int dst, const void* sendData, void* recvData, size_t bytes);
+  // Counts bytes that a local rank sends without queueing a copy (used when simulated
+  // receivers share one buffer that already holds the data).
+  void countSent(int src, size_t bytes);
+  // Delivers the queued round.
+  void flush();
+
+  // One all-gather round into a buffer that all local ranks share (they would receive the
+  // same bytes): local rank i sends sendData[i] (counts[rank] bytes) to every rank, and the
+  // block of rank r lands at recv + offsets[r]. The copies between simulated ranks collapse
+  // into one per sender, but bytes are counted as the real all-gather sends them.
+  void allGatherShared(std::span<const void* const> sendData, std::span<const size_t> counts,
+                       std::span<const size_t> offsets, void* recv);
+
+  // Bytes each local rank sent so far (index = rank - firstLocalRank()).
+  const std::vector<uint64_t>& bytesSent() const { return bytesSent_; }
+
+  // Chunk c of n values split over the world: [chunkBegin(n, c), chunkBegin(n, c + 1)).
+  int64_t chunkBegin(int64_t n, int c) const { return n * c / world_; }
+  int64_t chunkSize(int64_t n, int c) const { return chunkBegin(n, c + 1) - chunkBegin(n, c); }
+
+  // The context of an encode made by `rank` (-1: a computation every rank repeats) in
+  // schedule phase `phase`, of values starting at element `offset` of the buffer.
+  precision::EncodeContext encodeContext(int rank, int phase, int64_t offset) const;
+
+ private:
+  Transport& transport_;
+  precision::EncodeContext base_;
+  int world_;
+  int first_;
+  int local_;
+  std::vector<Message> round_;
+  std::vector<uint64_t> bytesSent_;
+};
+
+// Encoded size of n values, 0 for an empty chunk (no codec call, no message).
+inline size_t encodedSize(const precision::Codec& codec, int64_t n) { return n > 0 ? codec.encodedBytes(n) : 0; }
+
+}  // namespace aps::comm

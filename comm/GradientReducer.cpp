@@ -1,0 +1,232 @@
+#include "comm/GradientReducer.h"
+
+#include "framework/core/Error.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace aps::comm {
+
+namespace {
+
+std::vector<int64_t> countsOf(const std::vector<std::vector<NamedGradient>>& grads) {
+  std::vector<int64_t> counts;
+  if (!grads.empty()) {
+    for (const NamedGradient& g : grads[0]) counts.push_back(g.grad.count);
+  }
+  return counts;
+}
+
+std::vector<int> formatsOrDefault(std::vector<int> formats, size_t params) {
+  if (formats.empty()) formats.assign(params, 0);
+  return formats;
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+GradientReducer::GradientReducer(Transport& transport, std::vector<std::vector<NamedGradient>> grads,
+                                 std::vector<std::shared_ptr<const AllReduceAlgorithm>> algorithms,
+                                 std::vector<int> formats, ReducerOptions options)
+    : transport_(transport),
+      options_(options),
+      algorithms_(std::move(algorithms)),
+      layout_(countsOf(grads), formatsOrDefault(formats, grads.empty() ? 0 : grads[0].size()), options.bucketCapBytes,
+              options.firstBucketCapBytes),
+      local_(transport.localRankCount()) {
+  APS_CHECK(grads.size() == static_cast<size_t>(local_), "comm reducer: got gradients of {} ranks for {} local ranks",
+            grads.size(), local_);
+  APS_CHECK(!algorithms_.empty(), "comm reducer: needs at least one all-reduce algorithm");
+  for (const auto& a : algorithms_) APS_CHECK(a != nullptr, "comm reducer: null all-reduce algorithm");
+  const size_t params = grads[0].size();
+  for (const NamedGradient& g : grads[0]) names_.push_back(g.name);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    APS_CHECK(grads[i].size() == params, "comm reducer: local rank {} registers {} parameters, rank 0 {}", i,
+              grads[i].size(), params);
+    std::vector<BufferView> views;
+    for (size_t p = 0; p < params; ++p) {
+      const NamedGradient& g = grads[i][p];
+      APS_CHECK(g.name == names_[p] && g.grad.count == grads[0][p].grad.count,
+                "comm reducer: parameter {} of local rank {} is '{}' ({} values), expected '{}' ({} values)", p, i,
+                g.name, g.grad.count, names_[p], grads[0][p].grad.count);
+      APS_CHECK(g.grad.dtype == DType::Float32 && g.grad.device.isCpu(),
+                "comm reducer: gradient '{}' must be float32 on the cpu", g.name);
+      APS_CHECK(g.grad.count == 0 || g.grad.data != nullptr, "comm reducer: gradient '{}' has no data", g.name);
+      views.push_back(g.grad);
+    }
+    grads_.push_back(std::move(views));
+  }
+  for (size_t p = 0; p < params; ++p) {
+    const int f = layout_.buckets()[static_cast<size_t>(layout_.bucketOf(static_cast<int>(p)))].format;
+    APS_CHECK(f >= 0 && static_cast<size_t>(f) < algorithms_.size(),
+              "comm reducer: parameter '{}' uses format {} but {} algorithms were given", names_[p], f,
+              algorithms_.size());
+  }
+  const size_t buckets = layout_.buckets().size();
+  for (const BucketLayout::Bucket& b : layout_.buckets()) {
+    flat_.emplace_back(static_cast<size_t>(local_), std::vector<float>(static_cast<size_t>(b.count), 0.0f));
+    pending_.push_back(static_cast<int>(b.params.size()) * local_);
+  }
+  marked_.assign(params * static_cast<size_t>(local_), 0);
+  queued_.assign(buckets, 0);
+  thread_ = std::thread([this] { commLoop(); });
+}
+
+GradientReducer::~GradientReducer() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+BufferView GradientReducer::flatGradient(int param, int localRank) {
+  APS_CHECK(param >= 0 && param < paramCount(), "comm reducer: no parameter {}", param);
+  APS_CHECK(localRank >= 0 && localRank < local_, "comm reducer: no local rank {}", localRank);
+  const int b = layout_.bucketOf(param);
+  float* base = flat_[static_cast<size_t>(b)][static_cast<size_t>(localRank)].data();
+  return {base + layout_.offsetOf(param), grads_[0][static_cast<size_t>(param)].count, DType::Float32, Device::cpu()};
+}
+
+void GradientReducer::bindGradientsToBuckets() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  APS_CHECK(doneBuckets_ == 0 && std::all_of(marked_.begin(), marked_.end(), [](uint8_t m) { return m == 0; }),
+            "comm reducer: bind gradients to buckets between steps, not during one");
+  for (int i = 0; i < local_; ++i)
+    for (int p = 0; p < paramCount(); ++p) grads_[static_cast<size_t>(i)][static_cast<size_t>(p)] = flatGradient(p, i);
+}
+
+int GradientReducer::bucketsReduced() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return doneBuckets_;
+}
+
+void GradientReducer::markReady(int param, int localRank) {
+  APS_CHECK(param >= 0 && param < paramCount(), "comm reducer: markReady of unknown parameter {}", param);
+  APS_CHECK(localRank >= 0 && localRank < local_, "comm reducer: markReady for unknown local rank {}", localRank);
+  const auto p = static_cast<size_t>(param);
+  const int b = layout_.bucketOf(param);
+  const BufferView slot = flatGradient(param, localRank);
+  const BufferView& grad = grads_[static_cast<size_t>(localRank)][p];
+  bool queue = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint8_t& flag = marked_[static_cast<size_t>(localRank) * names_.size() + p];
+    APS_CHECK(flag == 0, "comm reducer: gradient '{}' (local rank {}) marked ready twice in one step", names_[p],
+              localRank);
+    flag = 1;
+  }
+  // Copy outside the lock: hooks of different parameters may run concurrently.
+  if (grad.data != slot.data && grad.count > 0) std::memcpy(slot.data, grad.data, grad.bytes());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (--pending_[static_cast<size_t>(b)] == 0 && options_.overlap) {
+      queued_[static_cast<size_t>(b)] = 1;
+      queue = true;
+    }
+  }
+  if (queue) cv_.notify_all();
+}
+
+StepCommStats GradientReducer::wait() {
+  const auto start = std::chrono::steady_clock::now();
+  const int buckets = static_cast<int>(layout_.buckets().size());
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (int b = 0; b < buckets; ++b) {
+    if (pending_[static_cast<size_t>(b)] == 0) continue;
+    for (int i = 0; i < local_; ++i) {
+      for (int p : layout_.buckets()[static_cast<size_t>(b)].params) {
+        APS_CHECK(marked_[static_cast<size_t>(i) * names_.size() + static_cast<size_t>(p)] != 0,
+                  "comm reducer: wait() before the gradient of '{}' (local rank {}) was marked ready",
+                  names_[static_cast<size_t>(p)], i);
+      }
+    }
+  }
+  if (!options_.overlap) {
+    for (auto& q : queued_) q = 1;
+    cv_.notify_all();
+  }
+  cv_.wait(lock, [&] { return doneBuckets_ == buckets; });
+  if (error_) std::rethrow_exception(error_);
+  StepCommStats stats = stepStats_;
+  stats.buckets = buckets;
+  stepStats_ = {};
+  for (size_t b = 0; b < pending_.size(); ++b) {
+    pending_[b] = static_cast<int>(layout_.buckets()[b].params.size()) * local_;
+    queued_[b] = 0;
+  }
+  std::fill(marked_.begin(), marked_.end(), 0);
+  nextBucket_ = 0;
+  doneBuckets_ = 0;
+  ++step_;
+  lock.unlock();
+  stats.exposedSeconds = secondsSince(start);
+  return stats;
+}
+
+void GradientReducer::commLoop() {
+  const int buckets = static_cast<int>(layout_.buckets().size());
+  for (;;) {
+    int b = 0;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return stop_ || (nextBucket_ < buckets && queued_[static_cast<size_t>(nextBucket_)]); });
+      if (stop_) return;
+      b = nextBucket_;
+    }
+    try {
+      reduceBucket(b);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = std::current_exception();
+      nextBucket_ = buckets;
+      doneBuckets_ = buckets;
+      cv_.notify_all();
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      nextBucket_ = b + 1;
+      ++doneBuckets_;
+    }
+    cv_.notify_all();
+  }
+}
+
+void GradientReducer::reduceBucket(int b) {
+  const BucketLayout::Bucket& bucket = layout_.buckets()[static_cast<size_t>(b)];
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<float*> data;
+  for (auto& f : flat_[static_cast<size_t>(b)]) data.push_back(f.data());
+  uint64_t step = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    step = step_;
+  }
+  const precision::EncodeContext ctx{options_.seed, step * 1000003ull + static_cast<uint64_t>(b), 0};
+  const SyncStats sync = algorithms_[static_cast<size_t>(bucket.format)]->run(transport_, data, bucket.count, ctx);
+  if (options_.average) {
+    const auto world = static_cast<float>(transport_.worldSize());
+    for (float* d : data)
+      for (int64_t i = 0; i < bucket.count; ++i) d[i] /= world;
+  }
+  for (size_t i = 0; i < data.size(); ++i) {
+    for (size_t k = 0; k < bucket.params.size(); ++k) {
+      const BufferView& grad = grads_[i][static_cast<size_t>(bucket.params[k])];
+      const float* src = data[i] + bucket.offsets[k];
+      if (grad.data != src && grad.count > 0) std::memcpy(grad.data, src, grad.bytes());
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stepStats_.commSeconds += secondsSince(start);
+  stepStats_.nonFinite = stepStats_.nonFinite || sync.nonFinite;
+  if (stepStats_.bytesSent.empty()) stepStats_.bytesSent.assign(sync.bytesSent.size(), 0);
+  for (size_t i = 0; i < sync.bytesSent.size(); ++i) stepStats_.bytesSent[i] += sync.bytesSent[i];
+}
+
+}  // namespace aps::comm

@@ -1,0 +1,113 @@
+#pragma once
+
+#include "comm/AllReduceAlgorithm.h"
+#include "comm/BucketLayout.h"
+#include "comm/Transport.h"
+#include "framework/tensor/Buffer.h"
+
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace aps::comm {
+
+// A parameter's gradient as the reducer sees it: a name for messages and a plain fp32 buffer.
+struct NamedGradient {
+  std::string name;
+  BufferView grad;
+};
+
+struct ReducerOptions {
+  size_t bucketCapBytes = BucketLayout::kDefaultCapBytes;
+  size_t firstBucketCapBytes = BucketLayout::kDefaultFirstCapBytes;
+  // true: a bucket is reduced as soon as its last gradient is marked ready, overlapping
+  // backward; false: everything is reduced inside wait(), after backward.
+  bool overlap = true;
+  // Divide the sums by the world size (the data-parallel mean).
+  bool average = false;
+  // Seeds stochastic rounding; each step and bucket gets its own stream.
+  uint64_t seed = 0;
+};
+
+// What one step's gradient synchronisation cost.
+struct StepCommStats {
+  double exposedSeconds = 0.0;      // time wait() blocked the optimizer step
+  double commSeconds = 0.0;         // time the communication thread spent reducing buckets
+  std::vector<uint64_t> bytesSent;  // per local rank
+  bool nonFinite = false;           // some gradient was NaN/inf on some rank (same on all)
+  int buckets = 0;
+};
+
+// Data-parallel gradient synchronisation in flat buckets (DESIGN.md, "Overlapping
+// communication with backward"). The engine's gradient-ready hook calls markReady(p) as
+// backward produces parameter p's gradient; when a bucket's last gradient arrives it is
+// queued to the one communication thread, which owns every call into the transport and
+// reduces buckets strictly in bucket order (the same order on every rank, whatever order
+// hooks fire in). wait() blocks the optimizer step until all buckets are reduced and the
+// reduced gradients are back in the parameters' buffers.
+//
+// Gradients are copied into the flat buckets at markReady and back after the reduction,
+// unless the engine made them views into the buckets (flatGradient), which avoids both
+// copies. With a SimTransport, every virtual rank registers its own gradients and marks
+// them ready (markReady(p, localRank)); a bucket is queued once all local ranks have.
+class GradientReducer {
+ public:
+  // grads[i]: the gradients of local rank transport.firstLocalRank() + i in registration
+  // order (same names and sizes on every rank). formats[p] picks the all-reduce (and so the
+  // wire format) of parameter p from `algorithms`; empty formats means algorithms[0] for all.
+  GradientReducer(Transport& transport, std::vector<std::vector<NamedGradient>> grads,
+                  std::vector<std::shared_ptr<const AllReduceAlgorithm>> algorithms, std::vector<int> formats = {},
+                  ReducerOptions options = {});
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // Thread-safe; each (param, localRank) once per step.
+  void markReady(int param, int localRank = 0);
+  // Blocks until every bucket of this step is reduced; rethrows a communication error.
+  // Throws aps::Error naming a parameter that was never marked ready.
+  StepCommStats wait();
+
+  // Buckets of the current step the communication thread has finished (progress, tests).
+  int bucketsReduced();
+
+  const BucketLayout& layout() const { return layout_; }
+  int paramCount() const { return static_cast<int>(names_.size()); }
+  // Where parameter p's gradient lives in its bucket's flat buffer (local rank i).
+  BufferView flatGradient(int param, int localRank = 0);
+  // From now on the gradients are the flat-buffer views (the engine points its parameters'
+  // gradients at flatGradient(p)), so markReady and the reduction copy nothing.
+  void bindGradientsToBuckets();
+
+ private:
+  void commLoop();
+  void reduceBucket(int b);
+
+  Transport& transport_;
+  ReducerOptions options_;
+  std::vector<std::string> names_;
+  std::vector<std::vector<BufferView>> grads_;  // [local][param]
+  std::vector<std::shared_ptr<const AllReduceAlgorithm>> algorithms_;
+  BucketLayout layout_;
+  std::vector<std::vector<std::vector<float>>> flat_;  // [bucket][local][element]
+  int local_;
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<int> pending_;     // gradients a bucket still waits for
+  std::vector<uint8_t> marked_;  // [local * params + p]
+  std::vector<uint8_t> queued_;  // bucket b is complete and waits for the thread
+  int nextBucket_ = 0;           // next bucket the thread reduces this step
+  int doneBuckets_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  uint64_t step_ = 0;
+  StepCommStats stepStats_;
+  std::thread thread_;
+};
+
+}  // namespace aps::comm

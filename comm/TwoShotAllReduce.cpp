@@ -1,0 +1,92 @@
+#include "comm/TwoShotAllReduce.h"
+
+#include "framework/core/Error.h"
+
+#include <cstring>
+
+namespace aps::comm {
+
+namespace {
+enum Phase { kEncodeInput = 0, kEncodeSum = 1 };
+}
+
+TwoShotAllReduce::TwoShotAllReduce(std::shared_ptr<const precision::Codec> codec, std::string name)
+    : codec_(std::move(codec)), name_(std::move(name)) {
+  APS_CHECK(codec_ != nullptr, "comm {}: needs a codec", name_);
+}
+
+std::string TwoShotAllReduce::name() const { return name_ + "/" + codec_->name(); }
+
+void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, int64_t n) const {
+  const precision::Codec& codec = *codec_;
+  const int world = s.worldSize();
+  const int first = s.firstLocalRank();
+  const auto local = static_cast<size_t>(s.localRankCount());
+  const auto w = static_cast<size_t>(world);
+
+  // Encoded layout of a whole buffer: chunk c at offsets[c], counts[c] bytes.
+  std::vector<size_t> counts(w), offsets(w + 1, 0);
+  for (int c = 0; c < world; ++c) {
+    counts[static_cast<size_t>(c)] = encodedSize(codec, s.chunkSize(n, c));
+    offsets[static_cast<size_t>(c) + 1] = offsets[static_cast<size_t>(c)] + counts[static_cast<size_t>(c)];
+  }
+
+  // Phase 1: every rank encodes each chunk of its input; chunk c goes to rank c.
+  std::vector<std::vector<uint8_t>> sendBuf(local), recvBuf(local);
+  for (size_t i = 0; i < local; ++i) {
+    const int rank = first + static_cast<int>(i);
+    sendBuf[i].resize(offsets[w]);
+    for (int c = 0; c < world; ++c) {
+      const int64_t len = s.chunkSize(n, c);
+      if (len == 0) continue;
+      const int64_t begin = s.chunkBegin(n, c);
+      codec.encode(data[i] + begin, len, sendBuf[i].data() + offsets[static_cast<size_t>(c)],
+                   s.encodeContext(rank, kEncodeInput, begin));
+    }
+    recvBuf[i].resize(counts[static_cast<size_t>(rank)] * w);
+  }
+  for (int src = 0; src < world; ++src) {
+    for (int dst = 0; dst < world; ++dst) {
+      const void* sendData = s.isLocal(src)
+                                 ? sendBuf[static_cast<size_t>(src - first)].data() + offsets[static_cast<size_t>(dst)]
+                                 : nullptr;
+      void* recvData = s.isLocal(dst) ? recvBuf[static_cast<size_t>(dst - first)].data() +
+                                            static_cast<size_t>(src) * counts[static_cast<size_t>(dst)]
+                                      : nullptr;
+      s.add(src, dst, sendData, recvData, counts[static_cast<size_t>(dst)]);
+    }
+  }
+  s.flush();
+
+  // Phase 2: the owner of chunk c sums the N decoded contributions in fp32 in rank order and
+  // encodes the sum once.
+  std::vector<std::vector<uint8_t>> sumBuf(local);
+  std::vector<const void*> sumPtr(local);
+  std::vector<float> acc;
+  for (size_t i = 0; i < local; ++i) {
+    const int rank = first + static_cast<int>(i);
+    const size_t bytes = counts[static_cast<size_t>(rank)];
+    const int64_t len = s.chunkSize(n, rank);
+    sumBuf[i].resize(bytes);
+    sumPtr[i] = sumBuf[i].data();
+    if (len == 0) continue;
+    acc.resize(static_cast<size_t>(len));
+    codec.decode(recvBuf[i].data(), len, acc.data());
+    for (int k = 1; k < world; ++k)
+      codec.decodeAdd(recvBuf[i].data() + static_cast<size_t>(k) * bytes, len, acc.data());
+    codec.encode(acc.data(), len, sumBuf[i].data(), s.encodeContext(rank, kEncodeSum, s.chunkBegin(n, rank)));
+  }
+
+  // Phase 3: all-gather the encoded sums; every rank decodes the same bytes.
+  std::vector<uint8_t> gathered(offsets[w]);
+  s.allGatherShared(sumPtr, counts, std::span<const size_t>(offsets).first(w), gathered.data());
+  for (int c = 0; c < world; ++c) {
+    const int64_t len = s.chunkSize(n, c);
+    if (len > 0) codec.decode(gathered.data() + offsets[static_cast<size_t>(c)], len, data[0] + s.chunkBegin(n, c));
+  }
+  for (size_t i = 1; i < local; ++i) {
+    if (n > 0) std::memcpy(data[i], data[0], static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
+}  // namespace aps::comm

@@ -1,0 +1,276 @@
+// Gradient buckets on simulated ranks: layout, overlap with a fake backward that marks
+// gradients ready from another thread, exposed time, multi-step reuse and misuse errors.
+#include "comm/GradientReducer.h"
+#include "comm/SimTransport.h"
+#include "framework/core/Error.h"
+#include "framework/core/Rng.h"
+#include "tests/comm/TestCodecs.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <thread>
+
+namespace aps::comm {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(BucketLayout, ReverseOrderCapsAndFormats) {
+  // 6 parameters of 100 floats (400 bytes); first cap 500 bytes, then 800 bytes.
+  const BucketLayout a({100, 100, 100, 100, 100, 100}, {0, 0, 0, 0, 0, 0}, 800, 500);
+  ASSERT_EQ(a.buckets().size(), 4u);
+  EXPECT_EQ(a.buckets()[0].params, (std::vector<int>{5}));
+  EXPECT_EQ(a.buckets()[1].params, (std::vector<int>{4, 3}));
+  EXPECT_EQ(a.buckets()[2].params, (std::vector<int>{2, 1}));
+  EXPECT_EQ(a.buckets()[3].params, (std::vector<int>{0}));
+  EXPECT_EQ(a.buckets()[2].offsets, (std::vector<int64_t>{0, 100}));
+  EXPECT_EQ(a.bucketOf(0), 3);
+  EXPECT_EQ(a.offsetOf(1), 100);
+  EXPECT_EQ(a.buckets()[2].count, 200);
+
+  // A format change closes the bucket; a parameter over the cap gets its own.
+  const BucketLayout b({10, 10, 5000, 10}, {1, 1, 0, 0}, 1000, 1000);
+  ASSERT_EQ(b.buckets().size(), 3u);
+  EXPECT_EQ(b.buckets()[0].params, (std::vector<int>{3}));
+  EXPECT_EQ(b.buckets()[1].params, (std::vector<int>{2}));
+  EXPECT_EQ(b.buckets()[2].params, (std::vector<int>{1, 0}));
+  EXPECT_EQ(b.buckets()[2].format, 1);
+
+  EXPECT_TRUE(BucketLayout({}, {}).buckets().empty());
+  EXPECT_THROW(BucketLayout({1, 2}, {0}), Error);
+}
+
+// A transport that takes `delay` per round, to make communication visible next to compute.
+class SlowTransport final : public Transport {
+ public:
+  SlowTransport(int world, std::chrono::milliseconds delay) : sim_(world), delay_(delay) {}
+  std::string transportName() const override { return "slow-sim"; }
+  int worldSize() const override { return sim_.worldSize(); }
+  int firstLocalRank() const override { return 0; }
+  int localRankCount() const override { return sim_.localRankCount(); }
+  void exchange(std::span<const Message> round) override {
+    std::this_thread::sleep_for(delay_);
+    sim_.exchange(round);
+  }
+
+ private:
+  SimTransport sim_;
+  std::chrono::milliseconds delay_;
+};
+
+struct Model {
+  // grads[rank][param]
+  std::vector<std::vector<std::vector<float>>> grads;
+  std::vector<int64_t> sizes;
+
+  Model(int ranks, std::vector<int64_t> paramSizes, uint64_t seed) : sizes(std::move(paramSizes)) {
+    for (int r = 0; r < ranks; ++r) {
+      Rng rng(seed + static_cast<uint64_t>(r));
+      std::vector<std::vector<float>> g;
+      for (int64_t n : sizes) {
+        std::vector<float> v(static_cast<size_t>(n));
+        for (auto& x : v) x = rng.normal();
+        g.push_back(std::move(v));
+      }
+      grads.push_back(std::move(g));
+    }
+  }
+  std::vector<std::vector<NamedGradient>> named() {
+    std::vector<std::vector<NamedGradient>> out;
+    for (auto& rank : grads) {
+      std::vector<NamedGradient> g;
+      for (size_t p = 0; p < rank.size(); ++p)
+        g.push_back({"layer" + std::to_string(p) + ".weight",
+                     {rank[p].data(), static_cast<int64_t>(rank[p].size()), DType::Float32, Device::cpu()}});
+      out.push_back(std::move(g));
+    }
+    return out;
+  }
+};
+
+// Marks every parameter of every rank ready in reverse registration order, sleeping
+// `compute` before each, as backward would.
+void fakeBackward(GradientReducer& reducer, int ranks, std::chrono::milliseconds compute) {
+  for (int p = reducer.paramCount() - 1; p >= 0; --p) {
+    std::this_thread::sleep_for(compute);
+    for (int r = 0; r < ranks; ++r) reducer.markReady(p, r);
+  }
+}
+
+std::shared_ptr<const AllReduceAlgorithm> twoShot() {
+  return makeAllReduce({.kind = AllReduceKind::TwoShot}, std::make_shared<testing::Half16Codec>());
+}
+
+TEST(GradientReducer, ReducesEveryBucketLikeOneAllReduceOfTheFlatBuffer) {
+  const int ranks = 3;
+  Model model(ranks, {100, 7, 300, 0, 50, 1}, 1);
+  Model reference = model;
+  SimTransport sim(ranks);
+  GradientReducer reducer(sim, model.named(), {twoShot()}, {}, {.bucketCapBytes = 1600, .firstBucketCapBytes = 400});
+  ASSERT_GE(reducer.layout().buckets().size(), 3u);
+  std::thread backward([&] { fakeBackward(reducer, ranks, 0ms); });
+  backward.join();
+  const StepCommStats stats = reducer.wait();
+  EXPECT_FALSE(stats.nonFinite);
+  EXPECT_EQ(stats.buckets, static_cast<int>(reducer.layout().buckets().size()));
+  ASSERT_EQ(stats.bytesSent.size(), static_cast<size_t>(ranks));
+  EXPECT_GT(stats.bytesSent[0], 0u);
+
+  // The reference: the same algorithm on each bucket's flat buffer, built by hand.
+  const auto algorithm = twoShot();
+  for (size_t b = 0; b < reducer.layout().buckets().size(); ++b) {
+    const auto& bucket = reducer.layout().buckets()[b];
+    std::vector<std::vector<float>> flat(ranks, std::vector<float>(static_cast<size_t>(bucket.count)));
+    for (int r = 0; r < ranks; ++r)
+      for (size_t k = 0; k < bucket.params.size(); ++k) {
+        const auto& g = reference.grads[static_cast<size_t>(r)][static_cast<size_t>(bucket.params[k])];
+        std::copy(g.begin(), g.end(), flat[static_cast<size_t>(r)].begin() + bucket.offsets[k]);
+      }
+    std::vector<float*> p;
+    for (auto& f : flat) p.push_back(f.data());
+    algorithm->run(sim, p, bucket.count, {0, b, 0});  // stream = step 0 * 1000003 + bucket
+    for (int r = 0; r < ranks; ++r)
+      for (size_t k = 0; k < bucket.params.size(); ++k) {
+        const auto& got = model.grads[static_cast<size_t>(r)][static_cast<size_t>(bucket.params[k])];
+        EXPECT_EQ(0, std::memcmp(got.data(), flat[0].data() + bucket.offsets[k], got.size() * sizeof(float)))
+            << "bucket " << b << " param " << bucket.params[k] << " rank " << r;
+      }
+  }
+}
+
+TEST(GradientReducer, OverlapStartsBeforeBackwardEnds) {
+  const int ranks = 2;
+  Model model(ranks, {64, 64, 64, 64}, 2);
+  SimTransport sim(ranks);
+  GradientReducer reducer(sim, model.named(), {twoShot()}, {}, {.bucketCapBytes = 256, .firstBucketCapBytes = 256});
+  ASSERT_EQ(reducer.layout().buckets().size(), 4u);
+  // Backward has produced only the last parameter's gradient (bucket 0) so far.
+  for (int r = 0; r < ranks; ++r) reducer.markReady(3, r);
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (reducer.bucketsReduced() < 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(reducer.bucketsReduced(), 1);
+  for (int p = 2; p >= 0; --p)
+    for (int r = 0; r < ranks; ++r) reducer.markReady(p, r);
+  reducer.wait();
+  EXPECT_EQ(reducer.bucketsReduced(), 0) << "wait() starts the next step";
+}
+
+TEST(GradientReducer, WithoutOverlapNothingMovesBeforeWait) {
+  const int ranks = 2;
+  Model model(ranks, {64, 64}, 3), reference = model;
+  SimTransport sim(ranks);
+  GradientReducer reducer(sim, model.named(), {twoShot()}, {},
+                          {.bucketCapBytes = 256, .firstBucketCapBytes = 256, .overlap = false});
+  fakeBackward(reducer, ranks, 0ms);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(reducer.bucketsReduced(), 0);
+  reducer.wait();
+  // Same bits as the overlapped reducer.
+  GradientReducer overlapped(sim, reference.named(), {twoShot()}, {},
+                             {.bucketCapBytes = 256, .firstBucketCapBytes = 256});
+  fakeBackward(overlapped, ranks, 0ms);
+  overlapped.wait();
+  for (int r = 0; r < ranks; ++r)
+    for (size_t p = 0; p < 2; ++p) EXPECT_EQ(model.grads[r][p], reference.grads[r][p]);
+}
+
+TEST(GradientReducer, OverlapHidesCommunicationBehindBackward) {
+  // Each bucket costs 3 rounds x 15 ms (flag, all-to-all, all-gather); backward spends 60 ms
+  // per parameter, so with overlap only the last bucket's ~45 ms is exposed.
+  const int ranks = 2;
+  Model model(ranks, {32, 32, 32, 32}, 4);
+  SlowTransport slow(ranks, 15ms);
+  ReducerOptions options{.bucketCapBytes = 128, .firstBucketCapBytes = 128};
+  GradientReducer overlapped(slow, model.named(), {twoShot()}, {}, options);
+  std::thread backward([&] { fakeBackward(overlapped, ranks, 60ms); });
+  backward.join();
+  const StepCommStats hidden = overlapped.wait();
+
+  options.overlap = false;
+  GradientReducer serial(slow, model.named(), {twoShot()}, {}, options);
+  fakeBackward(serial, ranks, 60ms);
+  const StepCommStats exposed = serial.wait();
+
+  EXPECT_GE(exposed.exposedSeconds, 4 * 3 * 0.015);
+  EXPECT_GE(exposed.exposedSeconds, 0.95 * exposed.commSeconds);
+  EXPECT_LT(hidden.exposedSeconds, 0.5 * hidden.commSeconds);
+}
+
+TEST(GradientReducer, ManyStepsAverageAndViewsIntoBuckets) {
+  const int ranks = 4;
+  Model model(ranks, {10, 20, 30}, 5);
+  auto named = model.named();
+  SimTransport sim(ranks);
+  auto native = std::shared_ptr<const AllReduceAlgorithm>(makeAllReduce({.kind = AllReduceKind::Native}, nullptr));
+  GradientReducer reducer(sim, named, {native}, {}, {.average = true});
+  reducer.bindGradientsToBuckets();
+  for (int step = 0; step < 3; ++step) {
+    // The engine writes gradients straight into the bucket (no copy in or out).
+    std::vector<double> expected(20, 0.0);
+    for (int r = 0; r < ranks; ++r) {
+      BufferView v = reducer.flatGradient(1, r);
+      ASSERT_EQ(v.count, 20);
+      for (int i = 0; i < 20; ++i) {
+        v.as<float>()[i] = static_cast<float>(r + i + step);
+        expected[static_cast<size_t>(i)] += (r + i + step) / static_cast<double>(ranks);
+      }
+    }
+    fakeBackward(reducer, ranks, 0ms);
+    const StepCommStats stats = reducer.wait();
+    EXPECT_FALSE(stats.nonFinite);
+    for (int r = 0; r < ranks; ++r)
+      for (int i = 0; i < 20; ++i)
+        EXPECT_FLOAT_EQ(reducer.flatGradient(1, r).as<float>()[i],
+                        static_cast<float>(expected[static_cast<size_t>(i)]));
+  }
+}
+
+TEST(GradientReducer, NonFiniteGradientIsReportedForTheStep) {
+  const int ranks = 3;
+  Model model(ranks, {16, 16}, 6);
+  model.grads[1][0][3] = std::numeric_limits<float>::quiet_NaN();
+  SimTransport sim(ranks);
+  GradientReducer reducer(sim, model.named(), {twoShot()});
+  fakeBackward(reducer, ranks, 0ms);
+  EXPECT_TRUE(reducer.wait().nonFinite);
+}
+
+TEST(GradientReducer, MisuseNamesTheParameter) {
+  Model model(2, {8, 8}, 7);
+  SimTransport sim(2);
+  GradientReducer reducer(sim, model.named(), {twoShot()});
+  reducer.markReady(1, 0);
+  EXPECT_THROW(reducer.markReady(1, 0), Error);
+  try {
+    reducer.wait();
+    ADD_FAILURE() << "wait() with unmarked gradients must throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(reducer.markReady(2, 0), Error);
+  auto bad = model.named();
+  bad[1][0].name = "other";
+  EXPECT_THROW(GradientReducer(sim, bad, {twoShot()}), Error);
+  EXPECT_THROW(GradientReducer(sim, model.named(), {twoShot()}, {0, 1}), Error) << "format 1 has no algorithm";
+}
+
+TEST(GradientReducer, OneFormatPerBucket) {
+  const int ranks = 2;
+  Model model(ranks, {8, 8, 8}, 8);
+  SimTransport sim(ranks);
+  auto native = std::shared_ptr<const AllReduceAlgorithm>(makeAllReduce({.kind = AllReduceKind::Native}, nullptr));
+  GradientReducer reducer(sim, model.named(), {native, twoShot()}, {0, 1, 1});
+  ASSERT_EQ(reducer.layout().buckets().size(), 2u);
+  fakeBackward(reducer, ranks, 0ms);
+  const StepCommStats stats = reducer.wait();
+  // fp32 bucket: 8 values, 4 per chunk; 16-bit bucket: 16 values, 8 per chunk. Each sends
+  // its one remote chunk twice, plus one flag byte per bucket.
+  EXPECT_EQ(stats.bytesSent[0], (2u * 16u + 1u) + (2u * 16u + 1u));
+}
+
+}  // namespace
+}  // namespace aps::comm
