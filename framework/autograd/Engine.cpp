@@ -65,6 +65,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradR
     }
   }
 
+  // Backward closures call ordinary ops; they must not record history themselves.
+  NoGradGuard noGrad;
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
   for (auto& [edge, grad] : seeds) accumulate(states[edge.fn.get()], *edge.fn, edge.inputNr, grad);
   for (auto& [node, state] : states) {
