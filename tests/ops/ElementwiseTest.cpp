@@ -7,6 +7,9 @@
 #include "framework/ops/Shaping.h"
 #include "tests/ops/GradCheck.h"
 
+#include "framework/autograd/Function.h"
+
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 namespace {
@@ -29,6 +32,17 @@ std::string errorOf(const std::function<void()>& fn) {
     return e.what();
   }
   return "";
+}
+
+// The checker itself must catch a wrong backward (here: off by a factor of 2).
+TEST(GradCheck, DetectsAWrongGradient) {
+  const auto wrongSquare = [](const std::vector<Tensor>& in) {
+    Tensor out = ops::mul(in[0].detach(), in[0].detach());
+    const Tensor x = in[0].detach();
+    return aps::autograd::recordFunction(out, "WrongSquare", {in[0]},
+                                         [x](const Tensor& g) { return std::vector<Tensor>{ops::mul(g, x)}; });
+  };
+  EXPECT_NONFATAL_FAILURE(expectGradientsMatch(wrongSquare, {randomInput({3}, 99)}), "analytic");
 }
 
 TEST(Elementwise, ForwardValuesAndBroadcasting) {
