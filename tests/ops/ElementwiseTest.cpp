@@ -42,7 +42,7 @@ TEST(GradCheck, DetectsAWrongGradient) {
     return aps::autograd::recordFunction(out, "WrongSquare", {in[0]},
                                          [x](const Tensor& g) { return std::vector<Tensor>{ops::mul(g, x)}; });
   };
-  EXPECT_NONFATAL_FAILURE(expectGradientsMatch(wrongSquare, {randomInput({3}, 99)}), "analytic");
+  EXPECT_NONFATAL_FAILURE(expectGradientsMatch(wrongSquare, {randomInput({1}, 99)}), "analytic");
 }
 
 TEST(Elementwise, ForwardValuesAndBroadcasting) {
