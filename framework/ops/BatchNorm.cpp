@@ -5,6 +5,7 @@
 #include "framework/ops/Checks.h"
 #include "framework/ops/cpu/Kernels.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace aps::ops {
@@ -30,7 +31,7 @@ std::vector<Tensor> evalBackward(const Tensor& g, const Tensor& x, const Tensor&
   const float* pMean = mean.data<float>();
   const float* pVar = var.data<float>();
   float* pdx = gx ? dx.data<float>() : nullptr;
-  parallelFor(c, 1, [&](int64_t begin, int64_t end) {
+  parallelFor(c, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(n * hw, 1)), [&](int64_t begin, int64_t end) {
     for (int64_t ch = begin; ch < end; ++ch) {
       const float invStd = 1.0f / std::sqrt(pVar[ch] + eps);
       const float scale = pGamma[ch] * invStd;

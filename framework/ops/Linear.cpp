@@ -6,6 +6,8 @@
 
 #include <Eigen/Core>
 
+#include <algorithm>
+
 namespace aps::ops {
 
 namespace {
@@ -22,7 +24,7 @@ Tensor columnSums(const Tensor& g) {
   Tensor out = Tensor::empty({m});
   const float* p = g.data<float>();
   float* o = out.data<float>();
-  parallelFor(m, 64, [&](int64_t begin, int64_t end) {
+  parallelFor(m, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
     for (int64_t j = begin; j < end; ++j) {
       float s = 0.0f;
       for (int64_t i = 0; i < n; ++i) s += p[i * m + j];

@@ -50,7 +50,7 @@ Tensor sumKeep(const Tensor& x, const std::vector<bool>& reduced) {
   Tensor out = Tensor::empty(keptShape);
   const float* p = c.data<float>();
   float* o = out.data<float>();
-  parallelFor(outer, 1, [&](int64_t begin, int64_t end) {
+  parallelFor(outer, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(inner, 1)), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       double s = 0.0;
       for (int64_t j = 0; j < inner; ++j) s += p[i * inner + j];
