@@ -32,8 +32,8 @@ struct BatchNormShape {
 void batchNormForwardTrain(float* out, float* saveMean, float* saveInvStd, float* runningMean, float* runningVar,
                            const float* in, const float* gamma, const float* beta, const BatchNormShape& shape,
                            float momentum, float eps);
-void batchNormForwardEval(float* out, const float* in, const float* gamma, const float* beta, const float* runningMean,
-                          const float* runningVar, const BatchNormShape& shape, float eps);
+void batchNormForwardEval(float* out, const float* in, const float* gamma, const float* beta,
+                          const float* runningMean, const float* runningVar, const BatchNormShape& shape, float eps);
 void batchNormBackward(float* gradIn, float* gradGamma, float* gradBeta, const float* gradOut, const float* in,
                        const float* gamma, const float* saveMean, const float* saveInvStd, const BatchNormShape& shape);
 
@@ -71,7 +71,7 @@ struct CrossEntropyShape {
 float crossEntropyForward(float* probs, const float* logits, const int64_t* targets, const CrossEntropyShape& shape,
                           float labelSmoothing, int64_t ignoreIndex);
 // gradLogits (N, C, spatial) <- d(gradLoss * loss)/d logits
-void crossEntropyBackward(float* gradLogits, const float* probs, const int64_t* targets, const CrossEntropyShape& shape,
-                          float labelSmoothing, int64_t ignoreIndex, float gradLoss);
+void crossEntropyBackward(float* gradLogits, const float* probs, const int64_t* targets,
+                          const CrossEntropyShape& shape, float labelSmoothing, int64_t ignoreIndex, float gradLoss);
 
 }  // namespace aps::cpu
