@@ -8,11 +8,11 @@ namespace aps {
 
 namespace {
 constexpr std::array<std::pair<DType, std::string_view>, 6> kNames{{{DType::Float32, "float32"},
-                                                                     {DType::Float16, "float16"},
-                                                                     {DType::BFloat16, "bfloat16"},
-                                                                     {DType::UInt8, "uint8"},
-                                                                     {DType::Int32, "int32"},
-                                                                     {DType::Int64, "int64"}}};
+                                                                    {DType::Float16, "float16"},
+                                                                    {DType::BFloat16, "bfloat16"},
+                                                                    {DType::UInt8, "uint8"},
+                                                                    {DType::Int32, "int32"},
+                                                                    {DType::Int64, "int64"}}};
 }
 
 std::string_view dtypeName(DType t) {

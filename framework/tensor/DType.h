@@ -13,12 +13,18 @@ enum class DType : uint8_t { Float32, Float16, BFloat16, UInt8, Int32, Int64 };
 
 constexpr size_t dtypeSize(DType t) {
   switch (t) {
-    case DType::Float32: return 4;
-    case DType::Float16: return 2;
-    case DType::BFloat16: return 2;
-    case DType::UInt8: return 1;
-    case DType::Int32: return 4;
-    case DType::Int64: return 8;
+    case DType::Float32:
+      return 4;
+    case DType::Float16:
+      return 2;
+    case DType::BFloat16:
+      return 2;
+    case DType::UInt8:
+      return 1;
+    case DType::Int32:
+      return 4;
+    case DType::Int64:
+      return 8;
   }
   return 0;
 }

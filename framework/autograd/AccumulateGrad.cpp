@@ -1,0 +1,35 @@
+#include "framework/autograd/AccumulateGrad.h"
+
+#include "framework/autograd/GradAccumulation.h"
+#include "framework/core/Error.h"
+
+namespace aps::autograd {
+
+AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : Node("AccumulateGrad"), leaf_(std::move(leaf)) {}
+
+std::shared_ptr<Node> AccumulateGrad::of(const Tensor& leaf) {
+  auto& slots = leaf.impl().autograd();
+  if (auto existing = slots.gradAccumulator.lock()) return existing;
+  auto node = std::make_shared<AccumulateGrad>(leaf.implPtr());
+  slots.gradAccumulator = node;
+  return node;
+}
+
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& gradOutputs) {
+  Tensor leaf(leaf_);
+  const Tensor& incoming = gradOutputs.at(0);
+  if (incoming.defined()) {
+    APS_CHECK(incoming.sizes() == leaf.sizes(), "backward: gradient of shape {} for a leaf of shape {}",
+              incoming.shapeString(), leaf.shapeString());
+    Tensor grad = leaf.grad();
+    if (grad.defined()) {
+      addInto(grad, incoming);
+    } else {
+      leaf.setGrad(incoming.clone());
+    }
+  }
+  for (auto& hook : leaf_->autograd().gradReadyHooks) hook(leaf);
+  return {};
+}
+
+}  // namespace aps::autograd

@@ -1,0 +1,94 @@
+#include "framework/autograd/Engine.h"
+
+#include "framework/autograd/Function.h"
+#include "framework/autograd/GradAccumulation.h"
+#include "framework/autograd/GradMode.h"
+#include "framework/autograd/Node.h"
+#include "framework/core/Error.h"
+
+#include <queue>
+#include <unordered_map>
+
+namespace aps::autograd {
+
+namespace {
+
+struct NodeState {
+  int dependencies = 0;
+  std::vector<Tensor> inputs;  // gradients for the node's forward outputs
+};
+
+void accumulate(NodeState& state, const Node& node, uint32_t slot, const Tensor& grad) {
+  if (state.inputs.empty()) state.inputs.resize(node.numOutputs());
+  APS_ASSERT(slot < state.inputs.size());
+  Tensor& current = state.inputs[slot];
+  current = current.defined() ? addGradients(current, grad) : grad;
+}
+
+struct LaterFirst {
+  bool operator()(const Node* a, const Node* b) const { return a->sequenceNr() < b->sequenceNr(); }
+};
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradRoots) {
+  APS_CHECK(gradRoots.empty() || gradRoots.size() == roots.size(), "backward: {} roots but {} root gradients",
+            roots.size(), gradRoots.size());
+  // The graph: every node reachable from the roots, with its number of incoming edges.
+  std::unordered_map<Node*, NodeState> states;
+  std::vector<Node*> stack;
+  std::vector<std::pair<Edge, Tensor>> seeds;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    APS_CHECK(root.requiresGrad(), "backward: root {} of shape {} does not require grad", i, root.shapeString());
+    Tensor grad;
+    if (gradRoots.empty()) {
+      APS_CHECK(root.numel() == 1, "backward: root of shape {} is not a scalar; pass its gradient", root.shapeString());
+      grad = Tensor::ones(root.sizes());
+    } else {
+      grad = gradRoots[i];
+      APS_CHECK(grad.sizes() == root.sizes(), "backward: gradient of shape {} for a root of shape {}",
+                grad.shapeString(), root.shapeString());
+    }
+    Edge edge = gradientEdge(root);
+    if (states.try_emplace(edge.fn.get()).second) stack.push_back(edge.fn.get());
+    seeds.emplace_back(std::move(edge), std::move(grad));
+  }
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& next : node->nextEdges()) {
+      if (!next.valid()) continue;
+      auto [it, inserted] = states.try_emplace(next.fn.get());
+      ++it->second.dependencies;
+      if (inserted) stack.push_back(next.fn.get());
+    }
+  }
+
+  // Backward closures call ordinary ops; they must not record history themselves.
+  NoGradGuard noGrad;
+  std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
+  for (auto& [edge, grad] : seeds) accumulate(states[edge.fn.get()], *edge.fn, edge.inputNr, grad);
+  for (auto& [node, state] : states) {
+    if (state.dependencies == 0) ready.push(node);
+  }
+  while (!ready.empty()) {
+    Node* node = ready.top();
+    ready.pop();
+    NodeState& state = states[node];
+    std::vector<Tensor> inputs = std::move(state.inputs);
+    inputs.resize(node->numOutputs());
+    std::vector<Tensor> outputs = node->apply(std::move(inputs));
+    const auto& edges = node->nextEdges();
+    APS_ASSERT(outputs.size() == edges.size() || outputs.empty());
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const Edge& edge = edges[i];
+      if (!edge.valid()) continue;
+      NodeState& next = states[edge.fn.get()];
+      if (i < outputs.size() && outputs[i].defined()) accumulate(next, *edge.fn, edge.inputNr, outputs[i]);
+      if (--next.dependencies == 0) ready.push(edge.fn.get());
+    }
+  }
+}
+
+}  // namespace aps::autograd

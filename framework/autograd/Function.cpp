@@ -1,0 +1,59 @@
+#include "framework/autograd/Function.h"
+
+#include "framework/autograd/AccumulateGrad.h"
+#include "framework/autograd/GradMode.h"
+#include "framework/core/Error.h"
+
+namespace aps::autograd {
+
+std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& gradOutputs) {
+  if (!gradOutputs.at(0).defined()) return std::vector<Tensor>(nextEdges().size());
+  std::vector<Tensor> grads = backward_(gradOutputs[0]);
+  APS_ASSERT(grads.size() == nextEdges().size());
+  return grads;
+}
+
+bool needsGrad(std::initializer_list<Tensor> inputs) {
+  if (!GradMode::isEnabled()) return false;
+  for (const Tensor& t : inputs) {
+    if (t.requiresGrad()) return true;
+  }
+  return false;
+}
+
+bool needsGrad(const std::vector<Tensor>& inputs) {
+  if (!GradMode::isEnabled()) return false;
+  for (const Tensor& t : inputs) {
+    if (t.requiresGrad()) return true;
+  }
+  return false;
+}
+
+Edge gradientEdge(const Tensor& t) {
+  if (!t.defined() || !t.requiresGrad()) return {};
+  const auto& slots = t.impl().autograd();
+  if (slots.gradFn) return {slots.gradFn, slots.outputNr};
+  return {AccumulateGrad::of(t), 0};
+}
+
+void recordHistory(Tensor& output, const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs) {
+  for (const Tensor& input : inputs) node->addNextEdge(gradientEdge(input));
+  auto& slots = output.impl().autograd();
+  slots.requiresGrad = true;
+  slots.gradFn = node;
+  slots.outputNr = 0;
+}
+
+Tensor& recordFunction(Tensor& output, const char* name, const std::vector<Tensor>& inputs,
+                       FunctionNode::Backward backward) {
+  if (needsGrad(inputs)) recordHistory(output, std::make_shared<FunctionNode>(name, std::move(backward)), inputs);
+  return output;
+}
+
+void addGradReadyHook(Tensor& leaf, std::function<void(Tensor&)> fn) {
+  APS_CHECK(leaf.isLeaf() && leaf.requiresGrad(), "addGradReadyHook: tensor of shape {} is not a leaf requiring grad",
+            leaf.shapeString());
+  leaf.impl().autograd().gradReadyHooks.push_back(std::move(fn));
+}
+
+}  // namespace aps::autograd

@@ -1,0 +1,43 @@
+#pragma once
+
+#include "framework/autograd/Node.h"
+
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace aps::autograd {
+
+// A node whose backward is a closure: given the gradient of the (single) output it returns
+// one gradient per input, in the order the inputs were recorded (undefined = none). Closures
+// should capture tensors with detach() so the graph holds no cycles through saved outputs.
+class FunctionNode : public Node {
+ public:
+  using Backward = std::function<std::vector<Tensor>(const Tensor& gradOutput)>;
+  FunctionNode(std::string name, Backward backward) : Node(std::move(name)), backward_(std::move(backward)) {}
+  std::vector<Tensor> apply(std::vector<Tensor>&& gradOutputs) override;
+
+ private:
+  Backward backward_;
+};
+
+// True when grad mode is on and any input requires grad: whether an op must record history.
+bool needsGrad(std::initializer_list<Tensor> inputs);
+bool needsGrad(const std::vector<Tensor>& inputs);
+
+// The edge a gradient for `t` flows along: its producer, its leaf accumulator, or none.
+Edge gradientEdge(const Tensor& t);
+
+// Makes `output` the result of `node` applied to `inputs` (history for backward).
+void recordHistory(Tensor& output, const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs);
+
+// Records a FunctionNode when needsGrad(inputs); otherwise does nothing. Returns output.
+Tensor& recordFunction(Tensor& output, const char* name, const std::vector<Tensor>& inputs,
+                       FunctionNode::Backward backward);
+
+// Registers fn to run once `leaf`'s gradient is final in each backward pass that reaches it
+// (after accumulation into leaf.grad()). This is where data parallelism attaches.
+void addGradReadyHook(Tensor& leaf, std::function<void(Tensor&)> fn);
+
+}  // namespace aps::autograd

@@ -1,0 +1,48 @@
+#pragma once
+
+#include "framework/tensor/Tensor.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace aps::autograd {
+
+class Node;
+
+// Where a gradient flows: input slot `inputNr` of node `fn` (the slot is the producing
+// tensor's output number). An edge without a node carries nothing.
+struct Edge {
+  std::shared_ptr<Node> fn;
+  uint32_t inputNr = 0;
+  bool valid() const { return fn != nullptr; }
+};
+
+// A backward function in the dynamic graph. apply() receives one gradient per forward output
+// (numOutputs(); an undefined tensor when none arrived) and returns one gradient per next
+// edge (undefined when that input needs none).
+class Node {
+ public:
+  explicit Node(std::string name, uint32_t numOutputs = 1);
+  virtual ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  virtual std::vector<Tensor> apply(std::vector<Tensor>&& gradOutputs) = 0;
+
+  const std::string& name() const { return name_; }
+  uint32_t numOutputs() const { return numOutputs_; }
+  // Creation order; the engine runs ready nodes latest-created first (reverse topological).
+  uint64_t sequenceNr() const { return sequenceNr_; }
+  const std::vector<Edge>& nextEdges() const { return next_; }
+  void addNextEdge(Edge edge) { next_.push_back(std::move(edge)); }
+
+ private:
+  std::string name_;
+  uint32_t numOutputs_;
+  uint64_t sequenceNr_;
+  std::vector<Edge> next_;
+};
+
+}  // namespace aps::autograd

@@ -1,0 +1,69 @@
+#pragma once
+
+#include "framework/tensor/NamedTensor.h"
+#include "framework/tensor/Tensor.h"
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace aps::nn {
+
+// A layer or network (torch.nn.Module): named parameters, buffers and child modules in
+// registration order, so that dotted names ("layer1.0.conv1.weight") and their order are
+// identical on every rank and match torchvision's state_dict for the same architecture.
+class Module {
+ public:
+  explicit Module(std::string typeName) : typeName_(std::move(typeName)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Single-input forward; modules with other signatures add their own methods.
+  virtual Tensor forward(const Tensor& input);
+  Tensor operator()(const Tensor& input) { return forward(input); }
+
+  const std::string& typeName() const { return typeName_; }
+
+  // Recursive, pre-order: own entries first, then each child's with "child." prefixed.
+  NamedTensors namedParameters() const;
+  std::vector<Tensor> parameters() const;
+  NamedTensors namedBuffers() const;
+  // Per module: parameters, then buffers, then children (torch's state_dict order).
+  NamedTensors stateDict() const;
+  // Copies values into the registered tensors (shapes must match; dtypes are converted).
+  // strict: every key must be present and no unknown key may appear.
+  void loadStateDict(const NamedTensors& state, bool strict = true);
+  std::vector<std::pair<std::string, Module*>> namedModules();  // includes this one as ""
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> namedChildren() const { return children_; }
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool isTraining() const { return training_; }
+  // Zeroes every parameter's gradient in place (gradients that are views into flat bucket
+  // buffers stay views); setToNone drops them instead.
+  void zeroGrad(bool setToNone = false);
+
+  // Registration (normally called by constructors, in a fixed order).
+  Tensor registerParameter(const std::string& name, Tensor tensor);
+  Tensor registerBuffer(const std::string& name, Tensor tensor);
+  template <typename M>
+  std::shared_ptr<M> registerModule(const std::string& name, std::shared_ptr<M> module) {
+    addChild(name, module);
+    return module;
+  }
+
+ private:
+  void addChild(const std::string& name, std::shared_ptr<Module> module);
+  void checkNewName(const std::string& name) const;
+  void collect(const std::string& prefix, bool params, bool buffers, NamedTensors& out) const;
+
+  std::string typeName_;
+  NamedTensors parameters_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace aps::nn

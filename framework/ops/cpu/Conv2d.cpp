@@ -1,0 +1,277 @@
+// Convolution as im2col + GEMM (Chellapilla et al., "High Performance Convolutional Neural
+// Networks for Document Processing", 2006), lowered over chunks of images so that one GEMM
+// covers several images while its column matrix stays in cache. Chunks are sized from the
+// shape alone and each GEMM runs on one thread, so the bits do not depend on the thread count.
+#include "framework/core/Error.h"
+#include "framework/core/Parallel.h"
+#include "framework/ops/cpu/Kernels.h"
+#include "framework/ops/cpu/PanelConv.h"
+#include "framework/ops/cpu/Reduce.h"
+#include "framework/ops/cpu/Workspace.h"
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <cstring>
+
+namespace aps::cpu {
+
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatrixMap = Eigen::Map<RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
+using ConstMatrixMap = Eigen::Map<const RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
+
+// Images per weight-gradient chunk are chosen so that a batch splits into at most this many
+// chunks; each chunk sums its images' products into its own partial, and the partials are
+// added in chunk order, so the result depends on the batch size only, not on threads.
+constexpr int64_t kWeightChunks = 16;
+
+// Workspace slots used inside the parallel loops; kSlotPartials and kSlotFlipped belong to
+// the calling thread (slots 4 and 5 are taken by the panel convolution).
+constexpr int kSlotColumns = 0;
+constexpr int kSlotPartials = 2;
+constexpr int kSlotGradColumns = 3;
+constexpr int kSlotFlipped = 6;
+
+struct ConvPlan {
+  int64_t p = 0, q = 0, pq = 0, hw = 0;
+  int64_t cg = 0, kg = 0, crs = 0;  // channels and filters per group; rows of the column matrix
+  bool pointwise = false;           // 1x1, stride 1, no padding: an input plane is the column matrix
+};
+
+ConvPlan makePlan(const Conv2dShape& s) {
+  APS_CHECK(s.n >= 1 && s.c >= 1 && s.h >= 1 && s.w >= 1 && s.k >= 1 && s.r >= 1 && s.s >= 1,
+            "conv2d: sizes must be positive (n={}, c={}, h={}, w={}, k={}, r={}, s={})", s.n, s.c, s.h, s.w, s.k, s.r,
+            s.s);
+  APS_CHECK(s.strideH >= 1 && s.strideW >= 1 && s.dilationH >= 1 && s.dilationW >= 1 && s.padH >= 0 && s.padW >= 0,
+            "conv2d: stride and dilation must be >= 1 and padding >= 0");
+  APS_CHECK(s.groups >= 1 && s.c % s.groups == 0 && s.k % s.groups == 0,
+            "conv2d: groups={} must divide in channels {} and out channels {}", s.groups, s.c, s.k);
+  ConvPlan plan;
+  plan.p = s.outH();
+  plan.q = s.outW();
+  APS_CHECK(plan.p >= 1 && plan.q >= 1, "conv2d: the {}x{} kernel does not fit the padded {}x{} input", s.r, s.s, s.h,
+            s.w);
+  plan.pq = plan.p * plan.q;
+  plan.hw = s.h * s.w;
+  plan.cg = s.c / s.groups;
+  plan.kg = s.k / s.groups;
+  plan.crs = plan.cg * s.r * s.s;
+  plan.pointwise = s.r == 1 && s.s == 1 && s.strideH == 1 && s.strideW == 1 && s.padH == 0 && s.padW == 0;
+  return plan;
+}
+
+// col (crs, images * pq) <- the receptive fields of group g of `images` images starting at `in`.
+void im2col(float* col, const float* in, int64_t images, int64_t g, const Conv2dShape& s, const ConvPlan& plan) {
+  const int64_t ldc = images * plan.pq;
+  for (int64_t cg = 0; cg < plan.cg; ++cg) {
+    for (int64_t r = 0; r < s.r; ++r) {
+      for (int64_t t = 0; t < s.s; ++t) {
+        float* row = col + ((cg * s.r + r) * s.s + t) * ldc;
+        const int64_t iw0 = t * s.dilationW - s.padW;  // input column of output column 0
+        const int64_t qlo = s.strideW == 1 ? std::clamp<int64_t>(-iw0, 0, plan.q) : 0;
+        const int64_t qhi = s.strideW == 1 ? std::clamp<int64_t>(s.w - iw0, qlo, plan.q) : 0;
+        for (int64_t b = 0; b < images; ++b) {
+          const float* plane = in + (b * s.c + g * plan.cg + cg) * plan.hw;
+          float* dst = row + b * plan.pq;
+          for (int64_t p = 0; p < plan.p; ++p, dst += plan.q) {
+            const int64_t ih = p * s.strideH - s.padH + r * s.dilationH;
+            if (ih < 0 || ih >= s.h) {
+              std::fill(dst, dst + plan.q, 0.0f);
+              continue;
+            }
+            const float* src = plane + ih * s.w;
+            if (s.strideW == 1) {
+              std::fill(dst, dst + qlo, 0.0f);
+              std::memcpy(dst + qlo, src + iw0 + qlo, static_cast<size_t>(qhi - qlo) * sizeof(float));
+              std::fill(dst + qhi, dst + plan.q, 0.0f);
+            } else {
+              for (int64_t q = 0; q < plan.q; ++q) {
+                const int64_t iw = q * s.strideW + iw0;
+                dst[q] = iw >= 0 && iw < s.w ? src[iw] : 0.0f;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The adjoint of im2col: adds the column gradients of group g back into `gradIn`, in row
+// order (a fixed order, so the sums are deterministic).
+void col2im(float* gradIn, const float* col, int64_t images, int64_t g, const Conv2dShape& s, const ConvPlan& plan) {
+  const int64_t ldc = images * plan.pq;
+  for (int64_t cg = 0; cg < plan.cg; ++cg) {
+    for (int64_t r = 0; r < s.r; ++r) {
+      for (int64_t t = 0; t < s.s; ++t) {
+        const float* row = col + ((cg * s.r + r) * s.s + t) * ldc;
+        const int64_t iw0 = t * s.dilationW - s.padW;
+        const int64_t qlo = s.strideW == 1 ? std::clamp<int64_t>(-iw0, 0, plan.q) : 0;
+        const int64_t qhi = s.strideW == 1 ? std::clamp<int64_t>(s.w - iw0, qlo, plan.q) : 0;
+        for (int64_t b = 0; b < images; ++b) {
+          float* plane = gradIn + (b * s.c + g * plan.cg + cg) * plan.hw;
+          const float* src = row + b * plan.pq;
+          for (int64_t p = 0; p < plan.p; ++p, src += plan.q) {
+            const int64_t ih = p * s.strideH - s.padH + r * s.dilationH;
+            if (ih < 0 || ih >= s.h) continue;
+            float* dst = plane + ih * s.w;
+            if (s.strideW == 1) {
+              float* d = dst + iw0;
+              for (int64_t q = qlo; q < qhi; ++q) d[q] += src[q];
+            } else {
+              for (int64_t q = 0; q < plan.q; ++q) {
+                const int64_t iw = q * s.strideW + iw0;
+                if (iw >= 0 && iw < s.w) dst[iw] += src[q];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Runs body(chunk) for every chunk, spread over the aps threads; chunks are independent.
+template <typename Body>
+void forEachChunk(int64_t chunks, const Body& body) {
+  const int threads = static_cast<int>(std::min<int64_t>(numThreads(), chunks));
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) body(chunk);
+}
+
+// The input gradient of a stride-1 convolution is itself a convolution (the "full"
+// correlation of Dumoulin & Visin, "A guide to convolution arithmetic", 2016): of gradOut
+// with the filters flipped in space and transposed in channels, padded by
+// dilation * (kernel - 1) - pad. That runs on the fast forward path and needs no col2im.
+bool gradInputIsConvolution(const Conv2dShape& s) {
+  return s.strideH == 1 && s.strideW == 1 && s.padH <= s.dilationH * (s.r - 1) && s.padW <= s.dilationW * (s.s - 1);
+}
+
+void gradInputByConvolution(float* gradIn, const float* gradOut, const float* weight, const Conv2dShape& s,
+                            const ConvPlan& plan) {
+  const int64_t rs = s.r * s.s;
+  // flipped (C, K/g, R, S): flipped[g*Cg + c][k][r][t] = weight[g*Kg + k][c][R-1-r][S-1-t]
+  float* flipped = Workspace::get(kSlotFlipped, s.c * plan.kg * rs);
+  for (int64_t g = 0; g < s.groups; ++g) {
+    for (int64_t k = 0; k < plan.kg; ++k) {
+      for (int64_t c = 0; c < plan.cg; ++c) {
+        const float* src = weight + ((g * plan.kg + k) * plan.cg + c) * rs;
+        float* dst = flipped + ((g * plan.cg + c) * plan.kg + k) * rs;
+        for (int64_t i = 0; i < rs; ++i) dst[i] = src[rs - 1 - i];
+      }
+    }
+  }
+  Conv2dShape t = s;
+  t.c = s.k;
+  t.k = s.c;
+  t.h = plan.p;
+  t.w = plan.q;
+  t.padH = s.dilationH * (s.r - 1) - s.padH;
+  t.padW = s.dilationW * (s.s - 1) - s.padW;
+  APS_ASSERT(t.outH() == s.h && t.outW() == s.w);
+  detail::panelConvForward(gradIn, gradOut, flipped, nullptr, t);
+}
+
+// Any other stride: per image, gradCol = W^T * gradOut, then col2im.
+void gradInputByColumns(float* gradIn, const float* gradOut, const float* weight, const Conv2dShape& s,
+                        const ConvPlan& plan) {
+  forEachChunk(s.n, [&](int64_t n) {
+    const float* dyImage = gradOut + n * s.k * plan.pq;
+    float* gradImage = gradIn + n * s.c * plan.hw;
+    float* gradCol = plan.pointwise ? nullptr : Workspace::get(kSlotGradColumns, plan.crs * plan.pq);
+    if (!plan.pointwise) std::fill(gradImage, gradImage + s.c * plan.hw, 0.0f);
+    for (int64_t g = 0; g < s.groups; ++g) {
+      ConstMatrixMap dy(dyImage + g * plan.kg * plan.pq, plan.kg, plan.pq, Eigen::OuterStride<>(plan.pq));
+      ConstMatrixMap w(weight + g * plan.kg * plan.crs, plan.kg, plan.crs, Eigen::OuterStride<>(plan.crs));
+      if (plan.pointwise) {
+        MatrixMap dx(gradImage + g * plan.cg * plan.hw, plan.crs, plan.pq, Eigen::OuterStride<>(plan.pq));
+        dx.noalias() = w.transpose() * dy;
+      } else {
+        MatrixMap dcol(gradCol, plan.crs, plan.pq, Eigen::OuterStride<>(plan.pq));
+        dcol.noalias() = w.transpose() * dy;
+        col2im(gradImage, gradCol, 1, g, s, plan);
+      }
+    }
+  });
+}
+
+// gradWeight = sum over images of gradOut_n (K, PQ) * col_n^T (PQ, CRS), per group.
+void gradWeightByColumns(float* gradWeight, const float* gradOut, const float* in, const Conv2dShape& s,
+                         const ConvPlan& plan) {
+  const int64_t weightSize = s.k * plan.crs;
+  const int64_t imagesPerChunk = (s.n + kWeightChunks - 1) / kWeightChunks;
+  const int64_t chunks = (s.n + imagesPerChunk - 1) / imagesPerChunk;
+  float* partials = Workspace::get(kSlotPartials, chunks * weightSize);
+  forEachChunk(chunks, [&](int64_t chunk) {
+    float* partial = partials + chunk * weightSize;
+    float* col = plan.pointwise ? nullptr : Workspace::get(kSlotColumns, plan.crs * plan.pq);
+    const int64_t n1 = std::min(s.n, (chunk + 1) * imagesPerChunk);
+    for (int64_t n = chunk * imagesPerChunk; n < n1; ++n) {
+      const float* image = in + n * s.c * plan.hw;
+      for (int64_t g = 0; g < s.groups; ++g) {
+        const float* colG = col;
+        if (plan.pointwise) {
+          colG = image + g * plan.cg * plan.hw;
+        } else {
+          im2col(col, image, 1, g, s, plan);
+        }
+        ConstMatrixMap x(colG, plan.crs, plan.pq, Eigen::OuterStride<>(plan.pq));
+        ConstMatrixMap dy(gradOut + (n * s.k + g * plan.kg) * plan.pq, plan.kg, plan.pq, Eigen::OuterStride<>(plan.pq));
+        MatrixMap dw(partial + g * plan.kg * plan.crs, plan.kg, plan.crs, Eigen::OuterStride<>(plan.crs));
+        if (n == chunk * imagesPerChunk) {
+          dw.noalias() = dy * x.transpose();
+        } else {
+          dw.noalias() += dy * x.transpose();
+        }
+      }
+    }
+  });
+  parallelFor(weightSize, 1024, [&](int64_t i0, int64_t i1) {
+    std::copy(partials + i0, partials + i1, gradWeight + i0);
+    for (int64_t chunk = 1; chunk < chunks; ++chunk) {
+      const float* part = partials + chunk * weightSize;
+      for (int64_t i = i0; i < i1; ++i) gradWeight[i] += part[i];
+    }
+  });
+}
+
+}  // namespace
+
+void conv2dForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape) {
+  makePlan(shape);  // validates the shape
+  detail::panelConvForward(out, in, weight, bias, shape);
+}
+
+void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const float* gradOut, const float* in,
+                    const float* weight, const Conv2dShape& shape) {
+  const ConvPlan plan = makePlan(shape);
+  const Conv2dShape& s = shape;
+  if (gradBias != nullptr) {
+    // Per filter: per-plane fixed-order sums, accumulated over images in order.
+    parallelFor(s.k, 1, [&](int64_t k0, int64_t k1) {
+      for (int64_t k = k0; k < k1; ++k) {
+        double total = 0.0;
+        for (int64_t n = 0; n < s.n; ++n) total += detail::sum(gradOut + (n * s.k + k) * plan.pq, plan.pq);
+        gradBias[k] = static_cast<float>(total);
+      }
+    });
+  }
+  if (gradIn != nullptr) {
+    if (gradInputIsConvolution(s)) {
+      gradInputByConvolution(gradIn, gradOut, weight, s, plan);
+    } else {
+      gradInputByColumns(gradIn, gradOut, weight, s, plan);
+    }
+  }
+  if (gradWeight != nullptr) {
+    if (detail::panelConvWeightGradSupported(s)) {
+      detail::panelConvWeightGrad(gradWeight, gradOut, in, s);
+    } else {
+      gradWeightByColumns(gradWeight, gradOut, in, s, plan);
+    }
+  }
+}
+
+}  // namespace aps::cpu

@@ -1,0 +1,127 @@
+#include "framework/autograd/Engine.h"
+#include "framework/autograd/Function.h"
+#include "framework/autograd/GradMode.h"
+#include "framework/core/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace {
+
+using aps::Tensor;
+namespace ag = aps::autograd;
+
+// out = k * x, recorded with a closure (the ops library is not needed for these tests).
+Tensor scale(const Tensor& x, float k, std::vector<std::string>* log = nullptr, std::string tag = "") {
+  Tensor out = Tensor::empty(x.sizes());
+  const auto in = x.toFloatVector();
+  for (int64_t i = 0; i < x.numel(); ++i) out.data<float>()[i] = k * in[static_cast<size_t>(i)];
+  ag::recordFunction(out, "Scale", {x}, [k, log, tag](const Tensor& g) {
+    if (log) log->push_back(tag);
+    Tensor gi = Tensor::empty(g.sizes());
+    for (int64_t i = 0; i < g.numel(); ++i) gi.data<float>()[i] = k * g.data<float>()[i];
+    return std::vector<Tensor>{gi};
+  });
+  return out;
+}
+
+// out = a + b (same shapes).
+Tensor plus(const Tensor& a, const Tensor& b, std::vector<std::string>* log = nullptr, std::string tag = "") {
+  Tensor out = Tensor::empty(a.sizes());
+  for (int64_t i = 0; i < a.numel(); ++i) out.data<float>()[i] = a.data<float>()[i] + b.data<float>()[i];
+  ag::recordFunction(out, "Plus", {a, b}, [log, tag](const Tensor& g) {
+    if (log) log->push_back(tag);
+    return std::vector<Tensor>{g, g};
+  });
+  return out;
+}
+
+TEST(Engine, ChainRuleAndAccumulationAcrossUses) {
+  Tensor x = Tensor::fromVector({1.0f, 2.0f}, {2}).setRequiresGrad();
+  // y = 3x + 5x (x used twice) -> dy/dx = 8 per element; seed with [1, 2].
+  Tensor y = plus(scale(x, 3), scale(x, 5));
+  ag::backward(y, Tensor::fromVector({1.0f, 2.0f}, {2}));
+  EXPECT_EQ(x.grad().toFloatVector(), (std::vector<float>{8.0f, 16.0f}));
+  // A second backward accumulates into .grad.
+  ag::backward(y, Tensor::fromVector({1.0f, 1.0f}, {2}));
+  EXPECT_EQ(x.grad().toFloatVector(), (std::vector<float>{16.0f, 24.0f}));
+}
+
+TEST(Engine, RunsInDeterministicReverseTopologicalOrder) {
+  std::vector<std::string> log;
+  Tensor x = Tensor::ones({1}).setRequiresGrad();
+  Tensor a = scale(x, 2, &log, "a");
+  Tensor b = scale(a, 2, &log, "b");
+  Tensor c = scale(a, 3, &log, "c");
+  Tensor d = plus(b, c, &log, "d");
+  Tensor e = scale(d, 1, &log, "e");
+  ag::backward(e);
+  // a waits for both b and c; among ready nodes the later-created one (c) runs first.
+  EXPECT_EQ(log, (std::vector<std::string>{"e", "d", "c", "b", "a"}));
+  EXPECT_EQ(x.grad().item(), 2.0f * (2.0f + 3.0f));
+}
+
+TEST(Engine, GradReadyHookRunsOnceWithTheFinalGradient) {
+  Tensor w = Tensor::fromVector({1.0f}, {1}).setRequiresGrad();
+  Tensor v = Tensor::fromVector({1.0f}, {1}).setRequiresGrad();
+  std::vector<std::pair<std::string, float>> calls;
+  ag::addGradReadyHook(w, [&](Tensor& t) { calls.emplace_back("w", t.grad().item()); });
+  ag::addGradReadyHook(v, [&](Tensor& t) { calls.emplace_back("v", t.grad().item()); });
+  // w feeds three places; its hook must see 2 + 3 + 4 once, not partial sums.
+  // (Separate statements: argument evaluation order is unspecified in C++.)
+  Tensor w2 = scale(w, 2);
+  Tensor w3 = scale(w, 3);
+  Tensor left = plus(w2, w3);
+  Tensor w4 = scale(w, 4);
+  Tensor v7 = scale(v, 7);
+  Tensor y = plus(left, plus(w4, v7));
+  ag::backward(y);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0], (std::pair<std::string, float>{"v", 7.0f}));  // v's path was created last
+  EXPECT_EQ(calls[1], (std::pair<std::string, float>{"w", 9.0f}));
+}
+
+TEST(Engine, AccumulatesInPlaceIntoAnExistingGradView) {
+  Tensor flat = Tensor::zeros({4});
+  Tensor w = Tensor::fromVector({1.0f, 1.0f}, {2}).setRequiresGrad();
+  w.setGrad(flat.narrow(0, 2, 2));  // a gradient that lives in a flat bucket buffer
+  ag::backward(scale(w, 3), Tensor::fromVector({1.0f, 2.0f}, {2}));
+  EXPECT_EQ(flat.toFloatVector(), (std::vector<float>{0.0f, 0.0f, 3.0f, 6.0f}));
+  EXPECT_TRUE(w.grad().sharesStorage(flat));
+}
+
+TEST(Engine, TenThousandDeepChainNeedsNoRecursion) {
+  Tensor x = Tensor::fromVector({1.0f}, {1}).setRequiresGrad();
+  {
+    Tensor y = x;
+    for (int i = 0; i < 10000; ++i) y = scale(y, i % 2 == 0 ? 2.0f : 0.5f);
+    ag::backward(y);
+  }  // the chain is released here, also without recursion
+  EXPECT_EQ(x.grad().item(), 1.0f);
+}
+
+TEST(Engine, NoGradGuardStopsRecording) {
+  Tensor x = Tensor::ones({1}).setRequiresGrad();
+  {
+    ag::NoGradGuard guard;
+    EXPECT_FALSE(ag::GradMode::isEnabled());
+    EXPECT_FALSE(scale(x, 2).requiresGrad());
+  }
+  EXPECT_TRUE(ag::GradMode::isEnabled());
+  Tensor y = scale(x, 2);
+  EXPECT_TRUE(y.requiresGrad());
+  EXPECT_FALSE(y.isLeaf());
+  EXPECT_FALSE(scale(Tensor::ones({1}), 2).requiresGrad());
+}
+
+TEST(Engine, RejectsBadRoots) {
+  Tensor x = Tensor::ones({2}).setRequiresGrad();
+  EXPECT_THROW(ag::backward(Tensor::ones({1})), aps::Error);  // does not require grad
+  EXPECT_THROW(ag::backward(scale(x, 2)), aps::Error);        // not a scalar, no gradient given
+  EXPECT_THROW(ag::backward(scale(x, 2), Tensor::ones({3})), aps::Error);
+  Tensor y = scale(x, 2);
+  EXPECT_THROW(y.setRequiresGrad(false), aps::Error);  // not a leaf
+}
+
+}  // namespace

@@ -1,0 +1,185 @@
+// The autograd front ends of the CPU kernels: gradients against finite differences through
+// the front end (argument plumbing, which gradients are requested) and argument validation.
+#include "framework/core/Error.h"
+#include "framework/ops/BatchNorm.h"
+#include "framework/ops/Conv.h"
+#include "framework/ops/Loss.h"
+#include "framework/ops/Pooling.h"
+#include "framework/ops/Upsample.h"
+#include "tests/ops/GradCheck.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace {
+
+using aps::Tensor;
+using aps::testing::expectGradientsMatch;
+namespace ops = aps::ops;
+
+Tensor randomInput(const aps::Shape& shape, uint64_t seed, bool requiresGrad = true) {
+  aps::Rng rng(seed);
+  Tensor t = Tensor::randn(shape, rng);
+  if (requiresGrad) t.setRequiresGrad();
+  return t;
+}
+
+// Distinct values 0.1 apart in a random order, so that max pooling has no near ties.
+Tensor separatedInput(const aps::Shape& shape, uint64_t seed) {
+  const int64_t n = aps::shapeNumel(shape);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = 0.1f * static_cast<float>(i);
+  aps::Rng rng(seed);
+  for (int64_t i = n - 1; i > 0; --i) std::swap(v[static_cast<size_t>(i)], v[rng.below(static_cast<uint64_t>(i + 1))]);
+  Tensor t = Tensor::fromVector(v, shape);
+  t.setRequiresGrad();
+  return t;
+}
+
+std::string errorOf(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const aps::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Conv2dOp, GradientsForStridePaddingDilationGroups) {
+  ops::Conv2dOptions plain;
+  plain.padH = plain.padW = 1;
+  expectGradientsMatch([&](const auto& in) { return ops::conv2d(in[0], in[1], in[2], plain); },
+                       {randomInput({2, 3, 5, 5}, 1), randomInput({4, 3, 3, 3}, 2), randomInput({4}, 3)});
+  ops::Conv2dOptions strided;
+  strided.strideH = 2;
+  strided.strideW = 1;
+  strided.padH = 1;
+  strided.dilationW = 2;
+  strided.groups = 2;
+  expectGradientsMatch([&](const auto& in) { return ops::conv2d(in[0], in[1], Tensor(), strided); },
+                       {randomInput({1, 4, 6, 7}, 4), randomInput({6, 2, 3, 2}, 5)});
+  // Only the weight requires grad (the first layer of a network sees data).
+  expectGradientsMatch([&](const auto& in) { return ops::conv2d(in[0], in[1], Tensor(), plain); },
+                       {randomInput({2, 3, 4, 4}, 6, false), randomInput({2, 3, 3, 3}, 7)});
+}
+
+TEST(Conv2dOp, RejectsBadArguments) {
+  const Tensor x = Tensor::zeros({1, 3, 8, 8}), w = Tensor::zeros({4, 3, 3, 3});
+  ops::Conv2dOptions o;
+  o.strideH = 0;
+  EXPECT_NE(errorOf([&] { ops::conv2d(x, w, Tensor(), o); }).find("conv2d: stride must be >= 1, got (0, 1)"),
+            std::string::npos);
+  o = {};
+  o.padW = -1;
+  EXPECT_NE(errorOf([&] { ops::conv2d(x, w, Tensor(), o); }).find("conv2d: padding must be >= 0, got (0, -1)"),
+            std::string::npos);
+  const std::string channels = errorOf([&] { ops::conv2d(Tensor::zeros({1, 2, 8, 8}), w, Tensor(), {}); });
+  EXPECT_NE(channels.find("conv2d: input shape [1, 2, 8, 8] has 2 channels but weight shape [4, 3, 3, 3]"),
+            std::string::npos)
+      << channels;
+  o = {};
+  o.groups = 2;
+  EXPECT_THROW(ops::conv2d(x, w, Tensor(), o), aps::Error);
+  EXPECT_THROW(ops::conv2d(x, w, Tensor::zeros({5}), {}), aps::Error);
+  EXPECT_THROW(ops::conv2d(Tensor::zeros({1, 3, 2, 2}), w, Tensor(), {}), aps::Error);  // output would be empty
+  EXPECT_THROW(ops::conv2d(Tensor::zeros({3, 8, 8}), w, Tensor(), {}), aps::Error);
+}
+
+TEST(BatchNorm2dOp, TrainGradientsAndRunningStatistics) {
+  Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
+  expectGradientsMatch([&](const auto& in) { return ops::batchNorm2d(in[0], in[1], in[2], rm, rv, true, 0.1f, 1e-5f); },
+                       {randomInput({4, 3, 2, 2}, 8), randomInput({3}, 9), randomInput({3}, 10)}, {1e-2, 5e-3, 3e-2});
+  // Running stats: one step from (0, 1) with momentum 0.1 and the unbiased batch variance.
+  Tensor x = Tensor::fromVector({1, 2, 3, 4, 10, 20, 30, 40}, {2, 2, 2, 1});  // channel 0: 1,2,10,20
+  Tensor mean = Tensor::zeros({2}), var = Tensor::ones({2});
+  Tensor y = ops::batchNorm2d(x, Tensor::ones({2}), Tensor::zeros({2}), mean, var, true, 0.1f, 1e-5f);
+  EXPECT_NEAR(mean.value({0}), 0.1 * 8.25, 1e-5);
+  const double unbiased =
+      (std::pow(1 - 8.25, 2) + std::pow(2 - 8.25, 2) + std::pow(10 - 8.25, 2) + std::pow(20 - 8.25, 2)) / 3.0;
+  EXPECT_NEAR(var.value({0}), 0.9 + 0.1 * unbiased, 1e-4);
+  // Eval mode normalises with the running statistics.
+  Tensor evalOut = ops::batchNorm2d(x, Tensor::ones({2}), Tensor::zeros({2}), mean, var, false, 0.1f, 1e-5f);
+  EXPECT_NEAR(evalOut.value({0, 0, 0, 0}), (1 - mean.value({0})) / std::sqrt(var.value({0}) + 1e-5), 1e-5);
+  Tensor em = Tensor::fromVector({0.5f, -0.2f, 0.1f}, {3}), ev = Tensor::fromVector({0.7f, 1.3f, 2.0f}, {3});
+  expectGradientsMatch(
+      [&](const auto& in) { return ops::batchNorm2d(in[0], in[1], in[2], em, ev, false, 0.1f, 1e-5f); },
+      {randomInput({2, 3, 2, 2}, 11), randomInput({3}, 12), randomInput({3}, 13)});
+}
+
+TEST(BatchNorm2dOp, RejectsMismatchedChannels) {
+  Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
+  const std::string message = errorOf([&] {
+    ops::batchNorm2d(Tensor::zeros({2, 4, 2, 2}), Tensor::ones({3}), Tensor::zeros({3}), rm, rv, true, 0.1f, 1e-5f);
+  });
+  EXPECT_NE(message.find("batchNorm2d: gamma shape [3] does not match 4 channels"), std::string::npos) << message;
+  EXPECT_THROW(
+      ops::batchNorm2d(Tensor::zeros({1, 3, 1, 1}), Tensor::ones({3}), Tensor::zeros({3}), rm, rv, true, 0.1f, 1e-5f),
+      aps::Error);  // one value per channel: no batch variance
+}
+
+TEST(PoolingOps, Gradients) {
+  ops::Pool2dOptions k3s2p1{3, 3, 2, 2, 1, 1};
+  expectGradientsMatch([&](const auto& in) { return ops::maxPool2d(in[0], k3s2p1); },
+                       {separatedInput({2, 2, 5, 5}, 14)}, {1e-2, 1e-3, 1e-2});
+  ops::Pool2dOptions k2{2, 2, 0, 0, 0, 0};
+  expectGradientsMatch([&](const auto& in) { return ops::maxPool2d(in[0], k2); }, {separatedInput({1, 2, 4, 6}, 15)},
+                       {1e-2, 1e-3, 1e-2});
+  for (bool include : {true, false}) {
+    expectGradientsMatch([&](const auto& in) { return ops::avgPool2d(in[0], k3s2p1, include); },
+                         {randomInput({2, 2, 5, 5}, 16)});
+  }
+  expectGradientsMatch([](const auto& in) { return ops::adaptiveAvgPool2d(in[0], 1, 1); },
+                       {randomInput({2, 3, 4, 4}, 17)});
+  expectGradientsMatch([](const auto& in) { return ops::adaptiveAvgPool2d(in[0], 3, 2); },
+                       {randomInput({1, 2, 7, 5}, 18)});
+  Tensor x = Tensor::fromVector({1, 2, 3, 4}, {1, 1, 2, 2});
+  EXPECT_EQ(ops::adaptiveAvgPool2d(x, 1, 1).item(), 2.5f);
+  EXPECT_EQ(ops::maxPool2d(x, k2).item(), 4.0f);
+  EXPECT_THROW(ops::maxPool2d(x, {3, 3, 1, 1, 2, 2}), aps::Error);  // padding more than half the kernel
+  EXPECT_THROW(ops::avgPool2d(x, {2, 2, -1, 1, 0, 0}), aps::Error);
+  EXPECT_THROW(ops::adaptiveAvgPool2d(x, 0, 1), aps::Error);
+}
+
+TEST(UpsampleOp, GradientsAndShape) {
+  expectGradientsMatch([](const auto& in) { return ops::upsampleBilinear(in[0], 7, 5); },
+                       {randomInput({1, 2, 3, 4}, 19)});
+  expectGradientsMatch([](const auto& in) { return ops::upsampleBilinear(in[0], 2, 3); },
+                       {randomInput({1, 1, 5, 6}, 20)});
+  Tensor c = Tensor::full({1, 1, 2, 2}, 3.0);
+  for (float v : ops::upsampleBilinear(c, 5, 5).toFloatVector()) EXPECT_FLOAT_EQ(v, 3.0f);
+}
+
+TEST(CrossEntropyOp, ValuesGradientsSmoothingAndIgnoreIndex) {
+  // Uniform logits: the loss is log(C) whatever the target.
+  Tensor zeros = Tensor::zeros({2, 4});
+  std::vector<int64_t> t2{1, 3};
+  EXPECT_NEAR(ops::crossEntropy(zeros, Tensor::fromVector(t2, {2})).item(), std::log(4.0), 1e-6);
+  std::vector<int64_t> targets{0, 2, 1};
+  const Tensor tt = Tensor::fromVector(targets, {3});
+  expectGradientsMatch([&](const auto& in) { return ops::crossEntropy(in[0], tt); }, {randomInput({3, 4}, 21)});
+  expectGradientsMatch(
+      [&](const auto& in) {
+        return ops::crossEntropy(in[0], tt, {0.1f, -100});
+      },
+      {randomInput({3, 4}, 22)});
+  std::vector<int64_t> pixels{0, 1, 255, 2, 2, 255, 0, 1};
+  const Tensor tp = Tensor::fromVector(pixels, {2, 2, 2});
+  expectGradientsMatch(
+      [&](const auto& in) {
+        return ops::crossEntropy(in[0], tp, {0.0f, 255});
+      },
+      {randomInput({2, 3, 2, 2}, 23)});
+}
+
+TEST(CrossEntropyOp, RejectsBadTargets) {
+  const Tensor logits = Tensor::zeros({2, 3});
+  const std::string dtype = errorOf([&] { ops::crossEntropy(logits, Tensor::zeros({2}, aps::DType::Int32)); });
+  EXPECT_NE(dtype.find("crossEntropy: targets must be int64 class indices, got int32"), std::string::npos) << dtype;
+  std::vector<int64_t> wrongShape{0, 1, 2};
+  EXPECT_THROW(ops::crossEntropy(logits, Tensor::fromVector(wrongShape, {3})), aps::Error);
+  std::vector<int64_t> outOfRange{0, 3};
+  EXPECT_THROW(ops::crossEntropy(logits, Tensor::fromVector(outOfRange, {2})), aps::Error);
+}
+
+}  // namespace

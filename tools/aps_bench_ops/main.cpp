@@ -1,0 +1,137 @@
+// aps_bench_ops: times the CPU convolution kernels on the layer shapes of a CIFAR ResNet-20
+// (He et al., 2016) fed 1x28x28 images, and prints one JSON line per layer plus a total.
+// torch_conv_bench.py next to this file times the same shapes in PyTorch.
+#include "framework/core/Parallel.h"
+#include "framework/ops/cpu/Kernels.h"
+#include "tools/common/ToolMain.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Layer {
+  std::string name;
+  int64_t c, h, k, r, stride, pad;
+  int count;        // how many times the layer occurs in the network
+  bool needGradIn;  // the stem's input needs no gradient
+};
+
+// ResNet-20 for 28x28 inputs: a 3x3 stem, three stages of three basic blocks (16, 32, 64
+// channels), 1x1 stride-2 projection shortcuts where the shape changes.
+const std::vector<Layer> kResNet20 = {
+    {"stem_1to16_28", 1, 28, 16, 3, 1, 1, 1, false},      {"conv_16to16_28", 16, 28, 16, 3, 1, 1, 6, true},
+    {"conv_16to32_s2", 16, 28, 32, 3, 2, 1, 1, true},     {"shortcut_16to32_s2", 16, 28, 32, 1, 2, 0, 1, true},
+    {"conv_32to32_14", 32, 14, 32, 3, 1, 1, 5, true},     {"conv_32to64_s2", 32, 14, 64, 3, 2, 1, 1, true},
+    {"shortcut_32to64_s2", 32, 14, 64, 1, 2, 0, 1, true}, {"conv_64to64_7", 64, 7, 64, 3, 1, 1, 5, true},
+};
+
+double processCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+struct Timing {
+  double wallMs, cpuMs;  // fastest repetition: the least disturbed by other load on the machine
+};
+
+template <typename Fn>
+Timing fastest(const Fn& fn, double minSeconds, int maxIterations) {
+  fn();  // warm-up: workspaces grow, caches fill
+  std::vector<double> wall, cpu;
+  double spent = 0.0;
+  while (static_cast<int>(wall.size()) < maxIterations && (spent < minSeconds || wall.size() < 3)) {
+    const double cpuStart = processCpuSeconds();
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    cpu.push_back((processCpuSeconds() - cpuStart) * 1e3);
+    wall.push_back(seconds * 1e3);
+    spent += seconds;
+  }
+  return {*std::min_element(wall.begin(), wall.end()), *std::min_element(cpu.begin(), cpu.end())};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Times conv2d forward and backward on the ResNet-20 (28x28) layer shapes; prints JSON lines",
+               "aps_bench_ops"};
+  int threads = 2;
+  int64_t batch = 128;
+  double minSeconds = 0.3;
+  int maxIterations = 20;
+  std::string only;
+  app.add_option("--threads", threads, "CPU threads")->check(CLI::PositiveNumber);
+  app.add_option("--batch", batch, "images per batch")->check(CLI::PositiveNumber);
+  app.add_option("--min-seconds", minSeconds, "minimum time spent timing each pass");
+  app.add_option("--max-iterations", maxIterations, "maximum timed repetitions of each pass")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--layer", only, "time only the layer with this name");
+  return aps::runTool(app, argc, argv, [&] {
+    aps::setNumThreads(threads);
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    double networkMs = 0.0, networkCpuMs = 0.0, networkFlops = 0.0;
+    for (const Layer& layer : kResNet20) {
+      if (!only.empty() && only != layer.name) continue;
+      aps::cpu::Conv2dShape s;
+      s.n = batch;
+      s.c = layer.c;
+      s.h = s.w = layer.h;
+      s.k = layer.k;
+      s.r = s.s = layer.r;
+      s.strideH = s.strideW = layer.stride;
+      s.padH = s.padW = layer.pad;
+      const int64_t pq = s.outH() * s.outW();
+      std::vector<float> in(static_cast<size_t>(s.n * s.c * s.h * s.w)), w(static_cast<size_t>(s.k * s.c * s.r * s.s));
+      std::vector<float> out(static_cast<size_t>(s.n * s.k * pq)), gradOut(out.size()), gradIn(in.size()),
+          gradW(w.size());
+      for (float& v : in) v = normal(rng);
+      for (float& v : w) v = normal(rng);
+      for (float& v : gradOut) v = normal(rng);
+      const double gemmFlops = 2.0 * static_cast<double>(s.n * s.k * pq * s.c * s.r * s.s);
+      const Timing forward = fastest([&] { aps::cpu::conv2dForward(out.data(), in.data(), w.data(), nullptr, s); },
+                                     minSeconds, maxIterations);
+      const Timing backward = fastest(
+          [&] {
+            aps::cpu::conv2dBackward(layer.needGradIn ? gradIn.data() : nullptr, gradW.data(), nullptr, gradOut.data(),
+                                     in.data(), w.data(), s);
+          },
+          minSeconds, maxIterations);
+      const double backwardFlops = gemmFlops * (layer.needGradIn ? 2.0 : 1.0);
+      nlohmann::json line = {{"layer", layer.name},
+                             {"threads", threads},
+                             {"batch", batch},
+                             {"count", layer.count},
+                             {"forward_ms", forward.wallMs},
+                             {"backward_ms", backward.wallMs},
+                             {"forward_cpu_ms", forward.cpuMs},
+                             {"backward_cpu_ms", backward.cpuMs},
+                             {"forward_gflops", gemmFlops / forward.wallMs * 1e-6},
+                             {"backward_gflops", backwardFlops / backward.wallMs * 1e-6}};
+      fmt::print("{}\n", line.dump());
+      networkMs += layer.count * (forward.wallMs + backward.wallMs);
+      networkCpuMs += layer.count * (forward.cpuMs + backward.cpuMs);
+      networkFlops += layer.count * (gemmFlops + backwardFlops);
+    }
+    if (only.empty()) {
+      nlohmann::json total = {{"layer", "resnet20_convs_total"},
+                              {"threads", threads},
+                              {"batch", batch},
+                              {"ms", networkMs},
+                              {"cpu_ms", networkCpuMs},
+                              {"gflops", networkFlops / networkMs * 1e-6},
+                              {"images_per_s_convs_only", static_cast<double>(batch) / networkMs * 1e3}};
+      fmt::print("{}\n", total.dump());
+    }
+  });
+}
