@@ -106,6 +106,11 @@ int GradientReducer::bucketsReduced() {
   return doneBuckets_;
 }
 
+void GradientReducer::setStep(uint64_t step) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  step_ = step;
+}
+
 void GradientReducer::markReady(int param, int localRank) {
   APS_CHECK(param >= 0 && param < paramCount(), "comm reducer: markReady of unknown parameter {}", param);
   APS_CHECK(localRank >= 0 && localRank < local_, "comm reducer: markReady for unknown local rank {}", localRank);
@@ -209,7 +214,9 @@ void GradientReducer::reduceBucket(int b) {
     step = step_;
   }
   const precision::EncodeContext ctx{options_.seed, step * 1000003ull + static_cast<uint64_t>(b), 0};
+  if (options_.scaling) options_.scaling->beforeReduce(transport_, b, bucket, data);
   const SyncStats sync = algorithms_[static_cast<size_t>(bucket.format)]->run(transport_, data, bucket.count, ctx);
+  if (options_.scaling) options_.scaling->afterReduce(b, bucket, data);
   if (options_.average) {
     const auto world = static_cast<float>(transport_.worldSize());
     for (float* d : data)

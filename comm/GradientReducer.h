@@ -2,6 +2,7 @@
 
 #include "comm/AllReduceAlgorithm.h"
 #include "comm/BucketLayout.h"
+#include "comm/BucketScaling.h"
 #include "comm/Transport.h"
 #include "framework/tensor/Buffer.h"
 
@@ -31,6 +32,8 @@ struct ReducerOptions {
   bool average = false;
   // Seeds stochastic rounding; each step and bucket gets its own stream.
   uint64_t seed = 0;
+  // Optional scaling around each bucket's all-reduce (APS) and quantisation statistics.
+  std::shared_ptr<BucketScaling> scaling;
 };
 
 // What one step's gradient synchronisation cost.
@@ -71,6 +74,9 @@ class GradientReducer {
   // Blocks until every bucket of this step is reduced; rethrows a communication error.
   // Throws aps::Error naming a parameter that was never marked ready.
   StepCommStats wait();
+
+  // Steps completed so far (it seeds each step's stochastic rounding); a resumed run sets it.
+  void setStep(uint64_t step);
 
   // Buckets of the current step the communication thread has finished (progress, tests).
   int bucketsReduced();

@@ -1,0 +1,47 @@
+#pragma once
+
+#include "framework/tensor/NamedTensor.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace aps::train {
+
+// A training checkpoint: every tensor the run needs to continue bit-identically (model
+// parameters and buffers, optimizer and schedule state, scaler state) plus where it stood.
+// Stored as one safetensors file whose metadata carries the position, the config hash and a
+// checksum (CRC-32 of every tensor's bytes), written atomically (temporary file + rename), so
+// a crash at any moment leaves the previous checkpoint intact and readable.
+struct Checkpoint {
+  NamedTensors tensors;  // "model.<name>", "optimizer.<name>", "schedule.<name>", ...
+  uint64_t configHash = 0;
+  std::string modelName;
+  int64_t epoch = 0;        // the epoch in progress
+  int64_t batchInEpoch = 0; // batches of that epoch already trained
+  int64_t globalStep = 0;
+
+  // The tensors whose names start with prefix + ".", with the prefix removed.
+  NamedTensors section(const std::string& prefix) const;
+  void addSection(const std::string& prefix, const NamedTensors& entries);
+};
+
+// Writes `checkpoint` to `path` atomically. Throws aps::Error naming the path when the
+// directory is missing or the disk is full; the previous file at `path` stays intact.
+void saveCheckpoint(const std::string& path, const Checkpoint& checkpoint);
+
+// Reads and verifies a checkpoint (format, checksum); throws aps::Error naming the file and
+// the problem (not a checkpoint, truncated, checksum mismatch).
+Checkpoint loadCheckpoint(const std::string& path);
+
+// "<dir>/checkpoint-<step, 10 digits>.safetensors"
+std::string checkpointPath(const std::string& dir, int64_t globalStep);
+
+// The checkpoints in `dir`, oldest first (by step).
+std::vector<std::string> listCheckpoints(const std::string& dir);
+
+// Deletes all but the newest `keep` checkpoints in `dir`.
+void pruneCheckpoints(const std::string& dir, int64_t keep);
+
+}  // namespace aps::train

@@ -1,0 +1,670 @@
+#include "framework/train/Trainer.h"
+
+#include "comm/AllReduceAlgorithm.h"
+#include "comm/BucketScaling.h"
+#include "comm/Communicator.h"
+#include "comm/GradientReducer.h"
+#include "comm/SimTransport.h"
+#include "data/DatasetRecipes.h"
+#include "data/DistributedSampler.h"
+#include "data/Loader.h"
+#include "framework/autograd/Engine.h"
+#include "framework/autograd/Function.h"
+#include "framework/autograd/GradMode.h"
+#include "framework/core/Error.h"
+#include "framework/core/Logging.h"
+#include "framework/core/Parallel.h"
+#include "framework/ops/Loss.h"
+#include "framework/optim/AdamW.h"
+#include "framework/optim/ConstantLr.h"
+#include "framework/optim/CosineLr.h"
+#include "framework/optim/Lars.h"
+#include "framework/optim/LrScheduler.h"
+#include "framework/optim/MultiStepLr.h"
+#include "framework/optim/PolynomialLr.h"
+#include "framework/optim/Sgd.h"
+#include "framework/optim/StepLr.h"
+#include "framework/optim/WarmupLr.h"
+#include "framework/train/Checkpoint.h"
+#include "models/ModelRegistry.h"
+#include "models/Weights.h"
+#include "precision/ApsScaler.h"
+#include "precision/CodecSpec.h"
+#include "precision/HybridPolicy.h"
+
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+namespace aps::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The data module's recipe names for the config's dataset names.
+std::string recipeName(const std::string& dataset) { return dataset == "imagefolder" ? "imagenet" : dataset; }
+
+std::string testSplit(const std::string& dataset) {
+  if (dataset == "imagefolder" || dataset == "cityscapes" || dataset == "voc") return "val";
+  return "test";
+}
+
+// Per-step timings and traffic, summed over a logging interval.
+struct IntervalStats {
+  int64_t steps = 0, images = 0;
+  double loss = 0, dataWait = 0, compute = 0, comm = 0, exposed = 0, seconds = 0;
+  uint64_t bytes = 0;
+};
+
+// Test metrics accumulated as exact integer counts (summed over ranks as int64).
+struct EvalCounts {
+  std::vector<int64_t> values;  // classification: {samples, top1, top5, lossMicro}; segmentation: confusion matrix
+};
+
+}  // namespace
+
+struct Trainer::State {
+  TrainConfig config;
+  std::shared_ptr<comm::Communicator> mpi;
+  std::unique_ptr<comm::SimTransport> sim;
+  comm::Transport* transport = nullptr;
+  int world = 1, firstRank = 0, localRanks = 1;
+
+  models::ModelInfo info;
+  std::shared_ptr<nn::Module> model;
+  NamedTensors params;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::unique_ptr<optim::LrScheduler> scheduler;
+
+  std::shared_ptr<const data::Dataset> trainSet, testSet;
+  std::unique_ptr<data::DistributedSampler> sampler;
+  std::vector<std::unique_ptr<data::Loader>> loaders;  // one per local rank
+  int64_t stepsPerEpoch = 0, totalSteps = 0;
+
+  std::vector<precision::CodecSpec> specs;  // per wire-format id
+  std::vector<int> formatOf;                // per parameter
+  std::shared_ptr<comm::BucketScaling> scaling;
+  std::unique_ptr<comm::GradientReducer> reducer;
+  int currentLocal = 0;
+
+  int64_t epoch = 0, batchInEpoch = 0, globalStep = 0, skipped = 0;
+  std::ofstream metrics;
+
+  bool isRoot() const { return firstRank == 0; }
+
+  void setupWorld(std::shared_ptr<comm::Communicator> communicator);
+  void checkSameConfig();
+  void setupModel();
+  void setupData();
+  void setupOptimizer();
+  void setupPrecisionAndComm();
+  void restore(const std::string& path);
+  void save();
+  void trainEpoch();
+  bool trainStep(std::vector<data::Batch>& batches, IntervalStats& interval);
+  TrainSummary evaluate();
+  void logInterval(IntervalStats& interval);
+  void report(const TrainSummary& summary, const char* type);
+  void writeMetrics(const nlohmann::json& line);
+  void broadcastBuffersFromRankZero();
+  std::vector<int64_t> sumOverProcesses(const std::vector<int64_t>& local);
+};
+
+void Trainer::State::setupWorld(std::shared_ptr<comm::Communicator> communicator) {
+  if (config.comm.backend == "sim") {
+    sim = std::make_unique<comm::SimTransport>(static_cast<int>(config.comm.worldSize));
+    transport = sim.get();
+  } else {
+    APS_CHECK(communicator != nullptr, "comm.backend is mpi but no MPI communicator was given");
+    mpi = std::move(communicator);
+    transport = mpi.get();
+  }
+  world = transport->worldSize();
+  firstRank = transport->firstLocalRank();
+  localRanks = transport->localRankCount();
+  int threads = static_cast<int>(config.threads);
+  if (threads == 0 && mpi && world > 1) threads = 1;  // oversubscribed ranks: one thread each
+  if (threads > 0) setNumThreads(threads);
+  initLogging(firstRank, config.logging.allRanks, parseLogLevel(config.logging.level));
+}
+
+void Trainer::State::checkSameConfig() {
+  if (!mpi || world == 1) return;
+  const uint64_t hash = configHash(config);
+  std::vector<uint64_t> all(static_cast<size_t>(world));
+  mpi->allGather(&hash, sizeof(hash), all.data());
+  for (int r = 0; r < world; ++r) {
+    APS_CHECK(all[static_cast<size_t>(r)] == all[0],
+              "rank {} runs a different configuration than rank 0 (config hash {:016x} vs {:016x}); every rank "
+              "must load the same config and --set overrides",
+              r, all[static_cast<size_t>(r)], all[0]);
+  }
+}
+
+void Trainer::State::setupModel() {
+  info = models::modelInfo(config.model.name);
+  model = models::createModel(config.model.name,
+                              {config.model.numClasses, config.model.inChannels, config.seed});
+  params = model->namedParameters();
+  // Gradients exist from the start, so backward accumulates in place and the reducer's
+  // buffer views stay valid for the whole run.
+  for (auto& p : params) p.tensor.setGrad(Tensor::zeros(p.tensor.sizes()));
+}
+
+void Trainer::State::setupData() {
+  const auto& d = config.data;
+  data::DatasetSpec train{recipeName(d.dataset), d.path, "train", d.augment, 0, config.seed, 0};
+  data::DatasetSpec test{recipeName(d.dataset), d.path, testSplit(d.dataset), false, 0, config.seed + 1, 0};
+  trainSet = data::makeDataset(train);
+  testSet = data::makeDataset(test);
+  APS_CHECK(trainSet->numClasses() == config.model.numClasses,
+            "model.num_classes = {} but dataset '{}' has {} classes", config.model.numClasses, d.dataset,
+            trainSet->numClasses());
+  const auto shape = trainSet->sampleShape();
+  APS_CHECK(shape.image.at(0) == config.model.inChannels, "model.in_channels = {} but dataset '{}' has {} channels",
+            config.model.inChannels, d.dataset, shape.image.at(0));
+  APS_CHECK(info.segmentation == !shape.label.empty(), "model '{}' is a {} model but dataset '{}' is for {}",
+            info.name, info.segmentation ? "segmentation" : "classification", d.dataset,
+            shape.label.empty() ? "classification" : "segmentation");
+  int64_t size = trainSet->size();
+  if (d.trainSamples > 0) size = std::min(size, d.trainSamples);
+  sampler = std::make_unique<data::DistributedSampler>(size, world, firstRank, true, config.seed, true);
+  stepsPerEpoch = sampler->numSamples() / d.batchSize;
+  APS_CHECK(stepsPerEpoch > 0,
+            "data.batch_size = {} is larger than a rank's shard ({} samples of {} over {} ranks): no full batch",
+            d.batchSize, sampler->numSamples(), size, world);
+  totalSteps = config.maxSteps > 0 ? config.maxSteps : config.epochs * stepsPerEpoch;
+  // Simulated ranks share the process's cores: one loader thread each is plenty.
+  const int workers = localRanks > 1 ? std::min<int>(1, static_cast<int>(d.workers)) : static_cast<int>(d.workers);
+  for (int i = 0; i < localRanks; ++i) {
+    data::LoaderOptions options{d.batchSize, localRanks > 8 ? 0 : workers, static_cast<int>(d.prefetch), true,
+                                config.seed};
+    loaders.push_back(std::make_unique<data::Loader>(trainSet, options));
+  }
+}
+
+void Trainer::State::setupOptimizer() {
+  const auto& o = config.optimizer;
+  const int64_t globalBatch = config.data.batchSize * world;
+  const double lr = o.lr * (config.schedule.scaleWithBatch
+                                ? static_cast<double>(globalBatch) / static_cast<double>(config.schedule.baseBatch)
+                                : 1.0);
+  if (o.name == "sgd" || o.name == "nesterov") {
+    optim::SgdOptions s;
+    s.lr = lr;
+    s.momentum = o.momentum;
+    s.nesterov = o.name == "nesterov";
+    s.weightDecay = o.weightDecay;
+    s.excludeBiasAndNormFromDecay = o.excludeBiasAndNorm;
+    optimizer = std::make_unique<optim::Sgd>(params, s);
+  } else if (o.name == "lars") {
+    optim::LarsOptions s;
+    s.lr = lr;
+    s.momentum = o.momentum;
+    s.weightDecay = o.weightDecay;
+    s.trustCoefficient = o.larsTrust;
+    s.excludeBiasAndNorm = o.excludeBiasAndNorm;
+    optimizer = std::make_unique<optim::Lars>(params, s);
+  } else {
+    optim::AdamWOptions s;
+    s.lr = lr;
+    s.beta1 = o.beta1;
+    s.beta2 = o.beta2;
+    s.eps = o.eps;
+    s.weightDecay = o.weightDecay;
+    s.excludeBiasAndNormFromDecay = o.excludeBiasAndNorm;
+    optimizer = std::make_unique<optim::AdamW>(params, s);
+  }
+  const auto& s = config.schedule;
+  const int64_t spe = stepsPerEpoch;
+  std::shared_ptr<const optim::LrSchedule> schedule;
+  if (s.name == "constant") {
+    schedule = std::make_shared<optim::ConstantLr>(lr);
+  } else if (s.name == "step") {
+    schedule = std::make_shared<optim::StepLr>(lr, s.stepEpochs * spe, s.gamma);
+  } else if (s.name == "multistep") {
+    std::vector<int64_t> steps;
+    for (int64_t m : s.milestones) steps.push_back(m * spe);
+    schedule = std::make_shared<optim::MultiStepLr>(lr, steps, s.gamma);
+  } else if (s.name == "cosine") {
+    schedule = std::make_shared<optim::CosineLr>(lr, totalSteps, s.minLr);
+  } else {
+    schedule = std::make_shared<optim::PolynomialLr>(lr, totalSteps, s.power, s.minLr);
+  }
+  const auto warmup = static_cast<int64_t>(std::llround(s.warmupEpochs * static_cast<double>(spe)));
+  if (warmup > 0) schedule = std::make_shared<optim::WarmupLr>(schedule, warmup, s.warmupStartLr);
+  scheduler = std::make_unique<optim::LrScheduler>(schedule, *optimizer);
+}
+
+void Trainer::State::setupPrecisionAndComm() {
+  const auto& p = config.precision;
+  APS_CHECK(p.compute == "fp32", "{}: precision.compute = {} is not supported by the CPU trainer yet (use fp32)",
+            config.sourceFile, p.compute);
+  APS_CHECK(!p.errorFeedback, "{}: precision.error_feedback is not wired into the trainer yet", config.sourceFile);
+  APS_CHECK(p.scaling != "autoscale", "{}: precision.scaling = autoscale is not wired into the trainer yet",
+            config.sourceFile);
+  APS_CHECK(!p.hybridAuto, "{}: precision.hybrid_auto is not wired into the trainer yet", config.sourceFile);
+
+  const auto rounding = precision::parseRoundingMode(p.rounding);
+  auto specOf = [&](const YAML::Node& node) {
+    precision::CodecSpec spec = precision::CodecSpec::fromYaml(node);
+    // The config's rounding applies unless the format names its own ("e4m3:stochastic").
+    if (spec.kind == precision::CodecSpec::Kind::Float && node.IsScalar() &&
+        node.Scalar().find(':') == std::string::npos) {
+      spec.rounding = rounding;
+    }
+    return spec;
+  };
+  std::vector<precision::CodecSpec> ruleSpecs;
+  for (const auto& rule : p.hybrid) ruleSpecs.push_back(specOf(rule.format));
+  const precision::CodecSpec defaultSpec = specOf(p.format);
+  // Format ids: 0 is the default; each rule that matches something gets its own.
+  specs = {defaultSpec};
+  std::vector<int> ruleId(p.hybrid.size(), -1);
+  for (const auto& param : params) {
+    int id = 0;
+    for (size_t r = 0; r < p.hybrid.size(); ++r) {
+      if (!precision::HybridPolicy::globMatch(p.hybrid[r].pattern, param.name)) continue;
+      if (ruleId[r] < 0) {
+        ruleId[r] = static_cast<int>(specs.size());
+        specs.push_back(ruleSpecs[r]);
+      }
+      id = ruleId[r];
+      break;
+    }
+    formatOf.push_back(id);
+  }
+
+  const auto mode = precision::parseScalingMode(p.scaling);
+  comm::AllReduceOptions reduceOptions;
+  reduceOptions.kind = comm::parseAllReduceKind(config.comm.algorithm);
+  reduceOptions.kahan = p.kahan;
+  std::vector<std::shared_ptr<const comm::AllReduceAlgorithm>> algorithms;
+  std::vector<comm::BucketScaling::FormatScaling> perFormat;
+  for (const auto& spec : specs) {
+    std::shared_ptr<const precision::Codec> codec = precision::makeCodec(spec);
+    algorithms.push_back(comm::makeAllReduce(reduceOptions, codec));
+    comm::BucketScaling::FormatScaling f;
+    if (spec.kind == precision::CodecSpec::Kind::Float && !spec.format.isFp32()) {
+      f.format = spec.format;
+      f.rounding = spec.rounding;
+      if (mode != precision::ScalingMode::None) {
+        f.scaler = std::make_shared<precision::ApsScaler>(spec.format, world, mode);
+      }
+    }
+    perFormat.push_back(f);
+  }
+  scaling = std::make_shared<comm::BucketScaling>(perFormat, params.size(), static_cast<int>(p.statsWindow));
+
+  std::vector<std::vector<comm::NamedGradient>> grads(static_cast<size_t>(localRanks));
+  for (auto& g : grads) {
+    for (const auto& param : params) g.push_back({param.name, param.tensor.grad().buffer()});
+  }
+  comm::ReducerOptions options;
+  options.bucketCapBytes = static_cast<size_t>(config.comm.bucketMb * 1024 * 1024);
+  options.firstBucketCapBytes = std::min(options.firstBucketCapBytes, options.bucketCapBytes);
+  options.overlap = config.comm.overlap;
+  options.average = true;
+  options.seed = config.seed;
+  options.scaling = scaling;
+  reducer = std::make_unique<comm::GradientReducer>(*transport, std::move(grads), algorithms, formatOf, options);
+  for (size_t i = 0; i < params.size(); ++i) {
+    autograd::addGradReadyHook(params[i].tensor,
+                               [this, i](Tensor&) { reducer->markReady(static_cast<int>(i), currentLocal); });
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    spdlog::debug("wire format of {}: {}", params[i].name, precision::makeCodec(specs[formatOf[i]])->name());
+  }
+  for (size_t f = 0; f < specs.size(); ++f) {
+    int64_t count = 0;
+    for (int id : formatOf) count += id == static_cast<int>(f) ? 1 : 0;
+    spdlog::info("wire format {}: {} parameter tensors, scaling {}", precision::makeCodec(specs[f])->name(), count,
+                 p.scaling);
+  }
+}
+
+void Trainer::State::writeMetrics(const nlohmann::json& line) {
+  if (metrics.is_open()) metrics << line.dump() << "\n" << std::flush;
+}
+
+std::vector<int64_t> Trainer::State::sumOverProcesses(const std::vector<int64_t>& local) {
+  if (!mpi || world == 1) return local;
+  std::vector<int64_t> all(local.size() * static_cast<size_t>(world));
+  mpi->allGather(local.data(), local.size() * sizeof(int64_t), all.data());
+  std::vector<int64_t> sum(local.size(), 0);
+  for (int r = 0; r < world; ++r)
+    for (size_t i = 0; i < local.size(); ++i) sum[i] += all[static_cast<size_t>(r) * local.size() + i];
+  return sum;
+}
+
+// Batch-norm running statistics are buffers, not parameters: like PyTorch DDP
+// (broadcast_buffers), every rank uses rank 0's after each step.
+void Trainer::State::broadcastBuffersFromRankZero() {
+  if (!mpi || world == 1) return;
+  for (auto& b : model->namedBuffers()) mpi->broadcast(b.tensor.rawData(), b.tensor.buffer().bytes(), 0);
+}
+
+bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats& interval) {
+  const auto start = Clock::now();
+  double lossSum = 0;
+  NamedTensors rankZeroBuffers;
+  for (int local = 0; local < localRanks; ++local) {
+    const data::Batch& batch = batches[static_cast<size_t>(local)];
+    currentLocal = local;
+    const Tensor images = Tensor::fromVector(std::span<const float>(batch.images), batch.imageShape);
+    const Tensor labels = Tensor::fromVector(std::span<const int64_t>(batch.labels), batch.labelShape);
+    const Tensor logits = model->forward(images);
+    const Tensor loss = ops::crossEntropy(logits, labels, {0.0f, info.segmentation ? 255 : -100});
+    lossSum += loss.item();
+    autograd::backward(loss);  // gradient-ready hooks hand each gradient to the reducer
+    if (local + 1 < localRanks) model->zeroGrad();
+    if (local == 0 && localRanks > 1) {
+      for (const auto& b : model->namedBuffers()) rankZeroBuffers.push_back({b.name, b.tensor.clone()});
+    }
+  }
+  // Simulated ranks share one model: keep rank 0's batch-norm statistics, as mpi does.
+  if (localRanks > 1) {
+    auto buffers = model->namedBuffers();
+    for (size_t i = 0; i < buffers.size(); ++i) buffers[i].tensor.copyFrom(rankZeroBuffers[i].tensor);
+  }
+  const double computeSeconds = secondsSince(start);
+  const comm::StepCommStats comm = reducer->wait();  // the reduced, averaged gradients are in place
+
+  double loss = lossSum / localRanks;
+  if (mpi && world > 1) {
+    float l = static_cast<float>(loss);
+    mpi->allReduce(&l, 1, comm::ReduceOp::Sum);
+    loss = l / world;
+  }
+  bool stepped = true;
+  if (comm.nonFinite) {
+    APS_CHECK(config.precision.nonfinite != "stop",
+              "step {}: a gradient holds NaN or inf on some rank (precision.nonfinite = stop)", globalStep);
+    spdlog::warn("step {}: non-finite gradient on some rank, step skipped", globalStep);
+    ++skipped;
+    stepped = false;
+  } else {
+    scheduler->apply();
+    autograd::NoGradGuard noGrad;
+    optimizer->step();
+  }
+  scheduler->advance();
+  broadcastBuffersFromRankZero();
+  model->zeroGrad();
+
+  interval.steps += 1;
+  interval.images += static_cast<int64_t>(batches[0].size()) * world;
+  interval.loss += loss;
+  interval.compute += computeSeconds;
+  interval.comm += comm.commSeconds;
+  interval.exposed += comm.exposedSeconds;
+  for (uint64_t b : comm.bytesSent) interval.bytes = std::max(interval.bytes, b);
+  return stepped;
+}
+
+void Trainer::State::logInterval(IntervalStats& interval) {
+  if (interval.steps == 0) return;
+  const double ips = interval.seconds > 0 ? static_cast<double>(interval.images) / interval.seconds : 0.0;
+  spdlog::info("epoch {} step {}/{} loss {:.4f} lr {:.5f} {:.0f} img/s data-wait {:.1f}% exposed-comm {:.1f}% "
+               "sent {:.2f} MB/step",
+               epoch, globalStep, totalSteps, interval.loss / interval.steps, optimizer->lr(), ips,
+               100.0 * interval.dataWait / interval.seconds, 100.0 * interval.exposed / interval.seconds,
+               static_cast<double>(interval.bytes) / 1e6);
+  nlohmann::json layers = nlohmann::json::array();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto c = scaling->statistics(static_cast<int>(i));
+    if (c.total == 0) continue;
+    layers.push_back({{"name", params[i].name},
+                      {"shift", scaling->lastShift(static_cast<int>(i))},
+                      {"flushed", c.flushedFraction()},
+                      {"saturated", c.saturatedFraction()},
+                      {"rel_error", c.relativeError()}});
+  }
+  writeMetrics({{"type", "train"},
+                {"epoch", epoch},
+                {"step", globalStep},
+                {"loss", interval.loss / interval.steps},
+                {"lr", optimizer->lr()},
+                {"images_per_s", ips},
+                {"data_wait_s", interval.dataWait},
+                {"compute_s", interval.compute},
+                {"comm_s", interval.comm},
+                {"exposed_comm_s", interval.exposed},
+                {"bytes_sent_per_step", interval.bytes},
+                {"skipped_steps", skipped},
+                {"layers", layers}});
+  interval = {};
+}
+
+void Trainer::State::trainEpoch() {
+  for (int i = 0; i < localRanks; ++i) {
+    auto indices = sampler->shard(firstRank + i, static_cast<uint64_t>(epoch));
+    // Resuming mid-epoch: skip the batches already trained (sample augmentation depends only
+    // on (seed, epoch, sample), so the rest of the epoch is unchanged).
+    indices.erase(indices.begin(), indices.begin() + std::min<int64_t>(static_cast<int64_t>(indices.size()),
+                                                                         batchInEpoch * config.data.batchSize));
+    loaders[static_cast<size_t>(i)]->startEpoch(static_cast<uint64_t>(epoch), std::move(indices));
+  }
+  std::vector<data::Batch> batches(static_cast<size_t>(localRanks));
+  IntervalStats interval;
+  while (batchInEpoch < stepsPerEpoch && globalStep < totalSteps) {
+    const auto start = Clock::now();
+    for (int i = 0; i < localRanks; ++i) {
+      const double waitedBefore = loaders[static_cast<size_t>(i)]->stats().waitSeconds;
+      APS_CHECK(loaders[static_cast<size_t>(i)]->next(batches[static_cast<size_t>(i)]),
+                "rank {}: the data shard ended after {} of {} batches", firstRank + i, batchInEpoch, stepsPerEpoch);
+      interval.dataWait += loaders[static_cast<size_t>(i)]->stats().waitSeconds - waitedBefore;
+    }
+    trainStep(batches, interval);
+    ++batchInEpoch;
+    ++globalStep;
+    interval.seconds += secondsSince(start);
+    if (globalStep % config.logging.interval == 0) logInterval(interval);
+  }
+  logInterval(interval);
+}
+
+TrainSummary Trainer::State::evaluate() {
+  model->eval();
+  autograd::NoGradGuard noGrad;
+  const int64_t classes = config.model.numClasses;
+  int64_t size = testSet->size();
+  if (config.data.testSamples > 0) size = std::min(size, config.data.testSamples);
+  // Real ranks split the test set; a simulated world evaluates it once (same weights everywhere).
+  const int shards = mpi ? world : 1;
+  const int shard = mpi ? firstRank : 0;
+  std::vector<int64_t> indices;
+  for (int64_t i = shard; i < size; i += shards) indices.push_back(i);
+  data::Loader loader(testSet, {config.data.testBatchSize, static_cast<int>(std::max<int64_t>(config.data.workers, 1)),
+                                static_cast<int>(config.data.prefetch), false, config.seed});
+  loader.startEpoch(0, indices);
+  std::vector<int64_t> counts(info.segmentation ? static_cast<size_t>(classes * classes) : 4, 0);
+  double lossSum = 0;
+  data::Batch batch;
+  while (loader.next(batch)) {
+    const Tensor images = Tensor::fromVector(std::span<const float>(batch.images), batch.imageShape);
+    const Tensor labels = Tensor::fromVector(std::span<const int64_t>(batch.labels), batch.labelShape);
+    const Tensor logits = model->forward(images).contiguous();
+    const float* out = logits.data<float>();
+    if (!info.segmentation) {
+      lossSum += static_cast<double>(ops::crossEntropy(logits, labels).item()) * batch.size();
+      for (int64_t n = 0; n < batch.size(); ++n) {
+        const float* row = out + n * classes;
+        const int64_t label = batch.labels[static_cast<size_t>(n)];
+        int64_t higher = 0;  // classes scoring above the true one: rank of the label
+        for (int64_t c = 0; c < classes; ++c) higher += row[c] > row[label] ? 1 : 0;
+        counts[0] += 1;
+        counts[1] += higher == 0 ? 1 : 0;
+        counts[2] += higher < 5 ? 1 : 0;
+      }
+    } else {
+      const int64_t hw = batch.imageShape[2] * batch.imageShape[3];
+      for (int64_t n = 0; n < batch.size(); ++n) {
+        for (int64_t i = 0; i < hw; ++i) {
+          const int64_t label = batch.labels[static_cast<size_t>(n * hw + i)];
+          if (label < 0 || label >= classes) continue;  // ignore index
+          int64_t best = 0;
+          for (int64_t c = 1; c < classes; ++c) {
+            if (out[(n * classes + c) * hw + i] > out[(n * classes + best) * hw + i]) best = c;
+          }
+          counts[static_cast<size_t>(label * classes + best)] += 1;
+        }
+      }
+    }
+  }
+  if (!info.segmentation) counts[3] = static_cast<int64_t>(std::llround(lossSum * 1e6));
+  counts = sumOverProcesses(counts);
+  model->train();
+  TrainSummary summary;
+  summary.segmentation = info.segmentation;
+  if (!info.segmentation) {
+    const double n = static_cast<double>(std::max<int64_t>(counts[0], 1));
+    summary.top1 = static_cast<double>(counts[1]) / n;
+    summary.top5 = static_cast<double>(counts[2]) / n;
+    summary.loss = static_cast<double>(counts[3]) / 1e6 / n;
+  } else {
+    double iouSum = 0, correct = 0, total = 0;
+    int present = 0;
+    for (int64_t c = 0; c < classes; ++c) {
+      int64_t tp = counts[static_cast<size_t>(c * classes + c)], row = 0, col = 0;
+      for (int64_t k = 0; k < classes; ++k) {
+        row += counts[static_cast<size_t>(c * classes + k)];
+        col += counts[static_cast<size_t>(k * classes + c)];
+      }
+      correct += static_cast<double>(tp);
+      total += static_cast<double>(row);
+      if (row + col - tp > 0) {
+        iouSum += static_cast<double>(tp) / static_cast<double>(row + col - tp);
+        ++present;
+      }
+    }
+    summary.miou = present ? iouSum / present : 0.0;
+    summary.pixelAccuracy = total > 0 ? correct / total : 0.0;
+  }
+  return summary;
+}
+
+void Trainer::State::report(const TrainSummary& summary, const char* type) {
+  spdlog::info("{} epoch {} step {}: test {}", type, epoch, globalStep,
+               summary.segmentation ? fmt::format("mIoU {:.2f}% pixel accuracy {:.2f}%", 100 * summary.miou,
+                                                  100 * summary.pixelAccuracy)
+                                    : fmt::format("top-1 {:.2f}% top-5 {:.2f}% loss {:.4f}", 100 * summary.top1,
+                                                  100 * summary.top5, summary.loss));
+  writeMetrics({{"type", type},
+                {"epoch", epoch},
+                {"step", globalStep},
+                {"top1", summary.top1},
+                {"top5", summary.top5},
+                {"loss", summary.loss},
+                {"miou", summary.miou},
+                {"pixel_accuracy", summary.pixelAccuracy},
+                {"skipped_steps", skipped},
+                {"seconds", summary.seconds}});
+}
+
+void Trainer::State::save() {
+  if (config.checkpoint.dir.empty() || !isRoot()) return;
+  std::filesystem::create_directories(config.checkpoint.dir);
+  Checkpoint c;
+  c.configHash = configHash(config);
+  c.modelName = config.model.name;
+  c.epoch = epoch;
+  c.batchInEpoch = batchInEpoch;
+  c.globalStep = globalStep;
+  c.addSection("model", model->stateDict());
+  c.addSection("optimizer", optimizer->stateDict());
+  c.addSection("schedule", scheduler->stateDict());
+  const std::string path = checkpointPath(config.checkpoint.dir, globalStep);
+  saveCheckpoint(path, c);
+  pruneCheckpoints(config.checkpoint.dir, config.checkpoint.keep);
+  spdlog::info("checkpoint {}", path);
+}
+
+void Trainer::State::restore(const std::string& path) {
+  const Checkpoint c = loadCheckpoint(path);
+  APS_CHECK(c.modelName == config.model.name, "checkpoint '{}' holds model '{}' but the config trains '{}'", path,
+            c.modelName, config.model.name);
+  APS_CHECK(c.configHash == configHash(config),
+            "checkpoint '{}' was written with a different configuration (hash {:016x}, this run {:016x}); resume "
+            "with the config and --set overrides it was trained with",
+            path, c.configHash, configHash(config));
+  models::loadState(*model, c.section("model"), path);
+  optimizer->loadStateDict(c.section("optimizer"));
+  scheduler->loadStateDict(c.section("schedule"));
+  epoch = c.epoch;
+  batchInEpoch = c.batchInEpoch;
+  globalStep = c.globalStep;
+  reducer->setStep(static_cast<uint64_t>(globalStep));  // stochastic rounding streams continue
+  spdlog::info("resumed from {} at epoch {} step {}", path, epoch, globalStep);
+}
+
+Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::Communicator> communicator)
+    : s_(std::make_unique<State>()) {
+  s_->config = std::move(config);
+  s_->setupWorld(std::move(communicator));
+  s_->checkSameConfig();
+  s_->setupModel();
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::dryRun() {
+  s_->setupData();
+  s_->setupOptimizer();
+  s_->setupPrecisionAndComm();
+  spdlog::info("dry run: model {} ({} parameter tensors), {} training samples, {} steps per epoch, {} ranks",
+               s_->config.model.name, s_->params.size(), s_->trainSet->size(), s_->stepsPerEpoch, s_->world);
+}
+
+NamedTensors Trainer::modelState() const { return s_->model->stateDict(); }
+
+TrainSummary Trainer::run(const std::string& resumeFrom) {
+  State& s = *s_;
+  s.setupData();
+  s.setupOptimizer();
+  s.setupPrecisionAndComm();
+  if (!resumeFrom.empty()) s.restore(resumeFrom);
+  if (s.isRoot() && !s.config.logging.metricsFile.empty()) {
+    s.metrics.open(s.config.logging.metricsFile, resumeFrom.empty() ? std::ios::trunc : std::ios::app);
+    APS_CHECK(s.metrics.good(), "cannot write metrics file '{}'", s.config.logging.metricsFile);
+  }
+  spdlog::info("training {} on {} ({} ranks x batch {}, {} steps per epoch, {} steps)", s.config.model.name,
+               s.config.data.dataset, s.world, s.config.data.batchSize, s.stepsPerEpoch, s.totalSteps);
+  const auto start = Clock::now();
+  while (s.globalStep < s.totalSteps) {
+    s.trainEpoch();
+    if (s.batchInEpoch < s.stepsPerEpoch) {  // max_steps reached inside an epoch
+      s.save();
+      break;
+    }
+    ++s.epoch;
+    s.batchInEpoch = 0;
+    const bool last = s.globalStep >= s.totalSteps;
+    const int64_t evalInterval = s.config.evalIntervalEpochs;
+    if (!last && evalInterval > 0 && s.epoch % evalInterval == 0) s.report(s.evaluate(), "eval");
+    if (last || s.epoch % s.config.checkpoint.intervalEpochs == 0) s.save();
+  }
+  TrainSummary summary = s.evaluate();
+  summary.steps = s.globalStep;
+  summary.skippedSteps = s.skipped;
+  summary.seconds = secondsSince(start);
+  s.report(summary, "final");
+  if (s.isRoot() && !s.config.checkpoint.dir.empty()) {
+    const std::string path = (std::filesystem::path(s.config.checkpoint.dir) / "final.safetensors").string();
+    models::saveWeights(*s.model, path);
+    spdlog::info("final weights {}", path);
+  }
+  return summary;
+}
+
+}  // namespace aps::train

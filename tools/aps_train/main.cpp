@@ -1,0 +1,54 @@
+// aps_train: data-parallel training from a YAML config. Under mpirun every process is a rank
+// (comm.backend: mpi); with comm: {backend: sim, world_size: N} one process simulates N ranks.
+#include "comm/MpiCommunicator.h"
+#include "framework/train/Config.h"
+#include "framework/train/Trainer.h"
+#include "tools/common/ToolMain.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  CLI::App app{"Trains a model data-parallel with low-precision gradient communication", "aps_train"};
+  std::string configPath, resume;
+  std::vector<std::string> overrides;
+  bool printConfig = false, dryRun = false;
+  app.add_option("--config", configPath, "experiment YAML file")->required();
+  app.add_option("--set", overrides, "override a key: --set optimizer.lr=0.2 (repeatable)");
+  app.add_option("--resume", resume, "checkpoint to continue from");
+  app.add_flag("--print-config", printConfig, "print the resolved config with every default and exit");
+  app.add_flag("--dry-run", dryRun, "check the config, data, model and formats, then exit without training");
+  return aps::runTool(app, argc, argv, [&] {
+    const auto config = aps::train::loadConfig(configPath, overrides);
+    if (printConfig) {
+      fmt::print("{}", aps::train::configToYaml(config));
+      return;
+    }
+    std::shared_ptr<aps::comm::Communicator> communicator;
+    if (config.comm.backend == "mpi") communicator = std::make_shared<aps::comm::MpiCommunicator>();
+    try {
+      aps::train::Trainer trainer(config, communicator);
+      if (dryRun) {
+        trainer.dryRun();
+        return;
+      }
+      const auto s = trainer.run(resume);
+      if (communicator && communicator->rank() != 0) return;
+      if (s.segmentation) {
+        fmt::print("final: test mIoU {:.2f}% pixel accuracy {:.2f}% ({} steps, {} skipped, {:.0f} s)\n",
+                   100 * s.miou, 100 * s.pixelAccuracy, s.steps, s.skippedSteps, s.seconds);
+      } else {
+        fmt::print("final: test top-1 {:.2f}% top-5 {:.2f}% loss {:.4f} ({} steps, {} skipped, {:.0f} s)\n",
+                   100 * s.top1, 100 * s.top5, s.loss, s.steps, s.skippedSteps, s.seconds);
+      }
+    } catch (const std::exception& e) {
+      // One failing rank must not leave the others waiting in a collective.
+      if (communicator && communicator->size() > 1) {
+        std::fprintf(stderr, "aps_train: error on rank %d: %s\n", communicator->rank(), e.what());
+        communicator->abort(e.what());
+      }
+      throw;
+    }
+  });
+}
