@@ -23,17 +23,19 @@ LAYERS = [
 ]
 
 
-def median_ms(fn, min_seconds, max_iterations):
+def fastest_ms(fn, min_seconds, max_iterations):
+    """Fastest wall and process-CPU milliseconds: the repetition least disturbed by other load."""
     fn()
-    times, spent = [], 0.0
-    while len(times) < max_iterations and (spent < min_seconds or len(times) < 3):
+    wall, cpu, spent = [], [], 0.0
+    while len(wall) < max_iterations and (spent < min_seconds or len(wall) < 3):
+        cpu_start = time.process_time()
         start = time.perf_counter()
         fn()
         seconds = time.perf_counter() - start
-        times.append(seconds * 1e3)
+        cpu.append((time.process_time() - cpu_start) * 1e3)
+        wall.append(seconds * 1e3)
         spent += seconds
-    times.sort()
-    return times[len(times) // 2]
+    return min(wall), min(cpu)
 
 
 def main():
@@ -46,7 +48,7 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
-    total_ms, total_flops = 0.0, 0.0
+    total_ms, total_cpu, total_flops = 0.0, 0.0, 0.0
     for name, c, h, k, r, stride, pad, count, need_grad_in in LAYERS:
         if args.layer and args.layer != name:
             continue
@@ -67,19 +69,22 @@ def main():
             inputs = (x, w) if need_grad_in else (w,)
             torch.autograd.grad(out, inputs, grad_out)
 
-        forward_ms = median_ms(forward, args.min_seconds, args.max_iterations)
+        forward_ms, forward_cpu = fastest_ms(forward, args.min_seconds, args.max_iterations)
         # PyTorch's backward cannot run without its forward: time both, subtract the forward.
-        backward_ms = median_ms(backward, args.min_seconds, args.max_iterations) - forward_ms
+        both_ms, both_cpu = fastest_ms(backward, args.min_seconds, args.max_iterations)
+        backward_ms, backward_cpu = both_ms - forward_ms, both_cpu - forward_cpu
         backward_flops = flops * (2.0 if need_grad_in else 1.0)
         print(json.dumps({"layer": name, "threads": args.threads, "batch": args.batch, "count": count,
                           "forward_ms": forward_ms, "backward_ms": backward_ms,
+                          "forward_cpu_ms": forward_cpu, "backward_cpu_ms": backward_cpu,
                           "forward_gflops": flops / forward_ms * 1e-6,
                           "backward_gflops": backward_flops / backward_ms * 1e-6, "impl": "torch"}))
         total_ms += count * (forward_ms + backward_ms)
+        total_cpu += count * (forward_cpu + backward_cpu)
         total_flops += count * (flops + backward_flops)
     if not args.layer:
         print(json.dumps({"layer": "resnet20_convs_total", "threads": args.threads, "batch": args.batch,
-                          "ms": total_ms, "gflops": total_flops / total_ms * 1e-6,
+                          "ms": total_ms, "cpu_ms": total_cpu, "gflops": total_flops / total_ms * 1e-6,
                           "images_per_s_convs_only": args.batch / total_ms * 1e3, "impl": "torch"}))
 
 

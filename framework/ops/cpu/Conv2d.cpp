@@ -5,6 +5,7 @@
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/ops/cpu/Kernels.h"
+#include "framework/ops/cpu/PanelConv.h"
 #include "framework/ops/cpu/Reduce.h"
 #include "framework/ops/cpu/Workspace.h"
 
@@ -21,24 +22,22 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 using MatrixMap = Eigen::Map<RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
 using ConstMatrixMap = Eigen::Map<const RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
 
-// Columns (output pixels over the images of a chunk) one GEMM aims for: large enough to
-// amortise packing the weights, small enough that the column matrix stays in L2/L3.
-constexpr int64_t kTargetColumns = 1024;
-// At least this many chunks per batch (when the batch allows) so two or more threads share
-// the work evenly.
-constexpr int64_t kMinChunks = 8;
+// Images per weight-gradient chunk are chosen so that a batch splits into at most this many
+// chunks; each chunk sums its images' products into its own partial, and the partials are
+// added in chunk order, so the result depends on the batch size only, not on threads.
+constexpr int64_t kWeightChunks = 16;
 
-// Workspace slots used inside the parallel loops; kSlotPartials belongs to the calling thread.
+// Workspace slots used inside the parallel loops; kSlotPartials and kSlotFlipped belong to
+// the calling thread (slots 4 and 5 are taken by the panel convolution).
 constexpr int kSlotColumns = 0;
-constexpr int kSlotStaging = 1;
 constexpr int kSlotPartials = 2;
 constexpr int kSlotGradColumns = 3;
+constexpr int kSlotFlipped = 6;
 
 struct ConvPlan {
   int64_t p = 0, q = 0, pq = 0, hw = 0;
   int64_t cg = 0, kg = 0, crs = 0;  // channels and filters per group; rows of the column matrix
   bool pointwise = false;           // 1x1, stride 1, no padding: an input plane is the column matrix
-  int64_t imagesPerChunk = 1, chunks = 1;
 };
 
 ConvPlan makePlan(const Conv2dShape& s) {
@@ -60,14 +59,6 @@ ConvPlan makePlan(const Conv2dShape& s) {
   plan.kg = s.k / s.groups;
   plan.crs = plan.cg * s.r * s.s;
   plan.pointwise = s.r == 1 && s.s == 1 && s.strideH == 1 && s.strideW == 1 && s.padH == 0 && s.padW == 0;
-  if (plan.pointwise) {
-    plan.imagesPerChunk = 1;
-  } else {
-    const int64_t byCache = std::max<int64_t>(1, kTargetColumns / plan.pq);
-    const int64_t byBalance = (s.n + kMinChunks - 1) / kMinChunks;
-    plan.imagesPerChunk = std::max<int64_t>(1, std::min(byCache, byBalance));
-  }
-  plan.chunks = (s.n + plan.imagesPerChunk - 1) / plan.imagesPerChunk;
   return plan;
 }
 
@@ -150,51 +141,107 @@ void forEachChunk(int64_t chunks, const Body& body) {
   for (int64_t chunk = 0; chunk < chunks; ++chunk) body(chunk);
 }
 
-}  // namespace
+// The input gradient of a stride-1 convolution is itself a convolution (the "full"
+// correlation of Dumoulin & Visin, "A guide to convolution arithmetic", 2016): of gradOut
+// with the filters flipped in space and transposed in channels, padded by
+// dilation * (kernel - 1) - pad. That runs on the fast forward path and needs no col2im.
+bool gradInputIsConvolution(const Conv2dShape& s) {
+  return s.strideH == 1 && s.strideW == 1 && s.padH <= s.dilationH * (s.r - 1) && s.padW <= s.dilationW * (s.s - 1);
+}
 
-void conv2dForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape) {
-  const ConvPlan plan = makePlan(shape);
-  const Conv2dShape& s = shape;
-  forEachChunk(plan.chunks, [&](int64_t chunk) {
-    const int64_t n0 = chunk * plan.imagesPerChunk;
-    const int64_t images = std::min(plan.imagesPerChunk, s.n - n0);
-    const int64_t cols = images * plan.pq;
-    const float* image = in + n0 * s.c * plan.hw;
-    float* col = plan.pointwise ? nullptr : Workspace::get(kSlotColumns, plan.crs * cols);
-    float* staging = images > 1 ? Workspace::get(kSlotStaging, plan.kg * cols) : nullptr;
-    for (int64_t g = 0; g < s.groups; ++g) {
-      const float* colG = col;
-      if (plan.pointwise) {
-        colG = image + g * plan.cg * plan.hw;
-      } else {
-        im2col(col, image, images, g, s, plan);
-      }
-      ConstMatrixMap w(weight + g * plan.kg * plan.crs, plan.kg, plan.crs, Eigen::OuterStride<>(plan.crs));
-      ConstMatrixMap x(colG, plan.crs, cols, Eigen::OuterStride<>(cols));
-      if (images == 1) {
-        MatrixMap y(out + (n0 * s.k + g * plan.kg) * plan.pq, plan.kg, cols, Eigen::OuterStride<>(cols));
-        y.noalias() = w * x;
-      } else {
-        MatrixMap y(staging, plan.kg, cols, Eigen::OuterStride<>(cols));
-        y.noalias() = w * x;
-        for (int64_t b = 0; b < images; ++b) {
-          for (int64_t k = 0; k < plan.kg; ++k) {
-            std::memcpy(out + ((n0 + b) * s.k + g * plan.kg + k) * plan.pq, staging + k * cols + b * plan.pq,
-                        static_cast<size_t>(plan.pq) * sizeof(float));
-          }
-        }
+void gradInputByConvolution(float* gradIn, const float* gradOut, const float* weight, const Conv2dShape& s,
+                            const ConvPlan& plan) {
+  const int64_t rs = s.r * s.s;
+  // flipped (C, K/g, R, S): flipped[g*Cg + c][k][r][t] = weight[g*Kg + k][c][R-1-r][S-1-t]
+  float* flipped = Workspace::get(kSlotFlipped, s.c * plan.kg * rs);
+  for (int64_t g = 0; g < s.groups; ++g) {
+    for (int64_t k = 0; k < plan.kg; ++k) {
+      for (int64_t c = 0; c < plan.cg; ++c) {
+        const float* src = weight + ((g * plan.kg + k) * plan.cg + c) * rs;
+        float* dst = flipped + ((g * plan.cg + c) * plan.kg + k) * rs;
+        for (int64_t i = 0; i < rs; ++i) dst[i] = src[rs - 1 - i];
       }
     }
-    if (bias != nullptr) {
-      for (int64_t b = 0; b < images; ++b) {
-        for (int64_t k = 0; k < s.k; ++k) {
-          float* plane = out + ((n0 + b) * s.k + k) * plan.pq;
-          const float v = bias[k];
-          for (int64_t i = 0; i < plan.pq; ++i) plane[i] += v;
+  }
+  Conv2dShape t = s;
+  t.c = s.k;
+  t.k = s.c;
+  t.h = plan.p;
+  t.w = plan.q;
+  t.padH = s.dilationH * (s.r - 1) - s.padH;
+  t.padW = s.dilationW * (s.s - 1) - s.padW;
+  APS_ASSERT(t.outH() == s.h && t.outW() == s.w);
+  detail::panelConvForward(gradIn, gradOut, flipped, nullptr, t);
+}
+
+// Any other stride: per image, gradCol = W^T * gradOut, then col2im.
+void gradInputByColumns(float* gradIn, const float* gradOut, const float* weight, const Conv2dShape& s,
+                        const ConvPlan& plan) {
+  forEachChunk(s.n, [&](int64_t n) {
+    const float* dyImage = gradOut + n * s.k * plan.pq;
+    float* gradImage = gradIn + n * s.c * plan.hw;
+    float* gradCol = plan.pointwise ? nullptr : Workspace::get(kSlotGradColumns, plan.crs * plan.pq);
+    if (!plan.pointwise) std::fill(gradImage, gradImage + s.c * plan.hw, 0.0f);
+    for (int64_t g = 0; g < s.groups; ++g) {
+      ConstMatrixMap dy(dyImage + g * plan.kg * plan.pq, plan.kg, plan.pq, Eigen::OuterStride<>(plan.pq));
+      ConstMatrixMap w(weight + g * plan.kg * plan.crs, plan.kg, plan.crs, Eigen::OuterStride<>(plan.crs));
+      if (plan.pointwise) {
+        MatrixMap dx(gradImage + g * plan.cg * plan.hw, plan.crs, plan.pq, Eigen::OuterStride<>(plan.pq));
+        dx.noalias() = w.transpose() * dy;
+      } else {
+        MatrixMap dcol(gradCol, plan.crs, plan.pq, Eigen::OuterStride<>(plan.pq));
+        dcol.noalias() = w.transpose() * dy;
+        col2im(gradImage, gradCol, 1, g, s, plan);
+      }
+    }
+  });
+}
+
+// gradWeight = sum over images of gradOut_n (K, PQ) * col_n^T (PQ, CRS), per group.
+void gradWeightByColumns(float* gradWeight, const float* gradOut, const float* in, const Conv2dShape& s,
+                         const ConvPlan& plan) {
+  const int64_t weightSize = s.k * plan.crs;
+  const int64_t imagesPerChunk = (s.n + kWeightChunks - 1) / kWeightChunks;
+  const int64_t chunks = (s.n + imagesPerChunk - 1) / imagesPerChunk;
+  float* partials = Workspace::get(kSlotPartials, chunks * weightSize);
+  forEachChunk(chunks, [&](int64_t chunk) {
+    float* partial = partials + chunk * weightSize;
+    float* col = plan.pointwise ? nullptr : Workspace::get(kSlotColumns, plan.crs * plan.pq);
+    const int64_t n1 = std::min(s.n, (chunk + 1) * imagesPerChunk);
+    for (int64_t n = chunk * imagesPerChunk; n < n1; ++n) {
+      const float* image = in + n * s.c * plan.hw;
+      for (int64_t g = 0; g < s.groups; ++g) {
+        const float* colG = col;
+        if (plan.pointwise) {
+          colG = image + g * plan.cg * plan.hw;
+        } else {
+          im2col(col, image, 1, g, s, plan);
+        }
+        ConstMatrixMap x(colG, plan.crs, plan.pq, Eigen::OuterStride<>(plan.pq));
+        ConstMatrixMap dy(gradOut + (n * s.k + g * plan.kg) * plan.pq, plan.kg, plan.pq, Eigen::OuterStride<>(plan.pq));
+        MatrixMap dw(partial + g * plan.kg * plan.crs, plan.kg, plan.crs, Eigen::OuterStride<>(plan.crs));
+        if (n == chunk * imagesPerChunk) {
+          dw.noalias() = dy * x.transpose();
+        } else {
+          dw.noalias() += dy * x.transpose();
         }
       }
     }
   });
+  parallelFor(weightSize, 1024, [&](int64_t i0, int64_t i1) {
+    std::copy(partials + i0, partials + i1, gradWeight + i0);
+    for (int64_t chunk = 1; chunk < chunks; ++chunk) {
+      const float* part = partials + chunk * weightSize;
+      for (int64_t i = i0; i < i1; ++i) gradWeight[i] += part[i];
+    }
+  });
+}
+
+}  // namespace
+
+void conv2dForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape) {
+  makePlan(shape);  // validates the shape
+  detail::panelConvForward(out, in, weight, bias, shape);
 }
 
 void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const float* gradOut, const float* in,
@@ -211,66 +258,19 @@ void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const flo
       }
     });
   }
-  if (gradIn == nullptr && gradWeight == nullptr) return;
-  const int64_t weightSize = s.k * plan.crs;
-  // One partial weight gradient per chunk, summed in chunk order below.
-  float* partials = gradWeight != nullptr ? Workspace::get(kSlotPartials, plan.chunks * weightSize) : nullptr;
-  forEachChunk(plan.chunks, [&](int64_t chunk) {
-    const int64_t n0 = chunk * plan.imagesPerChunk;
-    const int64_t images = std::min(plan.imagesPerChunk, s.n - n0);
-    const int64_t cols = images * plan.pq;
-    const float* image = in + n0 * s.c * plan.hw;
-    // gradOut of the chunk as one (K, images * pq) matrix.
-    const float* gOut = gradOut + n0 * s.k * plan.pq;
-    if (images > 1) {
-      float* staging = Workspace::get(kSlotStaging, s.k * cols);
-      for (int64_t b = 0; b < images; ++b) {
-        for (int64_t k = 0; k < s.k; ++k) {
-          std::memcpy(staging + k * cols + b * plan.pq, gOut + (b * s.k + k) * plan.pq,
-                      static_cast<size_t>(plan.pq) * sizeof(float));
-        }
-      }
-      gOut = staging;
+  if (gradIn != nullptr) {
+    if (gradInputIsConvolution(s)) {
+      gradInputByConvolution(gradIn, gradOut, weight, s, plan);
+    } else {
+      gradInputByColumns(gradIn, gradOut, weight, s, plan);
     }
-    float* gradImage = gradIn != nullptr ? gradIn + n0 * s.c * plan.hw : nullptr;
-    if (gradImage != nullptr && !plan.pointwise) std::fill(gradImage, gradImage + images * s.c * plan.hw, 0.0f);
-    float* col = plan.pointwise || gradWeight == nullptr ? nullptr : Workspace::get(kSlotColumns, plan.crs * cols);
-    float* gradCol = plan.pointwise || gradIn == nullptr ? nullptr : Workspace::get(kSlotGradColumns, plan.crs * cols);
-    for (int64_t g = 0; g < s.groups; ++g) {
-      ConstMatrixMap dy(gOut + g * plan.kg * cols, plan.kg, cols, Eigen::OuterStride<>(cols));
-      ConstMatrixMap w(weight + g * plan.kg * plan.crs, plan.kg, plan.crs, Eigen::OuterStride<>(plan.crs));
-      if (gradWeight != nullptr) {
-        const float* colG = col;
-        if (plan.pointwise) {
-          colG = image + g * plan.cg * plan.hw;
-        } else {
-          im2col(col, image, images, g, s, plan);
-        }
-        ConstMatrixMap x(colG, plan.crs, cols, Eigen::OuterStride<>(cols));
-        MatrixMap dw(partials + chunk * weightSize + g * plan.kg * plan.crs, plan.kg, plan.crs,
-                     Eigen::OuterStride<>(plan.crs));
-        dw.noalias() = dy * x.transpose();
-      }
-      if (gradIn != nullptr) {
-        if (plan.pointwise) {
-          MatrixMap dx(gradImage + g * plan.cg * plan.hw, plan.crs, cols, Eigen::OuterStride<>(cols));
-          dx.noalias() = w.transpose() * dy;
-        } else {
-          MatrixMap dcol(gradCol, plan.crs, cols, Eigen::OuterStride<>(cols));
-          dcol.noalias() = w.transpose() * dy;
-          col2im(gradImage, gradCol, images, g, s, plan);
-        }
-      }
-    }
-  });
+  }
   if (gradWeight != nullptr) {
-    parallelFor(weightSize, 1024, [&](int64_t i0, int64_t i1) {
-      std::copy(partials + i0, partials + i1, gradWeight + i0);
-      for (int64_t chunk = 1; chunk < plan.chunks; ++chunk) {
-        const float* part = partials + chunk * weightSize;
-        for (int64_t i = i0; i < i1; ++i) gradWeight[i] += part[i];
-      }
-    });
+    if (detail::panelConvWeightGradSupported(s)) {
+      detail::panelConvWeightGrad(gradWeight, gradOut, in, s);
+    } else {
+      gradWeightByColumns(gradWeight, gradOut, in, s, plan);
+    }
   }
 }
 

@@ -9,7 +9,7 @@ namespace aps::cpu {
 // step; OpenMP's worker threads persist, so each keeps its buffers between kernels.
 class Workspace {
  public:
-  static constexpr int kSlots = 4;
+  static constexpr int kSlots = 8;
   // The calling thread's buffer `slot` (0 <= slot < kSlots) with room for at least `count`
   // floats, 64-byte aligned. Its contents are undefined; a later call with the same slot on
   // the same thread may move it.

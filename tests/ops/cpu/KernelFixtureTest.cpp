@@ -56,7 +56,8 @@ TEST_P(ConvFixture, MatchesPyTorch) {
 INSTANTIATE_TEST_SUITE_P(Kernels, ConvFixture,
                          ::testing::Values("conv_basic", "conv_stride2", "conv_dilation2", "conv_groups2",
                                            "conv_pointwise", "conv_pointwise_stride2", "conv_rectangular",
-                                           "conv_chunked_batch", "conv_chunked_odd"));
+                                           "conv_chunked_batch", "conv_chunked_odd", "conv_direct_wide",
+                                           "conv_direct_dilation_groups"));
 
 TEST(ConvKernel, RejectsGroupsThatDoNotDivideChannels) {
   aps::cpu::Conv2dShape s;

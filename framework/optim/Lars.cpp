@@ -1,0 +1,71 @@
+#include "framework/optim/Lars.h"
+
+#include "framework/core/Error.h"
+#include "framework/core/Parallel.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace aps::optim {
+
+namespace {
+double l2Norm(const float* p, int64_t n) {
+  constexpr int64_t kBlock = 4096;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(static_cast<size_t>(blocks), 0.0);
+  parallelFor(blocks, 4, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      double s = 0.0;
+      for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) s += static_cast<double>(p[i]) * p[i];
+      partial[static_cast<size_t>(b)] = s;
+    }
+  });
+  double total = 0.0;
+  for (double s : partial) total += s;
+  return std::sqrt(total);
+}
+}  // namespace
+
+Lars::Lars(NamedTensors params, const LarsOptions& options)
+    : Optimizer("LARS", std::move(params), options.lr), options_(options) {
+  APS_CHECK(options.momentum >= 0.0, "LARS: momentum must be >= 0, got {}", options.momentum);
+  APS_CHECK(options.weightDecay >= 0.0, "LARS: weight decay must be >= 0, got {}", options.weightDecay);
+  APS_CHECK(options.trustCoefficient > 0.0, "LARS: trust coefficient must be > 0, got {}", options.trustCoefficient);
+}
+
+double Lars::localLr(size_t i) const {
+  const Tensor& param = params_.at(i).tensor;
+  if (options_.excludeBiasAndNorm && isBiasOrNorm(param)) return 1.0;
+  const Tensor grad = param.grad();
+  if (!grad.defined()) return 1.0;
+  const Tensor g = grad.contiguous();
+  const double wNorm = l2Norm(param.data<float>(), param.numel());
+  const double gNorm = l2Norm(g.data<float>(), g.numel());
+  if (wNorm == 0.0 || gNorm == 0.0) return 1.0;
+  return options_.trustCoefficient * wNorm / (gNorm + options_.weightDecay * wNorm + options_.eps);
+}
+
+void Lars::step() {
+  const float momentum = static_cast<float>(options_.momentum);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& param = params_[i].tensor;
+    const Tensor grad = param.grad();
+    if (!grad.defined()) continue;
+    const bool adapted = !(options_.excludeBiasAndNorm && isBiasOrNorm(param));
+    const float wd = adapted ? static_cast<float>(options_.weightDecay) : 0.0f;
+    const float scaledLr = static_cast<float>(lr_ * localLr(i));
+    const Tensor g = grad.contiguous();
+    float* v = stateFor("momentum_buffer", i).data<float>();
+    float* p = param.data<float>();
+    const float* pg = g.data<float>();
+    parallelFor(param.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k) {
+        v[k] = momentum * v[k] + scaledLr * (pg[k] + wd * p[k]);
+        p[k] -= v[k];
+      }
+    });
+  }
+  countStep();
+}
+
+}  // namespace aps::optim
