@@ -1,0 +1,36 @@
+#include "models/Bottleneck.h"
+
+#include "framework/ops/Elementwise.h"
+
+namespace aps::models {
+
+Bottleneck::Bottleneck(const ResNetBlockSpec& spec, Rng& rng) : Module("Bottleneck") {
+  const int64_t width = spec.planes;  // groups 1, base width 64
+  const int64_t out = spec.planes * kExpansion;
+  conv1_ = registerModule("conv1", std::make_shared<nn::Conv2d>(
+                                       nn::Conv2dSpec{.in = spec.in, .out = width, .kernel = 1, .bias = false}, rng));
+  bn1_ = registerModule("bn1", std::make_shared<nn::BatchNorm2d>(width));
+  conv2_ = registerModule("conv2", std::make_shared<nn::Conv2d>(nn::Conv2dSpec{.in = width,
+                                                                               .out = width,
+                                                                               .kernel = 3,
+                                                                               .stride = spec.stride,
+                                                                               .padding = spec.dilation,
+                                                                               .dilation = spec.dilation,
+                                                                               .bias = false},
+                                                                rng));
+  bn2_ = registerModule("bn2", std::make_shared<nn::BatchNorm2d>(width));
+  conv3_ = registerModule(
+      "conv3", std::make_shared<nn::Conv2d>(nn::Conv2dSpec{.in = width, .out = out, .kernel = 1, .bias = false}, rng));
+  bn3_ = registerModule("bn3", std::make_shared<nn::BatchNorm2d>(out));
+  if (spec.downsample) downsample_ = registerModule("downsample", makeDownsample(spec.in, out, spec.stride, rng));
+}
+
+Tensor Bottleneck::forward(const Tensor& input) {
+  Tensor out = ops::relu(bn1_->forward(conv1_->forward(input)));
+  out = ops::relu(bn2_->forward(conv2_->forward(out)));  // (N, width, H/s, W/s)
+  out = bn3_->forward(conv3_->forward(out));             // (N, 4 width, H/s, W/s)
+  const Tensor identity = downsample_ ? downsample_->forward(input) : input;
+  return ops::relu(ops::add(out, identity));
+}
+
+}  // namespace aps::models
