@@ -31,5 +31,5 @@ function(aps_forbid_links target)
 endfunction()
 
 foreach(lib aps_precision aps_comm aps_data aps_tensor)
-  aps_forbid_links(${lib} aps_autograd aps_ops aps_nn aps_optim aps_train aps_models)
+  aps_forbid_links(${lib} aps_autograd aps_ops aps_nn aps_optim aps_trainer aps_models)
 endforeach()

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "framework/tensor/NamedTensor.h"
 #include "framework/train/Config.h"
 
 #include <memory>
