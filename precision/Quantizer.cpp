@@ -9,6 +9,10 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 namespace aps::precision {
 
 namespace {
@@ -31,7 +35,7 @@ inline void roundOne(float x, uint32_t rnd, const Quantizer::Params& p, float& v
   const int32_t eEff = fe > 0 ? fe : 1;
   const uint32_t sig = (a & 0x7fffffu) | (fe > 0 ? 0x800000u : 0u);
   const int32_t ex = eEff - 127;
-  const bool below = ex < p.minExponent;
+  const bool below = ex < p.minExponent || fe == 0;  // fp32 subnormals sit below 2^-126 <= 2^emin
   const int32_t exC = below ? p.minExponent : ex;
   const int32_t qexp = (below && !p.subnormals) ? p.minExponent : exC - p.mantissaBits;
   int32_t d = qexp - (eEff - 150);  // >= 0 since mantissaBits <= 23
@@ -72,21 +76,138 @@ inline void roundOne(float x, uint32_t rnd, const Quantizer::Params& p, float& v
   }
 }
 
+#if defined(__AVX2__)
+// The same core as roundOne, eight lanes at a time with AVX2. Variable shifts by >= 32
+// give 0 (vpsllvd/vpsrlvd), which is exactly what r and frac need at the extremes of d.
+struct VecParams {
+  __m256i mantissaBits, minExponent, biasMinusOne, noSubnormals, maxFiniteCode, overflowCode, nanCode, mIsZero;
+  __m128i mantissaShift, signShift;
+  __m256 maxValue, overflowValue, nanValue;
+  explicit VecParams(const Quantizer::Params& p)
+      : mantissaBits(_mm256_set1_epi32(p.mantissaBits)),
+        minExponent(_mm256_set1_epi32(p.minExponent)),
+        biasMinusOne(_mm256_set1_epi32(p.biasMinusOne)),
+        noSubnormals(_mm256_set1_epi32(p.subnormals ? 0 : -1)),
+        maxFiniteCode(_mm256_set1_epi32(static_cast<int32_t>(p.maxFiniteCode))),
+        overflowCode(_mm256_set1_epi32(static_cast<int32_t>(p.overflowCode))),
+        nanCode(_mm256_set1_epi32(static_cast<int32_t>(p.nanCode))),
+        mIsZero(_mm256_set1_epi32(p.mantissaBits == 0 ? -1 : 0)),
+        mantissaShift(_mm_cvtsi32_si128(p.mantissaBits)),
+        signShift(_mm_cvtsi32_si128(static_cast<int32_t>(p.signShift))),
+        maxValue(_mm256_set1_ps(p.maxValue)),
+        overflowValue(_mm256_set1_ps(p.overflowValue)),
+        nanValue(_mm256_set1_ps(p.nanValue)) {}
+};
+
+template <RoundingMode kMode, bool kValue, bool kCode>
+inline void roundVec(__m256i u, __m256i rnd, const VecParams& p, __m256& value, __m256i& code) {
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i signMask = _mm256_set1_epi32(static_cast<int32_t>(0x80000000u));
+  const __m256i sign = _mm256_and_si256(u, signMask);
+  const __m256i a = _mm256_andnot_si256(signMask, u);
+  const __m256i fe = _mm256_srli_epi32(a, 23);
+  const __m256i eEff = _mm256_max_epi32(fe, one);
+  const __m256i normal = _mm256_cmpgt_epi32(fe, _mm256_setzero_si256());
+  const __m256i sig = _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi32(0x7fffff)),
+                                      _mm256_and_si256(normal, _mm256_set1_epi32(0x800000)));
+  const __m256i ex = _mm256_sub_epi32(eEff, _mm256_set1_epi32(127));
+  const __m256i below =
+      _mm256_or_si256(_mm256_cmpgt_epi32(p.minExponent, ex), _mm256_cmpeq_epi32(fe, _mm256_setzero_si256()));
+  const __m256i exC = _mm256_max_epi32(ex, p.minExponent);
+  const __m256i belowNoSub = _mm256_and_si256(below, p.noSubnormals);
+  const __m256i qexp = _mm256_blendv_epi8(_mm256_sub_epi32(exC, p.mantissaBits), p.minExponent, belowNoSub);
+  __m256i d = _mm256_sub_epi32(qexp, _mm256_sub_epi32(eEff, _mm256_set1_epi32(150)));
+  d = _mm256_min_epi32(d, _mm256_set1_epi32(63));
+  __m256i r = _mm256_srlv_epi32(sig, d);
+  const __m256i c32 = _mm256_set1_epi32(32);
+  const __m256i fracLow = _mm256_sllv_epi32(sig, _mm256_sub_epi32(c32, d));  // d == 0: shift 32 -> 0
+  const __m256i fracHigh = _mm256_srlv_epi32(sig, _mm256_sub_epi32(d, c32));
+  const __m256i frac = _mm256_blendv_epi8(fracLow, fracHigh, _mm256_cmpgt_epi32(d, c32));
+  __m256i up = _mm256_setzero_si256();  // all-ones lanes round up
+  if constexpr (kMode == RoundingMode::NearestEven) {
+    const __m256i fx = _mm256_xor_si256(frac, signMask);  // unsigned compare against 2^31
+    const __m256i adjust =
+        _mm256_andnot_si256(below, _mm256_and_si256(p.mIsZero, _mm256_add_epi32(ex, p.biasMinusOne)));
+    const __m256i odd = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_add_epi32(r, adjust), one), one);
+    up = _mm256_or_si256(_mm256_cmpgt_epi32(fx, _mm256_setzero_si256()),
+                         _mm256_and_si256(_mm256_cmpeq_epi32(fx, _mm256_setzero_si256()), odd));
+  } else if constexpr (kMode == RoundingMode::Stochastic) {
+    const __m256i sum = _mm256_add_epi32(frac, rnd);
+    up = _mm256_cmpgt_epi32(_mm256_xor_si256(frac, signMask), _mm256_xor_si256(sum, signMask));  // carry out
+  }
+  r = _mm256_sub_epi32(r, up);
+  const __m256i isNan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000));
+  if constexpr (kValue) {
+    const __m256i qNormal = _mm256_slli_epi32(_mm256_add_epi32(qexp, _mm256_set1_epi32(127)), 23);
+    const __m256i qSub = _mm256_sllv_epi32(one, _mm256_add_epi32(qexp, _mm256_set1_epi32(149)));
+    const __m256i q = _mm256_blendv_epi8(qNormal, qSub, _mm256_cmpgt_epi32(_mm256_set1_epi32(-126), qexp));
+    __m256 y = _mm256_mul_ps(_mm256_cvtepi32_ps(r), _mm256_castsi256_ps(q));
+    y = _mm256_blendv_ps(y, p.overflowValue, _mm256_cmp_ps(y, p.maxValue, _CMP_GT_OQ));
+    y = _mm256_blendv_ps(y, p.nanValue, _mm256_castsi256_ps(isNan));
+    value = _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(y), sign));
+  }
+  if constexpr (kCode) {
+    const __m256i base =
+        _mm256_andnot_si256(below, _mm256_sll_epi32(_mm256_add_epi32(ex, p.biasMinusOne), p.mantissaShift));
+    const __m256i rr = _mm256_blendv_epi8(r, _mm256_sll_epi32(r, p.mantissaShift), belowNoSub);
+    __m256i mag = _mm256_add_epi32(base, rr);
+    mag = _mm256_blendv_epi8(mag, p.overflowCode, _mm256_cmpgt_epi32(mag, p.maxFiniteCode));
+    mag = _mm256_blendv_epi8(mag, p.nanCode, isNan);
+    code = _mm256_or_si256(mag, _mm256_srl_epi32(sign, p.signShift));
+  }
+}
+#endif
+
 template <RoundingMode kMode, typename CodeT>
 void kernel(const float* in, int64_t n, const uint32_t* rnd, const Quantizer::Params& p, float* values, CodeT* codes) {
   const Quantizer::Params q = p;  // a local copy: no aliasing with the outputs
+  int64_t i = 0;
+#if defined(__AVX2__)
+  const VecParams vp(p);
+  const auto loadRnd = [&](int64_t k) {
+    if constexpr (kMode == RoundingMode::Stochastic) {
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rnd + k));
+    } else {
+      (void)k;
+      return _mm256_setzero_si256();
+    }
+  };
+  const auto load = [&](int64_t k) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + k)); };
+  __m256 v;
+  __m256i c0, c1, c2, c3;
   if (values) {
-    for (int64_t i = 0; i < n; ++i) {
-      float v;
-      uint32_t c;
-      roundOne<kMode, true, false>(in[i], kMode == RoundingMode::Stochastic ? rnd[i] : 0u, q, v, c);
-      values[i] = v;
+    for (; i + 8 <= n; i += 8) {
+      roundVec<kMode, true, false>(load(i), loadRnd(i), vp, v, c0);
+      _mm256_storeu_ps(values + i, v);
+    }
+  } else if constexpr (sizeof(CodeT) == 1) {
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (; i + 32 <= n; i += 32) {
+      roundVec<kMode, false, true>(load(i), loadRnd(i), vp, v, c0);
+      roundVec<kMode, false, true>(load(i + 8), loadRnd(i + 8), vp, v, c1);
+      roundVec<kMode, false, true>(load(i + 16), loadRnd(i + 16), vp, v, c2);
+      roundVec<kMode, false, true>(load(i + 24), loadRnd(i + 24), vp, v, c3);
+      const __m256i packed = _mm256_packus_epi16(_mm256_packus_epi32(c0, c1), _mm256_packus_epi32(c2, c3));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + i), _mm256_permutevar8x32_epi32(packed, order));
     }
   } else {
-    for (int64_t i = 0; i < n; ++i) {
-      float v;
-      uint32_t c;
-      roundOne<kMode, false, true>(in[i], kMode == RoundingMode::Stochastic ? rnd[i] : 0u, q, v, c);
+    for (; i + 16 <= n; i += 16) {
+      roundVec<kMode, false, true>(load(i), loadRnd(i), vp, v, c0);
+      roundVec<kMode, false, true>(load(i + 8), loadRnd(i + 8), vp, v, c1);
+      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(c0, c1), 0xd8);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + i), packed);
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    float v1 = 0.0f;
+    uint32_t c = 0;
+    const uint32_t bits = kMode == RoundingMode::Stochastic ? rnd[i] : 0u;
+    if (values) {
+      roundOne<kMode, true, false>(in[i], bits, q, v1, c);
+      values[i] = v1;
+    } else {
+      roundOne<kMode, false, true>(in[i], bits, q, v1, c);
       codes[i] = static_cast<CodeT>(c);
     }
   }
