@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -60,12 +61,18 @@ inline void roundOne(float x, uint32_t rnd, const Quantizer::Params& p, float& v
   r += up;
   const bool isNan = a > 0x7f800000u;
   if constexpr (kValue) {
-    // r * 2^qexp exactly: r < 2^25 converts exactly, 2^qexp >= 2^-149 is an fp32 value.
-    const uint32_t qbits = qexp >= -126 ? static_cast<uint32_t>(qexp + 127) << 23 : 1u << ((qexp + 149) & 31);
-    float y = static_cast<float>(static_cast<int32_t>(r)) * std::bit_cast<float>(qbits);
-    y = y > p.maxValue ? p.overflowValue : y;
-    y = isNan ? p.nanValue : y;
-    value = std::bit_cast<float>(std::bit_cast<uint32_t>(y) | sign);
+    // The fp32 bits of r * 2^qexp, with integer operations only (so FTZ/DAZ modes cannot
+    // change the result): int -> float of r (exact, r <= 2^24), then add qexp to the
+    // exponent field; results below 2^-126 are fp32 subnormals, whose bits are linear:
+    // r * 2^(qexp + 149).
+    const uint32_t fr = std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(r)));
+    const int32_t e = static_cast<int32_t>(fr >> 23) - 127 + qexp;
+    uint32_t y = e < -126 ? r << ((qexp + 149) & 31) : fr + (static_cast<uint32_t>(qexp) << 23);
+    y = e > 127 ? 0x7f800000u : y;
+    y = r == 0 ? 0u : y;
+    y = y > p.maxValueBits ? p.overflowValueBits : y;
+    y = isNan ? p.nanValueBits : y;
+    value = std::bit_cast<float>(y | sign);
   }
   if constexpr (kCode) {
     const uint32_t base = below ? 0u : static_cast<uint32_t>(ex + p.biasMinusOne) << p.mantissaBits;
@@ -82,7 +89,7 @@ inline void roundOne(float x, uint32_t rnd, const Quantizer::Params& p, float& v
 struct VecParams {
   __m256i mantissaBits, minExponent, biasMinusOne, noSubnormals, maxFiniteCode, overflowCode, nanCode, mIsZero;
   __m128i mantissaShift, signShift;
-  __m256 maxValue, overflowValue, nanValue;
+  __m256i maxValueBits, overflowValueBits, nanValueBits;
   explicit VecParams(const Quantizer::Params& p)
       : mantissaBits(_mm256_set1_epi32(p.mantissaBits)),
         minExponent(_mm256_set1_epi32(p.minExponent)),
@@ -94,9 +101,9 @@ struct VecParams {
         mIsZero(_mm256_set1_epi32(p.mantissaBits == 0 ? -1 : 0)),
         mantissaShift(_mm_cvtsi32_si128(p.mantissaBits)),
         signShift(_mm_cvtsi32_si128(static_cast<int32_t>(p.signShift))),
-        maxValue(_mm256_set1_ps(p.maxValue)),
-        overflowValue(_mm256_set1_ps(p.overflowValue)),
-        nanValue(_mm256_set1_ps(p.nanValue)) {}
+        maxValueBits(_mm256_set1_epi32(static_cast<int32_t>(p.maxValueBits))),
+        overflowValueBits(_mm256_set1_epi32(static_cast<int32_t>(p.overflowValueBits))),
+        nanValueBits(_mm256_set1_epi32(static_cast<int32_t>(p.nanValueBits))) {}
 };
 
 template <RoundingMode kMode, bool kValue, bool kCode>
@@ -138,13 +145,16 @@ inline void roundVec(__m256i u, __m256i rnd, const VecParams& p, __m256& value, 
   r = _mm256_sub_epi32(r, up);
   const __m256i isNan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000));
   if constexpr (kValue) {
-    const __m256i qNormal = _mm256_slli_epi32(_mm256_add_epi32(qexp, _mm256_set1_epi32(127)), 23);
-    const __m256i qSub = _mm256_sllv_epi32(one, _mm256_add_epi32(qexp, _mm256_set1_epi32(149)));
-    const __m256i q = _mm256_blendv_epi8(qNormal, qSub, _mm256_cmpgt_epi32(_mm256_set1_epi32(-126), qexp));
-    __m256 y = _mm256_mul_ps(_mm256_cvtepi32_ps(r), _mm256_castsi256_ps(q));
-    y = _mm256_blendv_ps(y, p.overflowValue, _mm256_cmp_ps(y, p.maxValue, _CMP_GT_OQ));
-    y = _mm256_blendv_ps(y, p.nanValue, _mm256_castsi256_ps(isNan));
-    value = _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(y), sign));
+    const __m256i fr = _mm256_castps_si256(_mm256_cvtepi32_ps(r));
+    const __m256i e = _mm256_add_epi32(_mm256_sub_epi32(_mm256_srli_epi32(fr, 23), _mm256_set1_epi32(127)), qexp);
+    const __m256i normalBits = _mm256_add_epi32(fr, _mm256_slli_epi32(qexp, 23));
+    const __m256i subBits = _mm256_sllv_epi32(r, _mm256_add_epi32(qexp, _mm256_set1_epi32(149)));
+    __m256i y = _mm256_blendv_epi8(normalBits, subBits, _mm256_cmpgt_epi32(_mm256_set1_epi32(-126), e));
+    y = _mm256_blendv_epi8(y, _mm256_set1_epi32(0x7f800000), _mm256_cmpgt_epi32(e, _mm256_set1_epi32(127)));
+    y = _mm256_andnot_si256(_mm256_cmpeq_epi32(r, _mm256_setzero_si256()), y);
+    y = _mm256_blendv_epi8(y, p.overflowValueBits, _mm256_cmpgt_epi32(y, p.maxValueBits));
+    y = _mm256_blendv_epi8(y, p.nanValueBits, isNan);
+    value = _mm256_castsi256_ps(_mm256_or_si256(y, sign));
   }
   if constexpr (kCode) {
     const __m256i base =
@@ -251,9 +261,9 @@ Quantizer::Quantizer(const FloatFormat& format) : format_(format) {
   params_.overflowCode = sat ? format_.maxFiniteCode() : (format_.hasInf() ? format_.infCode() : format_.nanCode());
   params_.nanCode = format_.nanCode();
   params_.signShift = static_cast<uint32_t>(31 - (format_.exponentBits + format_.mantissaBits));
-  params_.maxValue = format_.maxValue();
-  params_.overflowValue = format_.decode(params_.overflowCode);
-  params_.nanValue = format_.decode(params_.nanCode);
+  params_.maxValueBits = std::bit_cast<uint32_t>(format_.maxValue());
+  params_.overflowValueBits = std::bit_cast<uint32_t>(std::fabs(format_.decode(params_.overflowCode)));
+  params_.nanValueBits = std::bit_cast<uint32_t>(std::fabs(format_.decode(params_.nanCode)));
 }
 
 void Quantizer::quantize(const float* in, float* out, int64_t n, RoundingMode mode, const EncodeContext& ctx) const {

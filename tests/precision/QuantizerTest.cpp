@@ -282,6 +282,20 @@ TEST(Quantizer, StochasticRoundingIsUnbiasedAndReproducible) {
   }
 }
 
+TEST(Quantizer, ResultsDoNotDependOnFlushToZeroModes) {
+  // Integer-only kernels: subnormal results stay exact under FTZ and DAZ.
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr(saved | 0x8040u);  // FTZ | DAZ
+  const Quantizer bf16(FloatFormat::preset("bf16"));
+  std::vector<float> xs(64, std::bit_cast<float>(0x00012345u)), out(64);  // an fp32 subnormal
+  bf16.quantize(xs.data(), out.data(), 64, RoundingMode::NearestEven);
+  const float scalar = bf16.quantize(xs[0]);
+  _mm_setcsr(saved);
+  EXPECT_EQ(bitsOf(out[0]), 0x00010000u);
+  EXPECT_EQ(bitsOf(out[63]), 0x00010000u);
+  EXPECT_EQ(bitsOf(scalar), 0x00010000u);
+}
+
 TEST(Quantizer, RoundToFormatInPlace) {
   std::vector<float> data = {1.0f + 0x1p-9f, 3.14159265f, -1e-8f, 70000.0f};
   roundToFormat(data.data(), static_cast<int64_t>(data.size()), FloatFormat::preset("fp16"), RoundingMode::NearestEven);
