@@ -223,6 +223,54 @@ void kernel(const float* in, int64_t n, const uint32_t* rnd, const Quantizer::Pa
   }
 }
 
+}  // namespace
+
+void randomBitsBlock(uint32_t* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t first) {
+  int64_t i = 0;
+#if defined(__AVX2__)
+  // Philox4x32-10 (framework/core/Rng.cpp) in eight lanes: lane j is counter first + i + j,
+  // and only output word 0 is kept, as randomBits32 does.
+  const __m256i mul0 = _mm256_set1_epi32(static_cast<int32_t>(0xD2511F53u));
+  const __m256i mul1 = _mm256_set1_epi32(static_cast<int32_t>(0xCD9E8D57u));
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i signMask = _mm256_set1_epi32(static_cast<int32_t>(0x80000000u));
+  const auto mulhilo = [](__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
+    const __m256i even = _mm256_mul_epu32(a, m);
+    const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+    lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+    hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+  };
+  for (; i + 8 <= n; i += 8) {
+    const uint64_t base = first + static_cast<uint64_t>(i);
+    const __m256i baseLo = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(base)));
+    __m256i c0 = _mm256_add_epi32(baseLo, lanes);
+    // Carry into the high word where the low word wrapped (unsigned c0 < baseLo).
+    const __m256i carry = _mm256_cmpgt_epi32(_mm256_xor_si256(baseLo, signMask), _mm256_xor_si256(c0, signMask));
+    __m256i c1 = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(base >> 32))), carry);
+    __m256i c2 = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(stream)));
+    __m256i c3 = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(stream >> 32)));
+    uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+    for (int round = 0; round < 10; ++round) {
+      __m256i hi0, lo0, hi1, lo1;
+      mulhilo(c0, mul0, hi0, lo0);
+      mulhilo(c2, mul1, hi1, lo1);
+      const __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int32_t>(k0)));
+      const __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int32_t>(k1)));
+      c0 = n0;
+      c1 = lo1;
+      c2 = n2;
+      c3 = lo0;
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), c0);
+  }
+#endif
+  for (; i < n; ++i) out[i] = randomBits32(seed, stream, first + static_cast<uint64_t>(i));
+}
+
+namespace {
+
 template <typename CodeT>
 void run(const float* in, int64_t n, RoundingMode mode, const EncodeContext& ctx, const Quantizer::Params& p,
          float* values, CodeT* codes) {
@@ -237,9 +285,7 @@ void run(const float* in, int64_t n, RoundingMode mode, const EncodeContext& ctx
       uint32_t rnd[kChunk];
       for (int64_t begin = 0; begin < n; begin += kChunk) {
         const int64_t m = std::min(kChunk, n - begin);
-        for (int64_t i = 0; i < m; ++i) {
-          rnd[i] = randomBits32(ctx.seed, ctx.stream, static_cast<uint64_t>(ctx.offset + begin + i));
-        }
+        randomBitsBlock(rnd, m, ctx.seed, ctx.stream, static_cast<uint64_t>(ctx.offset + begin));
         kernel<RoundingMode::Stochastic>(in + begin, m, rnd, p, values ? values + begin : nullptr,
                                          codes ? codes + begin : nullptr);
       }

@@ -53,6 +53,9 @@ class Quantizer {
   Params params_;
 };
 
+// out[i] = randomBits32(seed, stream, first + i) (framework/core/Rng.h), eight at a time.
+void randomBitsBlock(uint32_t* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t first);
+
 // Compute-precision emulation (fp16/bf16 training): data[i] = Q(data[i]) in place.
 void roundToFormat(float* data, int64_t n, const FloatFormat& format, RoundingMode mode, const EncodeContext& ctx = {});
 

@@ -255,6 +255,16 @@ TEST(Quantizer, Bf16AgreesWithTheBitTrick) {
   EXPECT_EQ(mismatches, 0);
 }
 
+TEST(Quantizer, RandomBitsBlockMatchesRandomBits32) {
+  for (uint64_t first : {uint64_t{0}, uint64_t{12345}, uint64_t{0xfffffff0u}, ~uint64_t{0} - 20}) {
+    std::vector<uint32_t> bits(37);
+    randomBitsBlock(bits.data(), 37, 0x123456789abcdefull, 0xfedcba9876543210ull, first);
+    for (uint64_t i = 0; i < 37; ++i) {
+      ASSERT_EQ(bits[i], randomBits32(0x123456789abcdefull, 0xfedcba9876543210ull, first + i)) << first << "+" << i;
+    }
+  }
+}
+
 TEST(Quantizer, StochasticRoundingIsUnbiasedAndReproducible) {
   for (const char* name : {"e4m3", "e5m2", "e2m1", "bf16"}) {
     const Quantizer q(FloatFormat::preset(name));
