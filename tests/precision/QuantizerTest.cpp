@@ -1,5 +1,6 @@
 #include "precision/Quantizer.h"
 
+#include "framework/core/Parallel.h"
 #include "framework/core/Rng.h"
 
 #include <gtest/gtest.h>
@@ -309,6 +310,23 @@ TEST(Quantizer, ResultsDoNotDependOnFlushToZeroModes) {
   EXPECT_EQ(bitsOf(out[0]), 0x00010000u);
   EXPECT_EQ(bitsOf(out[63]), 0x00010000u);
   EXPECT_EQ(bitsOf(scalar), 0x00010000u);
+}
+
+TEST(Quantizer, RoundToFormatDoesNotDependOnTheThreadCount) {
+  Rng rng(4);
+  std::vector<float> data(300000);
+  for (auto& v : data) v = rng.normal();
+  auto one = data, four = data;
+  const int saved = numThreads();
+  setNumThreads(1);
+  roundToFormat(one.data(), static_cast<int64_t>(one.size()), FloatFormat::preset("bf16"), RoundingMode::Stochastic,
+                {8, 9, 10});
+  setNumThreads(4);
+  roundToFormat(four.data(), static_cast<int64_t>(four.size()), FloatFormat::preset("bf16"), RoundingMode::Stochastic,
+                {8, 9, 10});
+  setNumThreads(saved);
+  EXPECT_EQ(one, four);
+  EXPECT_NE(one, data);
 }
 
 TEST(Quantizer, RoundToFormatInPlace) {
