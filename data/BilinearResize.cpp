@@ -77,16 +77,22 @@ void resizeBilinear(const Image& in, int height, int width, Image& out) {
   // Then height, rounding half-to-even (torch.round) and clamping to bytes.
   out.reshape(height, width, c);
   const size_t rowFloats = static_cast<size_t>(width) * c;
+  thread_local std::vector<float> acc;
+  acc.resize(rowFloats);
   for (int y = 0; y < height; ++y) {
     const float* w = &vertical.weights[static_cast<size_t>(y) * vertical.maxTaps];
     const float* s = rows.data() + static_cast<size_t>(vertical.first[static_cast<size_t>(y)]) * rowFloats;
     const int n = vertical.count[static_cast<size_t>(y)];
-    uint8_t* dst = out.pixels.data() + static_cast<size_t>(y) * rowFloats;
-    for (size_t k = 0; k < rowFloats; ++k) {
-      float t = s[k] * w[0];
-      for (int j = 1; j < n; ++j) t += s[static_cast<size_t>(j) * rowFloats + k] * w[j];
-      dst[k] = static_cast<uint8_t>(std::clamp(std::nearbyint(t), 0.0f, 255.0f));
+    // Row by row (vectorises); each element still sums its taps in order j = 0, 1, ...
+    for (size_t k = 0; k < rowFloats; ++k) acc[k] = s[k] * w[0];
+    for (int j = 1; j < n; ++j) {
+      const float* sj = s + static_cast<size_t>(j) * rowFloats;
+      const float wj = w[j];
+      for (size_t k = 0; k < rowFloats; ++k) acc[k] += sj[k] * wj;
     }
+    uint8_t* dst = out.pixels.data() + static_cast<size_t>(y) * rowFloats;
+    for (size_t k = 0; k < rowFloats; ++k)
+      dst[k] = static_cast<uint8_t>(std::clamp(std::nearbyint(acc[k]), 0.0f, 255.0f));
   }
 }
 
