@@ -1,5 +1,6 @@
 #include "data/GeometricTransforms.h"
 
+#include "data/BilinearResize.h"
 #include "framework/core/Error.h"
 
 #include <opencv2/core.hpp>
@@ -60,11 +61,8 @@ void cropExample(Example& example, int top, int left, int height, int width, uin
 void resizeExample(Example& example, int height, int width) {
   APS_CHECK(height > 0 && width > 0, "resize: size {}x{} must be positive", height, width);
   if (height == example.image.height && width == example.image.width) return;
-  const bool shrinking = height <= example.image.height && width <= example.image.width;
   thread_local Image image;
-  image.reshape(height, width, example.image.channels);
-  cv::Mat dst = matOf(image);
-  cv::resize(matOf(example.image), dst, dst.size(), 0, 0, shrinking ? cv::INTER_AREA : cv::INTER_LINEAR);
+  resizeBilinear(example.image, height, width, image);
   std::swap(example.image, image);
   if (!example.mask.empty()) {
     thread_local LabelMap mask;

@@ -8,9 +8,9 @@ namespace aps::data {
 
 // The geometric transforms of the torchvision classification recipes and of torchvision's
 // segmentation reference (references/segmentation/transforms.py), with torchvision's
-// parameter sampling and rounding (Python's round: half to even). Images are resized
-// bilinearly; shrinking uses area averaging (OpenCV INTER_AREA) in place of PIL's antialiased
-// bilinear filter. Label maps are resized with nearest-neighbour on pixel centres
+// parameter sampling and rounding (Python's round: half to even). Images are resized with
+// antialiased bilinear filtering as torchvision does (resizeBilinear, matching PyTorch to
+// float rounding). Label maps are resized with nearest-neighbour on pixel centres
 // (PIL NEAREST = OpenCV INTER_NEAREST_EXACT) and padded with kIgnoreLabel.
 
 // Resize: with one size, the shorter side becomes `size` and the longer int(size * long /
@@ -104,7 +104,7 @@ class RandomScale final : public Transform {
 // Crops the window (top, left, height, width), which may reach outside the image; outside
 // pixels become `fill` (images) and kIgnoreLabel (labels).
 void cropExample(Example& example, int top, int left, int height, int width, uint8_t fill = 0);
-// Resizes image (bilinear / area) and labels (nearest) to height x width.
+// Resizes image (antialiased bilinear) and labels (nearest) to height x width.
 void resizeExample(Example& example, int height, int width);
 
 }  // namespace aps::data

@@ -56,7 +56,12 @@ cv::Mat decodeCompleteFile(const std::string& path, int flags, const char* what)
     APS_CHECK(tailHas({'I', 'E', 'N', 'D'}), "{}: truncated PNG file (no IEND chunk)", path);
   }
   const cv::Mat raw(1, static_cast<int>(n), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
-  cv::Mat decoded = n > 0 ? cv::imdecode(raw, flags) : cv::Mat();
+  cv::Mat decoded;
+  try {
+    if (n > 0) decoded = cv::imdecode(raw, flags);
+  } catch (const cv::Exception& e) {
+    APS_FAIL("cannot decode {} {}: {}", what, path, e.what());
+  }
   APS_CHECK(!decoded.empty(), "cannot decode {} {}", what, path);
   return decoded;
 }
@@ -77,7 +82,7 @@ void vocPaletteColour(int index, uint8_t rgb[3]) {
 }
 
 void decodeImageFile(const std::string& path, Image& out) {
-  const cv::Mat bgr = decodeCompleteFile(path, cv::IMREAD_COLOR, "image");
+  const cv::Mat bgr = decodeCompleteFile(path, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION, "image");
   APS_CHECK(bgr.type() == CV_8UC3, "{}: unexpected decoded type {}", path, bgr.type());
   out.reshape(bgr.rows, bgr.cols, 3);
   cv::Mat rgb(bgr.rows, bgr.cols, CV_8UC3, out.pixels.data());

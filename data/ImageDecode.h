@@ -7,7 +7,8 @@
 namespace aps::data {
 
 // Decodes a JPEG/PNG/... file with OpenCV into 8-bit RGB (OpenCV decodes to BGR; grey images
-// are expanded to three channels). Throws aps::Error naming the file when it is missing or
+// are expanded to three channels). EXIF orientation is ignored, as PIL (torchvision's
+// ImageFolder loader) ignores it. Throws aps::Error naming the file when it is missing or
 // cannot be decoded.
 void decodeImageFile(const std::string& path, Image& out);
 

@@ -3,9 +3,12 @@
 // training recipe; then measures loader throughput over Fashion-MNIST with each worker count,
 // with and without a simulated training step, reporting how long the consumer waited. JSON out.
 #include "data/DatasetRecipes.h"
+#include "data/GeometricTransforms.h"
 #include "data/ImageFolderSource.h"
 #include "data/Loader.h"
 #include "data/MnistFiles.h"
+#include "data/Normalize.h"
+#include "data/SampleRng.h"
 #include "framework/core/Error.h"
 #include "tools/common/ToolMain.h"
 
@@ -117,6 +120,25 @@ int main(int argc, char** argv) {
                                    {"format", "JPEG q90"},
                                    {"decode_images_per_s_1_thread", static_cast<double>(folder.size()) / decode}};
       const auto dataset = aps::data::makeDataset({.name = "imagenet", .root = root.string(), .split = "train"});
+      {
+        // The recipe's transforms alone (RandomResizedCrop(224) + flip + normalise) on one decoded image.
+        const aps::data::RandomResizedCrop crop(224);
+        const aps::data::RandomHorizontalFlip flip;
+        const aps::data::Normalize norm({0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f});
+        std::vector<float> floats(3 * 224 * 224);
+        aps::data::Example decoded;
+        folder.read(0, decoded);
+        const int reps = 200;
+        const auto t0 = Clock::now();
+        for (int i = 0; i < reps; ++i) {
+          aps::data::Example copy = decoded;
+          aps::Rng rng = aps::data::sampleRng(0, 0, static_cast<uint64_t>(i));
+          crop.apply(copy, rng);
+          flip.apply(copy, rng);
+          norm.apply(copy.image, floats.data());
+        }
+        folderJson["train_transforms_images_per_s_1_thread"] = reps / since(t0);
+      }
       std::vector<int64_t> order(static_cast<size_t>(dataset->size()));
       std::iota(order.begin(), order.end(), 0);
       for (int w : workerCounts) {
