@@ -307,13 +307,27 @@ std::string configToYaml(const TrainConfig& config) {
   return std::string(out.c_str()) + "\n";
 }
 
-uint64_t configHash(const TrainConfig& config) {
+namespace {
+uint64_t fnv1a(const std::string& text) {
   uint64_t h = 1469598103934665603ull;
-  for (const unsigned char ch : configToYaml(config)) {
+  for (const unsigned char ch : text) {
     h ^= ch;
     h *= 1099511628211ull;
   }
   return h;
+}
+}  // namespace
+
+uint64_t configHash(const TrainConfig& config) { return fnv1a(configToYaml(config)); }
+
+uint64_t resumeHash(const TrainConfig& config) {
+  YAML::Node tree = YAML::Clone(config.resolved);
+  for (const char* key : {"epochs", "max_steps", "checkpoint", "logging", "eval", "threads"}) tree.remove(key);
+  tree["data"].remove("workers");
+  tree["data"].remove("prefetch");
+  YAML::Emitter out;
+  out << tree;
+  return fnv1a(out.c_str());
 }
 
 }  // namespace aps::train

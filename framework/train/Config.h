@@ -91,4 +91,10 @@ std::string configToYaml(const TrainConfig& config);
 // compares it so that a job never runs with ranks on different configs.
 uint64_t configHash(const TrainConfig& config);
 
+// The hash a checkpoint is tied to: configHash without the keys a resumed run may change
+// (epochs, max_steps, checkpoint.*, logging.*, eval.*, data.workers, data.prefetch, threads),
+// so a run can be extended or re-logged but never continued with another model, data,
+// optimizer, precision or world.
+uint64_t resumeHash(const TrainConfig& config);
+
 }  // namespace aps::train

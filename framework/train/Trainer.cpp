@@ -576,7 +576,7 @@ void Trainer::State::save() {
   if (config.checkpoint.dir.empty() || !isRoot()) return;
   std::filesystem::create_directories(config.checkpoint.dir);
   Checkpoint c;
-  c.configHash = configHash(config);
+  c.configHash = resumeHash(config);
   c.modelName = config.model.name;
   c.epoch = epoch;
   c.batchInEpoch = batchInEpoch;
@@ -594,10 +594,10 @@ void Trainer::State::restore(const std::string& path) {
   const Checkpoint c = loadCheckpoint(path);
   APS_CHECK(c.modelName == config.model.name, "checkpoint '{}' holds model '{}' but the config trains '{}'", path,
             c.modelName, config.model.name);
-  APS_CHECK(c.configHash == configHash(config),
+  APS_CHECK(c.configHash == resumeHash(config),
             "checkpoint '{}' was written with a different configuration (hash {:016x}, this run {:016x}); resume "
             "with the config and --set overrides it was trained with",
-            path, c.configHash, configHash(config));
+            path, c.configHash, resumeHash(config));
   models::loadState(*model, c.section("model"), path);
   optimizer->loadStateDict(c.section("optimizer"));
   scheduler->loadStateDict(c.section("schedule"));

@@ -1,0 +1,64 @@
+// Under mpirun: the same short run with N real ranks and with N simulated ranks (in this
+// process, after the real one) ends with bit-identical weights, for a low-precision format
+// with APS; and every rank holds the same weights.
+#include "comm/MpiCommunicator.h"
+#include "framework/train/Trainer.h"
+#include "tests/train/TrainerTestSupport.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace aps::train {
+namespace {
+
+using testing::bitIdentical;
+using testing::smallConfig;
+
+std::shared_ptr<comm::MpiCommunicator> world() {
+  static auto communicator = std::make_shared<comm::MpiCommunicator>();
+  return communicator;
+}
+
+uint64_t stateHash(const NamedTensors& state) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& [name, tensor] : state) {
+    const Tensor t = tensor.contiguous();
+    const auto* p = static_cast<const unsigned char*>(t.rawData());
+    for (size_t i = 0; i < static_cast<size_t>(t.numel()) * dtypeSize(t.dtype()); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+void expectSimMatchesMpi(const std::vector<std::string>& precision) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST not installed";
+  auto mpi = world();
+  const int n = mpi->size();
+  Trainer real(smallConfig("mpi", n, precision), mpi);
+  real.run();
+  const NamedTensors realState = real.modelState();
+  // Every rank ends with the same bits.
+  const uint64_t hash = stateHash(realState);
+  std::vector<uint64_t> hashes(static_cast<size_t>(n));
+  mpi->allGather(&hash, sizeof(hash), hashes.data());
+  for (int r = 0; r < n; ++r) EXPECT_EQ(hashes[static_cast<size_t>(r)], hashes[0]) << "rank " << r;
+  if (mpi->rank() == 0) {
+    Trainer simulated(smallConfig("sim", n, precision), nullptr);
+    simulated.run();
+    std::string diff;
+    EXPECT_TRUE(bitIdentical(realState, simulated.modelState(), &diff)) << "first difference: " << diff;
+  }
+  mpi->barrier();
+}
+
+TEST(TrainerMpi, SimMatchesMpiWithE4m3AndAps) {
+  expectSimMatchesMpi({"precision.format=e4m3", "precision.scaling=aps", "max_steps=6"});
+}
+
+TEST(TrainerMpi, SimMatchesMpiWithStochasticE5m2RingAndHybrid) {
+  expectSimMatchesMpi({"precision.format=e5m2", "precision.rounding=stochastic", "comm.algorithm=ring",
+                       "precision.hybrid=[{pattern: 'fc.*', format: fp16}]", "max_steps=4"});
+}
+
+}  // namespace
+}  // namespace aps::train

@@ -1,0 +1,63 @@
+#pragma once
+
+// Small, fast training configs on the real Fashion-MNIST for trainer tests.
+#include "framework/tensor/NamedTensor.h"
+#include "framework/train/Config.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace aps::train::testing {
+
+// ResNet-20 on 256 Fashion-MNIST images per epoch, batch 8 per rank, no augmentation
+// randomness beyond the seeded recipe, multistep schedule (independent of the run length).
+inline TrainConfig smallConfig(const std::string& backend, int world, std::vector<std::string> extra = {}) {
+  std::vector<std::string> overrides{"comm.backend=" + backend,
+                                     "data.train_samples=256",
+                                     "data.test_samples=200",
+                                     "data.batch_size=8",
+                                     "data.workers=1",
+                                     "epochs=1",
+                                     "threads=1",
+                                     "optimizer.lr=0.05",
+                                     "schedule.name=multistep",
+                                     "schedule.milestones=[100]",
+                                     "logging.interval=1",
+                                     "logging.level=warn",
+                                     "logging.progress=false"};
+  if (backend == "sim") overrides.push_back("comm.world_size=" + std::to_string(world));
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return parseConfig("model: {name: resnet20, num_classes: 10, in_channels: 1}\n", "test.yaml", overrides);
+}
+
+// True when both states hold the same names, shapes and bits.
+inline bool bitIdentical(const NamedTensors& a, const NamedTensors& b, std::string* firstDifference = nullptr) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Tensor x = a[i].tensor.contiguous(), y = b[i].tensor.contiguous();
+    const size_t bytes = static_cast<size_t>(x.numel()) * dtypeSize(x.dtype());
+    if (a[i].name != b[i].name || x.sizes() != y.sizes() || x.dtype() != y.dtype() ||
+        std::memcmp(x.rawData(), y.rawData(), bytes) != 0) {
+      if (firstDifference) *firstDifference = a[i].name;
+      return false;
+    }
+  }
+  return true;
+}
+
+// The "loss" of every "train" line of a metrics file, in order.
+inline std::vector<double> trainLosses(const std::string& metricsFile) {
+  std::vector<double> losses;
+  std::ifstream in(metricsFile);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.at("type") == "train") losses.push_back(j.at("loss").get<double>());
+  }
+  return losses;
+}
+
+}  // namespace aps::train::testing
