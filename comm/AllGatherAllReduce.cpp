@@ -12,6 +12,7 @@ namespace {
 constexpr int kEveryRank = -1;
 constexpr int kEncodeInput = 0;
 constexpr int kSumPhase = 1;  // + 4 * k + step for the k-th add
+enum Slot { kEncoded = 0, kGathered = 1, kAcc = 2 };
 }  // namespace
 
 AllGatherAllReduce::AllGatherAllReduce(std::shared_ptr<const precision::Codec> codec, bool roundEveryAdd, bool kahan)
@@ -33,41 +34,42 @@ void AllGatherAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> dat
   const auto w = static_cast<size_t>(world);
   const size_t bytes = encodedSize(codec, n);
 
-  std::vector<std::vector<uint8_t>> enc(local);
+  std::vector<uint8_t*> enc(local);
   std::vector<const void*> encPtr(local);
   for (size_t i = 0; i < local; ++i) {
-    enc[i].resize(bytes);
-    encPtr[i] = enc[i].data();
-    if (n > 0) codec.encode(data[i], n, enc[i].data(), s.encodeContext(first + static_cast<int>(i), kEncodeInput, 0));
+    enc[i] = s.scratch(kEncoded, i, bytes);
+    encPtr[i] = enc[i];
+    if (n > 0) codec.encode(data[i], n, enc[i], s.encodeContext(first + static_cast<int>(i), kEncodeInput, 0));
   }
-  std::vector<uint8_t> gathered(bytes * w);
+  uint8_t* gathered = s.scratch(kGathered, 0, bytes * w);
   std::vector<size_t> counts(w, bytes), offsets(w);
   for (size_t r = 0; r < w; ++r) offsets[r] = r * bytes;
-  s.allGatherShared(encPtr, counts, offsets, gathered.data());
+  s.allGatherShared(encPtr, counts, offsets, gathered);
   if (n == 0) return;
 
   // Every rank computes the same function of the same gathered bytes; simulated ranks
   // compute it once and copy.
   float* out = data[0];
   if (!roundEveryAdd_) {
-    codec.decode(gathered.data(), n, out);
-    for (size_t k = 1; k < w; ++k) codec.decodeAdd(gathered.data() + k * bytes, n, out);
+    codec.decode(gathered, n, out);
+    for (size_t k = 1; k < w; ++k) codec.decodeAdd(gathered + k * bytes, n, out);
   } else if (kahan_) {
-    sumKahan(s, gathered.data(), bytes, n, out);
+    sumKahan(s, gathered, bytes, n, out);
   } else {
-    sumRoundedEveryAdd(s, gathered.data(), bytes, n, out);
+    sumRoundedEveryAdd(s, gathered, bytes, n, out);
   }
   for (size_t i = 1; i < local; ++i) std::memcpy(data[i], out, static_cast<size_t>(n) * sizeof(float));
 }
 
 void AllGatherAllReduce::sumRoundedEveryAdd(ExchangeSchedule& s, const uint8_t* gathered, size_t bytes, int64_t n,
                                             float* out) const {
-  std::vector<uint8_t> acc(gathered, gathered + bytes);
+  uint8_t* acc = s.scratch(kAcc, 0, bytes);
+  std::memcpy(acc, gathered, bytes);
   for (int k = 1; k < s.worldSize(); ++k) {
-    codec_->decodeAddEncode(acc.data(), gathered + static_cast<size_t>(k) * bytes, n, acc.data(),
+    codec_->decodeAddEncode(acc, gathered + static_cast<size_t>(k) * bytes, n, acc,
                             s.encodeContext(kEveryRank, kSumPhase + 4 * k, 0));
   }
-  codec_->decode(acc.data(), n, out);
+  codec_->decode(acc, n, out);
 }
 
 void AllGatherAllReduce::sumKahan(ExchangeSchedule& s, const uint8_t* gathered, size_t bytes, int64_t n,

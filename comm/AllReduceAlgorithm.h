@@ -1,11 +1,13 @@
 #pragma once
 
 #include "comm/ExchangeSchedule.h"
+#include "comm/ScratchArena.h"
 #include "comm/Transport.h"
 #include "precision/Codec.h"
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -58,6 +60,7 @@ class AllReduceAlgorithm {
 
   // data[i] holds n floats of local rank transport.firstLocalRank() + i, replaced by the
   // sum over all ranks. `ctx` seeds stochastic rounding; vary its stream per call.
+  // Calls on one algorithm object are serialised (they share its scratch memory).
   SyncStats run(Transport& transport, std::span<float* const> data, int64_t n,
                 const precision::EncodeContext& ctx = {}) const;
 
@@ -69,6 +72,8 @@ class AllReduceAlgorithm {
 
  private:
   bool checkFinite_ = true;
+  mutable std::mutex mutex_;
+  mutable ScratchArena scratch_;
 };
 
 // The algorithm `options.kind` on `codec` (ignored by Native, which sends raw fp32; may

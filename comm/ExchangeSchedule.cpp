@@ -4,8 +4,9 @@
 
 namespace aps::comm {
 
-ExchangeSchedule::ExchangeSchedule(Transport& transport, const precision::EncodeContext& base)
+ExchangeSchedule::ExchangeSchedule(Transport& transport, const precision::EncodeContext& base, ScratchArena& scratch)
     : transport_(transport),
+      scratch_(scratch),
       base_(base),
       world_(transport.worldSize()),
       first_(transport.firstLocalRank()),
