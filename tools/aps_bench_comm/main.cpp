@@ -74,7 +74,7 @@ struct Measurement {
   std::string backend, algorithm, codec;
   int ranks = 1;
   int64_t elements = 0;
-  double seconds = 0.0;  // mean per all-reduce, slowest rank
+  double seconds = 0.0;  // median over iterations of the slowest rank's time
   uint64_t bytesPerRank = 0;
   double relError = 0.0;     // ||result - exact||_2 / ||exact||_2
   double maxRelError = 0.0;  // max_i |result_i - exact_i| / sum_k |x_k,i|
@@ -112,6 +112,13 @@ void report(const Measurement& m, const std::string& format, bool header) {
                m.relError, m.maxRelError, m.nonFinite ? "  non-finite!" : "");
   }
   std::fflush(stdout);
+}
+
+double median(std::vector<float> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (static_cast<double>(v[h - 1]) + v[h]);
 }
 
 struct Reference {
@@ -179,18 +186,19 @@ void benchMpi(const Config& config, int64_t n) {
 
     auto measure = [&](const std::string& algorithm, const std::string& codec, auto&& once) {
       Measurement m{"mpi", algorithm, codec, ranks, n};
-      double total = 0.0;
+      std::vector<float> times;
       for (int it = -config.warmup; it < config.iterations; ++it) {
         std::copy(input.begin(), input.end(), data.begin());
         comm.barrier();
         const auto start = std::chrono::steady_clock::now();
         once(m);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (it >= 0) total += s;
+        if (it >= 0) times.push_back(static_cast<float>(s));
       }
-      float slowest = static_cast<float>(total / std::max(1, config.iterations));
-      comm.allReduce(&slowest, 1, ReduceOp::Max);
-      m.seconds = slowest;
+      // Per iteration the slowest rank counts; the median over iterations resists the noise
+      // of shared, oversubscribed machines.
+      comm.allReduce(times.data(), static_cast<int64_t>(times.size()), ReduceOp::Max);
+      m.seconds = median(times);
       if (comm.rank() == 0) {
         fillErrors(m, data.data(), ref);
         report(m, config.format, header);
@@ -228,15 +236,15 @@ void benchSim(const Config& config, int64_t n) {
   for (const auto& [algorithm, codec] : runs(config)) {
     const auto reducer = makeAlgorithm(algorithm, codec, config);
     Measurement m{"sim", reducer->name(), codec, ranks, n};
-    double total = 0.0;
+    std::vector<float> times;
     for (int it = -config.warmup; it < config.iterations; ++it) {
       for (int r = 0; r < ranks; ++r) std::copy(inputs[r].begin(), inputs[r].end(), data[r].begin());
       const SyncStats stats = reducer->run(sim, pointers, n, {config.seed, static_cast<uint64_t>(n), 0});
-      if (it >= 0) total += stats.seconds;
+      if (it >= 0) times.push_back(static_cast<float>(stats.seconds));
       m.bytesPerRank = stats.maxBytesSent();
       m.nonFinite = stats.nonFinite;
     }
-    m.seconds = total / std::max(1, config.iterations);
+    m.seconds = median(times);
     fillErrors(m, data[0].data(), ref);
     report(m, config.format, header);
     header = false;
