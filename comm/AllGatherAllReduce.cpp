@@ -7,13 +7,13 @@
 namespace aps::comm {
 
 namespace {
-// Rounding steps every rank repeats use rank -1 in their encode context (the same random
-// bits everywhere), so all ranks still agree when the codec rounds stochastically.
-constexpr int kEveryRank = -1;
-constexpr int kEncodeInput = 0;
-constexpr int kSumPhase = 1;  // + 4 * k + step for the k-th add
-enum Slot { kEncoded = 0, kGathered = 1, kAcc = 2 };
+enum Slot { kEncoded = 0, kGathered = 1 };
 }  // namespace
+
+RankOrderSum::Mode AllGatherAllReduce::sumMode(bool roundEveryAdd, bool kahan) {
+  if (!roundEveryAdd) return RankOrderSum::Mode::Fp32;
+  return kahan ? RankOrderSum::Mode::Kahan : RankOrderSum::Mode::RoundEveryAdd;
+}
 
 AllGatherAllReduce::AllGatherAllReduce(std::shared_ptr<const precision::Codec> codec, bool roundEveryAdd, bool kahan)
     : codec_(std::move(codec)), roundEveryAdd_(roundEveryAdd), kahan_(kahan) {
@@ -39,7 +39,7 @@ void AllGatherAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> dat
   for (size_t i = 0; i < local; ++i) {
     enc[i] = s.scratch(kEncoded, i, bytes);
     encPtr[i] = enc[i];
-    if (n > 0) codec.encode(data[i], n, enc[i], s.encodeContext(first + static_cast<int>(i), kEncodeInput, 0));
+    if (n > 0) codec.encode(data[i], n, enc[i], s.encodeContext(first + static_cast<int>(i), kEncodeInputPhase, 0));
   }
   uint8_t* gathered = s.scratch(kGathered, 0, bytes * w);
   std::vector<size_t> counts(w, bytes), offsets(w);
@@ -49,55 +49,11 @@ void AllGatherAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> dat
 
   // Every rank computes the same function of the same gathered bytes; simulated ranks
   // compute it once and copy.
-  float* out = data[0];
-  if (!roundEveryAdd_) {
-    codec.decode(gathered, n, out);
-    for (size_t k = 1; k < w; ++k) codec.decodeAdd(gathered + k * bytes, n, out);
-  } else if (kahan_) {
-    sumKahan(s, gathered, bytes, n, out);
-  } else {
-    sumRoundedEveryAdd(s, gathered, bytes, n, out);
-  }
-  for (size_t i = 1; i < local; ++i) std::memcpy(data[i], out, static_cast<size_t>(n) * sizeof(float));
-}
-
-void AllGatherAllReduce::sumRoundedEveryAdd(ExchangeSchedule& s, const uint8_t* gathered, size_t bytes, int64_t n,
-                                            float* out) const {
-  uint8_t* acc = s.scratch(kAcc, 0, bytes);
-  std::memcpy(acc, gathered, bytes);
-  for (int k = 1; k < s.worldSize(); ++k) {
-    codec_->decodeAddEncode(acc, gathered + static_cast<size_t>(k) * bytes, n, acc,
-                            s.encodeContext(kEveryRank, kSumPhase + 4 * k, 0));
-  }
-  codec_->decode(acc, n, out);
-}
-
-void AllGatherAllReduce::sumKahan(ExchangeSchedule& s, const uint8_t* gathered, size_t bytes, int64_t n,
-                                  float* out) const {
-  // Kahan (1965) compensated summation with every operation rounded to the wire format, as
-  // the APS artifact's optional Kahan mode: y = x - c; t = s + y; c = (t - s) - y; s = t.
-  const auto count = static_cast<size_t>(n);
-  std::vector<float> sum(count), comp(count, 0.0f), x(count), y(count), t(count);
-  std::vector<uint8_t> scratch(bytes);
-  int step = 0;
-  auto roundToFormat = [&](std::vector<float>& v) {
-    codec_->encode(v.data(), n, scratch.data(), s.encodeContext(kEveryRank, kSumPhase + step++, 0));
-    codec_->decode(scratch.data(), n, v.data());
-  };
-  codec_->decode(gathered, n, sum.data());
-  for (int k = 1; k < s.worldSize(); ++k) {
-    codec_->decode(gathered + static_cast<size_t>(k) * bytes, n, x.data());
-    for (size_t i = 0; i < count; ++i) y[i] = x[i] - comp[i];
-    roundToFormat(y);
-    for (size_t i = 0; i < count; ++i) t[i] = sum[i] + y[i];
-    roundToFormat(t);
-    for (size_t i = 0; i < count; ++i) comp[i] = t[i] - sum[i];
-    roundToFormat(comp);
-    for (size_t i = 0; i < count; ++i) comp[i] -= y[i];
-    roundToFormat(comp);
-    sum.swap(t);
-  }
-  std::memcpy(out, sum.data(), count * sizeof(float));
+  RankOrderSum sum(codec, sumMode(roundEveryAdd_, kahan_), s.baseContext(), kSumPhase);
+  sum.reset(n);
+  for (size_t k = 0; k < w; ++k) sum.add(gathered + k * bytes);
+  sum.result(data[0]);
+  for (size_t i = 1; i < local; ++i) std::memcpy(data[i], data[0], static_cast<size_t>(n) * sizeof(float));
 }
 
 }  // namespace aps::comm

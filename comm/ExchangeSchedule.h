@@ -19,6 +19,7 @@ class ExchangeSchedule {
   ExchangeSchedule(Transport& transport, const precision::EncodeContext& base, ScratchArena& scratch);
 
   int worldSize() const { return world_; }
+  const precision::EncodeContext& baseContext() const { return base_; }
   int firstLocalRank() const { return first_; }
   int localRankCount() const { return local_; }
   bool isLocal(int rank) const { return rank >= first_ && rank < first_ + local_; }
@@ -69,6 +70,12 @@ class ExchangeSchedule {
   std::vector<Message> round_;
   std::vector<uint64_t> bytesSent_;
 };
+
+// The encode context of schedule phase `phase` run by `rank` (-1: a computation every rank
+// repeats) for values starting at element `offset`: distinct random streams per encode site,
+// derived from the all-reduce's base context only.
+precision::EncodeContext scheduleEncodeContext(const precision::EncodeContext& base, int rank, int phase,
+                                               int64_t offset);
 
 // Encoded size of n values, 0 for an empty chunk (no codec call, no message).
 inline size_t encodedSize(const precision::Codec& codec, int64_t n) { return n > 0 ? codec.encodedBytes(n) : 0; }

@@ -1,5 +1,6 @@
 #include "comm/TwoShotAllReduce.h"
 
+#include "comm/RankOrderSum.h"
 #include "framework/core/Error.h"
 
 #include <cstring>
@@ -7,9 +8,8 @@
 namespace aps::comm {
 
 namespace {
-enum Phase { kEncodeInput = 0, kEncodeSum = 1 };
 // Scratch slots.
-enum Slot { kSend = 0, kRecv = 1, kSum = 2, kAcc = 3, kGathered = 4 };
+enum Slot { kSend = 0, kRecv = 1, kSum = 2, kGathered = 3 };
 }  // namespace
 
 TwoShotAllReduce::TwoShotAllReduce(std::shared_ptr<const precision::Codec> codec, std::string name)
@@ -43,7 +43,7 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
       if (len == 0) continue;
       const int64_t begin = s.chunkBegin(n, c);
       codec.encode(data[i] + begin, len, sendBuf[i] + offsets[static_cast<size_t>(c)],
-                   s.encodeContext(rank, kEncodeInput, begin));
+                   s.encodeContext(rank, kEncodeInputPhase, begin));
     }
     recvBuf[i] = s.scratch(kRecv, i, counts[static_cast<size_t>(rank)] * w);
   }
@@ -63,6 +63,7 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
   // encodes the sum once.
   std::vector<uint8_t*> sumBuf(local);
   std::vector<const void*> sumPtr(local);
+  RankOrderSum sum(codec, RankOrderSum::Mode::Fp32, s.baseContext(), 0);
   for (size_t i = 0; i < local; ++i) {
     const int rank = first + static_cast<int>(i);
     const size_t bytes = counts[static_cast<size_t>(rank)];
@@ -70,10 +71,9 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
     sumBuf[i] = s.scratch(kSum, i, bytes);
     sumPtr[i] = sumBuf[i];
     if (len == 0) continue;
-    float* acc = s.scratchFloats(kAcc, 0, static_cast<size_t>(len));
-    codec.decode(recvBuf[i], len, acc);
-    for (int k = 1; k < world; ++k) codec.decodeAdd(recvBuf[i] + static_cast<size_t>(k) * bytes, len, acc);
-    codec.encode(acc, len, sumBuf[i], s.encodeContext(rank, kEncodeSum, s.chunkBegin(n, rank)));
+    sum.reset(len);
+    for (int k = 0; k < world; ++k) sum.add(recvBuf[i] + static_cast<size_t>(k) * bytes);
+    codec.encode(sum.fp32Sum(), len, sumBuf[i], s.encodeContext(rank, kEncodeSumPhase, s.chunkBegin(n, rank)));
   }
 
   // Phase 3: all-gather the encoded sums; every rank decodes the same bytes.
