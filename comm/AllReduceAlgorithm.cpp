@@ -2,6 +2,7 @@
 
 #include "comm/AllGatherAllReduce.h"
 #include "comm/Fp32WireCodec.h"
+#include "comm/NonFinite.h"
 #include "comm/RingAllReduce.h"
 #include "comm/TwoShotAllReduce.h"
 #include "framework/core/Error.h"
@@ -13,17 +14,6 @@
 namespace aps::comm {
 
 namespace {
-
-bool hasNonFinite(const float* data, int64_t n) {
-  // Exponent all ones <=> inf or NaN; branch-free so the loop vectorises.
-  uint32_t bad = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, data + i, sizeof bits);
-    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-  }
-  return bad != 0;
-}
 
 // The tiny MAX reduction of the non-finite flags: one byte per rank, all-gathered.
 bool anyRankNonFinite(ExchangeSchedule& s, std::span<float* const> data, int64_t n) {
