@@ -16,6 +16,7 @@ class AllGatherAllReduce final : public AllReduceAlgorithm {
  public:
   AllGatherAllReduce(std::shared_ptr<const precision::Codec> codec, bool roundEveryAdd, bool kahan);
   std::string name() const override;
+  std::unique_ptr<StreamingAllReduce> makeStreaming(int worldSize) const override;
 
   // Encode-context phases of the schedule (shared with StreamingAllReduce).
   static constexpr int kEncodeInputPhase = 0;

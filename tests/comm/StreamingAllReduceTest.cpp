@@ -1,11 +1,13 @@
 // The one-rank-at-a-time simulation gives the schedule's bits (and byte counts) exactly.
 #include "comm/SimTransport.h"
 #include "comm/StreamingAllReduce.h"
+#include "comm/StreamingGradientReducer.h"
 #include "framework/core/Error.h"
 #include "framework/core/Rng.h"
 #include "precision/CodecSpec.h"
 #include "tests/comm/TestCodecs.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -102,6 +104,62 @@ TEST(StreamingAllReduce, ScalesToManyRanksInLittleMemory) {
   // e4m3 (3 mantissa bits): input quantisation averages out, one final rounding remains.
   EXPECT_LT(std::sqrt(err / ref), 1.0 / 16);
   EXPECT_EQ(stats.bytesSent.size(), 1024u);
+}
+
+TEST(StreamingGradientReducer, MatchesTheGradientReducerOverSteps) {
+  const int ranks = 5;
+  const std::vector<int64_t> sizes{40, 3, 100, 0, 17, 64};
+  auto codec = std::make_shared<testing::Half16Codec>(true);
+  std::vector<std::shared_ptr<const AllReduceAlgorithm>> algorithms{
+      makeAllReduce({.kind = AllReduceKind::TwoShot}, codec),
+      makeAllReduce({.kind = AllReduceKind::AllGather, .kahan = true}, codec),
+      makeAllReduce({.kind = AllReduceKind::Native}, nullptr)};
+  const std::vector<int> formats{0, 0, 1, 1, 2, 0};
+  const ReducerOptions options{.bucketCapBytes = 256, .firstBucketCapBytes = 128, .average = true, .seed = 8};
+  auto gradsOf = [&](int rank, int step) {
+    std::vector<std::vector<float>> g;
+    for (size_t p = 0; p < sizes.size(); ++p) g.push_back(inputOf(rank * 10 + step + static_cast<int>(p), sizes[p]));
+    return g;
+  };
+  auto named = [&](std::vector<std::vector<float>>& g) {
+    std::vector<NamedGradient> out;
+    for (size_t p = 0; p < g.size(); ++p)
+      out.push_back({fmt::format("w{}", p), {g[p].data(), static_cast<int64_t>(g[p].size())}});
+    return out;
+  };
+  // Batch: every rank's gradients at once.
+  std::vector<std::vector<std::vector<float>>> world;
+  for (int r = 0; r < ranks; ++r) world.push_back(gradsOf(r, 0));
+  std::vector<std::vector<NamedGradient>> worldNamed;
+  for (auto& g : world) worldNamed.push_back(named(g));
+  SimTransport sim(ranks);
+  GradientReducer batch(sim, worldNamed, algorithms, formats, options);
+  // Streaming: one set of gradients, refilled per virtual rank.
+  std::vector<std::vector<float>> mine = gradsOf(0, 0);
+  StreamingGradientReducer streaming(ranks, named(mine), algorithms, formats, options);
+  ASSERT_EQ(streaming.layout().buckets().size(), batch.layout().buckets().size());
+
+  for (int step = 0; step < 3; ++step) {
+    for (int r = 0; r < ranks; ++r) {
+      const auto g = gradsOf(r, step);
+      for (size_t p = 0; p < g.size(); ++p) std::copy(g[p].begin(), g[p].end(), world[r][p].begin());
+    }
+    for (int p = static_cast<int>(sizes.size()) - 1; p >= 0; --p)
+      for (int r = 0; r < ranks; ++r) batch.markReady(p, r);
+    const StepCommStats expected = batch.wait();
+    for (int r = 0; r < ranks; ++r) {
+      const auto g = gradsOf(r, step);
+      for (size_t p = 0; p < g.size(); ++p) std::copy(g[p].begin(), g[p].end(), mine[p].begin());
+      streaming.addRank();
+    }
+    const StepCommStats got = streaming.finish();
+    for (size_t p = 0; p < sizes.size(); ++p) EXPECT_EQ(mine[p], world[0][p]) << "step " << step << " param " << p;
+    EXPECT_EQ(got.bytesSent, expected.bytesSent);
+    EXPECT_EQ(got.nonFinite, expected.nonFinite);
+  }
+  EXPECT_THROW(streaming.finish(), Error) << "no rank added yet";
+  EXPECT_THROW(StreamingGradientReducer(ranks, named(mine), {makeAllReduce({.kind = AllReduceKind::Ring}, codec)}),
+               Error);
 }
 
 }  // namespace
