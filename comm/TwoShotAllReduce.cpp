@@ -53,16 +53,21 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
     }
     recvBuf[i] = s.scratch(kRecv, i, counts[static_cast<size_t>(rank)] * w);
   }
-  for (int src = 0; src < world; ++src) {
-    for (int dst = 0; dst < world; ++dst) {
-      const void* sendData =
-          s.isLocal(src) ? sendBuf[static_cast<size_t>(src - first)] + offsets[static_cast<size_t>(dst)] : nullptr;
-      void* recvData = s.isLocal(dst) ? recvBuf[static_cast<size_t>(dst - first)] +
-                                            static_cast<size_t>(src) * counts[static_cast<size_t>(dst)]
-                                      : nullptr;
-      s.add(src, dst, sendData, recvData, counts[static_cast<size_t>(dst)]);
-    }
-  }
+  // Every pair with a local end, once: local senders to everyone, then the receives of local
+  // ranks from remote senders (O(N) per local rank, not O(N^2), on a real rank).
+  auto pair = [&](int src, int dst) {
+    const void* sendData =
+        s.isLocal(src) ? sendBuf[static_cast<size_t>(src - first)] + offsets[static_cast<size_t>(dst)] : nullptr;
+    void* recvData = s.isLocal(dst) ? recvBuf[static_cast<size_t>(dst - first)] +
+                                          static_cast<size_t>(src) * counts[static_cast<size_t>(dst)]
+                                    : nullptr;
+    s.add(src, dst, sendData, recvData, counts[static_cast<size_t>(dst)]);
+  };
+  for (int src = first; src < first + static_cast<int>(local); ++src)
+    for (int dst = 0; dst < world; ++dst) pair(src, dst);
+  for (int dst = first; dst < first + static_cast<int>(local); ++dst)
+    for (int src = 0; src < world; ++src)
+      if (!s.isLocal(src)) pair(src, dst);
   s.flush();
 
   // Phase 2: the owner of chunk c sums the N decoded contributions in fp32 in rank order and
