@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -49,6 +50,22 @@ DettmersCodec::DettmersCodec(Type type, int64_t blockSize) : type_(type), blockS
   codes_ = type == Type::DynamicTree ? dynamicTreeCodeBook() : linearCodeBook();
   for (int k = 0; k < 255; ++k) midpoints_[k] = 0.5f * (codes_[k] + codes_[k + 1]);
   midpoints_[255] = std::numeric_limits<float>::infinity();
+  bucketBase_.resize(65536);
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const bool negative = (b & 0x8000u) != 0;
+    // The bucket's smallest and largest values (for negative buckets the largest
+    // magnitude is the smallest value).
+    const float lo = std::bit_cast<float>(negative ? (b << 16) | 0xffffu : b << 16);
+    const float hi = std::bit_cast<float>(negative ? b << 16 : (b << 16) | 0xffffu);
+    if (std::isnan(lo) || std::isnan(hi)) continue;
+    const auto below = std::lower_bound(midpoints_.begin(), midpoints_.begin() + 255, lo) - midpoints_.begin();
+    const auto upTo = std::upper_bound(midpoints_.begin(), midpoints_.begin() + 255, hi) - midpoints_.begin();
+    if (upTo - below > 1) {  // two midpoints in one bucket: fall back to binary search
+      bucketBase_.clear();
+      break;
+    }
+    bucketBase_[b] = static_cast<uint8_t>(below);
+  }
 }
 
 std::string DettmersCodec::name() const {
@@ -66,6 +83,12 @@ size_t DettmersCodec::encodedBytes(int64_t n) const {
 }
 
 uint8_t DettmersCodec::nearestCode(float v) const {
+  if (!bucketBase_.empty() && v == v) {
+    const uint32_t base = bucketBase_[std::bit_cast<uint32_t>(v) >> 16];
+    uint32_t idx = base + (midpoints_[base] < v ? 1u : 0u);
+    if (type_ == Type::Linear && idx == 255) idx = 254;
+    return static_cast<uint8_t>(idx);
+  }
   // Branch-free binary search: the code index is the number of midpoints below v
   // (ties go to the larger code). 128 + 64 + ... + 1 = 255 midpoints.
   int idx = 0;
@@ -75,17 +98,30 @@ uint8_t DettmersCodec::nearestCode(float v) const {
 }
 
 void DettmersCodec::encodeBlock(const float* in, int64_t n, uint8_t* out) const {
-  float absmax = 0.0f;
-  for (int64_t i = 0; i < n; ++i) absmax = std::max(absmax, std::fabs(in[i]));
-  // A non-finite value makes the scale non-finite, so the block decodes non-finite and
-  // the overflow stays visible to the receiver.
-  for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(in[i])) absmax = in[i] != in[i] ? in[i] : std::numeric_limits<float>::infinity();
-  }
+  // absmax as the integer max of |bits| (vectorises; NaN > inf > finite in this order, so
+  // a non-finite value makes the scale non-finite, the block decodes non-finite and the
+  // overflow stays visible to the receiver).
+  uint32_t maxBits = 0;
+  for (int64_t i = 0; i < n; ++i) maxBits = std::max(maxBits, std::bit_cast<uint32_t>(in[i]) & 0x7fffffffu);
+  const float absmax = std::bit_cast<float>(maxBits);
   std::memcpy(out, &absmax, 4);
   uint8_t* codes = out + 4;
   const float inv = absmax > 0.0f ? 1.0f / absmax : 0.0f;
-  for (int64_t i = 0; i < n; ++i) codes[i] = nearestCode(in[i] * inv);
+  if (bucketBase_.empty()) {
+    for (int64_t i = 0; i < n; ++i) codes[i] = nearestCode(in[i] * inv);
+    return;
+  }
+  // The bucket shortcut of nearestCode, with the tables in locals (the uint8_t stores
+  // could otherwise alias them).
+  const uint8_t* base = bucketBase_.data();
+  const float* mid = midpoints_.data();
+  const uint32_t top = type_ == Type::Linear ? 254u : 255u;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = in[i] * inv;
+    const uint32_t b = base[std::bit_cast<uint32_t>(v) >> 16];
+    const uint32_t idx = b + (mid[b] < v ? 1u : 0u);
+    codes[i] = static_cast<uint8_t>(std::min(idx, top));
+  }
 }
 
 void DettmersCodec::decodeBlock(const uint8_t* in, int64_t n, float* out) const {

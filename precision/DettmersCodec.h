@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 namespace aps::precision {
 
@@ -48,6 +49,10 @@ class DettmersCodec : public Codec {
   int64_t blockSize_;
   std::array<float, 256> codes_;
   std::array<float, 256> midpoints_;  // midpoints_[k] between codes k and k+1 (k < 255); [255] = +inf
+  // Search shortcut: for each value of the top 16 bits of an fp32 v, the number of
+  // midpoints below the bucket's smallest value; every bucket holds at most one midpoint
+  // (checked), so the search ends with one comparison. Empty: binary search only.
+  std::vector<uint8_t> bucketBase_;
 };
 
 }  // namespace aps::precision

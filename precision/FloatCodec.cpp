@@ -34,6 +34,7 @@ FloatCodec::FloatCodec(const FloatFormat& format, RoundingMode rounding)
 #if defined(__F16C__)
   if (sameLayout(format, FloatFormat::preset("fp16"))) decoder_ = Decoder::Fp16;
 #endif
+  if (decoder_ != Decoder::Table) return;  // bf16 and fp16 decode without a table
   const uint32_t codes = width_ == 2 ? 65536u : 256u;
   const uint32_t mask = (1u << bits) - 1;
   table_.resize(codes);

@@ -121,9 +121,24 @@ FloatFormat FloatFormat::fromMap(const std::map<std::string, std::string>& field
   if (auto it = fields.find("overflow"); it != fields.end()) f.overflow = parseOverflow(it->second);
   if (auto it = fields.find("name"); it != fields.end()) {
     f.name = it->second;
-  } else if (!hasPreset || !(f == preset(fields.at("preset")))) {
-    f.name = fmt::format("e{}m{}", f.exponentBits, f.mantissaBits);
-    if (hasPreset && f.overflow == Overflow::Saturate) f.name = fields.at("preset") + "_sat";
+  } else {
+    // The preset's name (or eXmY) plus a suffix for every field that differs from it
+    // (or from the IEEE-like defaults), so logs tell variants apart.
+    FloatFormat ref;
+    if (hasPreset && f.exponentBits == preset(fields.at("preset")).exponentBits &&
+        f.mantissaBits == preset(fields.at("preset")).mantissaBits) {
+      ref = preset(fields.at("preset"));
+    } else {
+      ref.name = fmt::format("e{}m{}", f.exponentBits, f.mantissaBits);
+      ref.exponentBits = f.exponentBits;
+      ref.mantissaBits = f.mantissaBits;
+      ref.bias = (1 << (f.exponentBits - 1)) - 1;
+    }
+    f.name = ref.name;
+    if (f.bias != ref.bias) f.name += fmt::format("_b{}", f.bias);
+    if (f.subnormals != ref.subnormals) f.name += f.subnormals ? "_sub" : "_nosub";
+    if (f.specials != ref.specials) f.name += std::string("_") + specialsName(f.specials);
+    if (f.overflow != ref.overflow) f.name += f.overflow == Overflow::Saturate ? "_sat" : "_inf";
   }
   f.validate();
   return f;

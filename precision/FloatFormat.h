@@ -60,7 +60,10 @@ struct FloatFormat {
   // Code layout: sign << (E + M) | exponent field << M | mantissa.
   uint32_t maxFiniteCode() const;  // magnitude bits of the largest finite value
   uint32_t infCode() const;        // magnitude bits of inf (Ieee only)
-  uint32_t nanCode() const;        // magnitude bits of the canonical NaN
+  // Magnitude bits of the canonical NaN: Ieee 0.1..1.10..0 (quiet); Ocp all ones; None
+  // the max finite code (NaN inputs saturate); Ieee with 0 mantissa bits (e3m0) has no NaN
+  // code, so NaN inputs become inf.
+  uint32_t nanCode() const;
   uint32_t signBit() const { return 1u << (exponentBits + mantissaBits); }
   bool isFp32() const;
 

@@ -8,7 +8,8 @@
 
 namespace aps::precision {
 
-// Rounds fp32 values to a FloatFormat, exactly, with integer bit manipulation (no libm) in
+// Rounds fp32 values to a FloatFormat, exactly, with integer bit manipulation only (no libm,
+// no floating-point arithmetic, so FTZ/DAZ modes do not matter) in
 // loops without per-value branches so the compiler vectorises them (AVX2 variable shifts).
 // Conversion rounds first (to the format's grid, with unbounded exponent range above), then
 // applies the overflow policy (PAPERS.md section 4). NaN stays NaN where the format has one.
@@ -38,12 +39,12 @@ class Quantizer {
     int32_t biasMinusOne;
     int32_t subnormals;  // 0 or 1
     uint32_t maxFiniteCode;
-    uint32_t overflowCode;  // magnitude code for overflow (max finite, inf or NaN)
-    uint32_t nanCode;       // magnitude code NaN inputs get
-    uint32_t signShift;     // 31 - (E + M)
-    float maxValue;
-    float overflowValue;  // max, inf or NaN
-    float nanValue;       // NaN, or what NaN inputs become in a format without NaN
+    uint32_t overflowCode;       // magnitude code for overflow (max finite, inf or NaN)
+    uint32_t nanCode;            // magnitude code NaN inputs get
+    uint32_t signShift;          // 31 - (E + M)
+    uint32_t maxValueBits;       // fp32 bits of the largest finite value
+    uint32_t overflowValueBits;  // fp32 bits of |overflow result|: max, inf or NaN
+    uint32_t nanValueBits;       // fp32 bits of what NaN inputs become (NaN, or max without NaN)
   };
   const Params& params() const { return params_; }
 
@@ -51,6 +52,9 @@ class Quantizer {
   FloatFormat format_;
   Params params_;
 };
+
+// out[i] = randomBits32(seed, stream, first + i) (framework/core/Rng.h), eight at a time.
+void randomBitsBlock(uint32_t* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t first);
 
 // Compute-precision emulation (fp16/bf16 training): data[i] = Q(data[i]) in place.
 void roundToFormat(float* data, int64_t n, const FloatFormat& format, RoundingMode mode, const EncodeContext& ctx = {});

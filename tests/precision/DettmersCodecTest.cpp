@@ -36,6 +36,20 @@ TEST(DettmersCodec, NearestCodeByBinarySearch) {
     for (float code : book) best = std::min(best, std::fabs(code - v));
     ASSERT_EQ(std::fabs(book[c] - v), best) << v;
   }
+  // The encoder's inlined search gives the same codes (absmax 1: values are not rescaled).
+  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear}) {
+    const DettmersCodec c(type, 0);
+    std::vector<float> x(5000);
+    for (auto& v : x) v = std::ldexp(rng.uniform() * 2.0f - 1.0f, -static_cast<int>(rng.below(12)));
+    x[0] = 1.0f;
+    std::vector<uint8_t> bytes(c.encodedBytes(5000));
+    c.encode(x.data(), 5000, bytes.data());
+    for (size_t i = 0; i < x.size(); ++i) {
+      float best = 1e9f;
+      for (float code : c.codeBook()) best = std::min(best, std::fabs(code - x[i]));
+      ASSERT_EQ(std::fabs(c.codeBook()[bytes[4 + i]] - x[i]), best) << x[i];
+    }
+  }
 }
 
 // Mean relative error |x - Q(x)| / |x| on U(0, 1) data, absmax per tensor (Dettmers 2016, Table 2).

@@ -55,6 +55,10 @@ TEST(FloatFormat, CustomFromYamlAndOverrides) {
   EXPECT_EQ(sat.maxValue(), 448.0f);
   EXPECT_EQ(sat.overflow, Overflow::Saturate);
   EXPECT_EQ(FloatFormat::fromYaml(YAML::Load("e5m2")), FloatFormat::preset("e5m2"));
+  EXPECT_EQ(sat.name, "e4m3_sat");
+  EXPECT_EQ(f.name, "e3m2_nosub_sat");
+  EXPECT_EQ(FloatFormat::fromMap({{"preset", "e4m3"}}).name, "e4m3");
+  EXPECT_EQ(FloatFormat::fromMap({{"exponent_bits", "4"}, {"mantissa_bits", "3"}, {"bias", "8"}}).name, "e4m3_b8");
 }
 
 // The message of the aps::Error thrown by fn, or "" when nothing is thrown.

@@ -1,0 +1,74 @@
+#pragma once
+
+#include "precision/FloatFormat.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace aps::precision {
+
+// In-place element-wise MAX over all ranks of values[0, n) (an all-reduce); implemented by
+// the comm layer, so that precision does not depend on it.
+using MaxReduce = std::function<void(float* values, int64_t n)>;
+
+// One parameter tensor's gradient.
+struct LayerGradient {
+  const float* data = nullptr;
+  int64_t size = 0;
+};
+
+enum class ScalingMode : uint8_t {
+  None,    // no scaling
+  Aps,     // one power-of-two shift per layer (Han et al. 2021)
+  Global,  // one power-of-two shift for all layers
+  Fp8Lm,   // the FP8-LM automatic scaler mu (Fp8LmScaler)
+};
+// "none", "aps", "global", "fp8lm" (alias "auto"); throws aps::Error naming the value.
+ScalingMode parseScalingMode(const std::string& name);
+const char* scalingModeName(ScalingMode mode);
+
+// data[i] *= 2^shift with a single rounding (exact unless the result is an fp32
+// subnormal or overflows), for any shift: computed in double, where 2^shift and the
+// product are exact.
+void scaleByPowerOfTwo(float* data, int64_t n, int shift);
+void scaleByPowerOfTwo(const float* in, float* out, int64_t n, int shift);
+
+// Auto Precision Scaling (Han, Demmel, You; arXiv 1911.08907; PAPERS.md section 1).
+// Per layer l: e_l = ceil(log2(N * max|g_l|)) on every rank, an all-reduce MAX of the
+// vector e, and the shift s_l = emax - e_l, emax the exponent of the format's largest
+// finite value. Then N * max|g_l * 2^s_l| <= 2^emax <= max finite, so no partial sum of the
+// N scaled, quantized gradients can overflow (2^emax / N is a power of two, and rounding
+// is monotone, so quantized values stay below it too).
+class ApsScaler {
+ public:
+  // Exponent sent for an all-zero layer: below any real one, so MAX ignores it.
+  static constexpr float kZeroExponent = -1.0e9f;
+
+  struct Shifts {
+    std::vector<int> shift;       // per layer: multiply by 2^shift before quantizing
+    std::vector<bool> nonFinite;  // per layer: some rank's gradient had inf/NaN (shift 0)
+    bool anyNonFinite = false;
+  };
+
+  ApsScaler(const FloatFormat& format, int worldSize, ScalingMode mode);
+
+  // e_l for this rank's layers (kZeroExponent for all-zero layers, +inf when non-finite).
+  std::vector<float> localExponents(const std::vector<LayerGradient>& layers) const;
+  // The shifts shared by every rank: one reduceMax call of one value per layer (Aps) or
+  // of one value (Global); no call for None. A layer zero on every rank gets shift 0.
+  Shifts shifts(const std::vector<LayerGradient>& layers, const MaxReduce& reduceMax) const;
+
+  int maxExponent() const { return emax_; }
+  ScalingMode mode() const { return mode_; }
+  int worldSize() const { return worldSize_; }
+
+ private:
+  FloatFormat format_;
+  int worldSize_;
+  ScalingMode mode_;
+  int emax_;
+};
+
+}  // namespace aps::precision

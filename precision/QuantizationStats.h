@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+namespace aps::precision {
+
+// What quantizing one layer's (scaled) gradient did to it in one step.
+struct QuantizationCounts {
+  int64_t total = 0;
+  int64_t nonzero = 0;        // inputs that were not zero
+  int64_t flushed = 0;        // nonzero inputs that became zero (underflow)
+  int64_t saturated = 0;      // outputs at the format's max or not finite from finite inputs (overflow)
+  double errorSquared = 0.0;  // sum (x - q)^2 over finite pairs
+  double inputSquared = 0.0;  // sum x^2 over the same
+
+  // Counts for input x[0, n) and its quantized form q[0, n) in a format whose largest
+  // finite value is maxValue.
+  static QuantizationCounts measure(const float* x, const float* q, int64_t n, float maxValue);
+
+  QuantizationCounts& operator+=(const QuantizationCounts& o);
+  double flushedFraction() const { return nonzero ? static_cast<double>(flushed) / nonzero : 0.0; }
+  double saturatedFraction() const { return total ? static_cast<double>(saturated) / total : 0.0; }
+  double relativeError() const;  // ||x - q|| / ||x||
+};
+
+// Per-layer counts over a sliding window of the last `window` steps.
+class LayerStatistics {
+ public:
+  LayerStatistics(size_t layers, int window);
+
+  void record(size_t layer, const QuantizationCounts& step);
+  // The sum over the window's steps.
+  QuantizationCounts window(size_t layer) const;
+  int steps(size_t layer) const { return static_cast<int>(history_.at(layer).size()); }
+  void reset(size_t layer) { history_.at(layer).clear(); }
+  size_t layers() const { return history_.size(); }
+  int windowSize() const { return window_; }
+
+ private:
+  int window_;
+  std::vector<std::deque<QuantizationCounts>> history_;
+};
+
+}  // namespace aps::precision
