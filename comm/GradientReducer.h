@@ -68,7 +68,8 @@ struct StepCommStats {
 // reduced gradients are back in the parameters' buffers.
 //
 // Gradients are copied into the flat buckets at markReady and back after the reduction,
-// unless the engine made them views into the buckets (flatGradient), which avoids both
+// unless the engine made them views into the buckets (flatGradient, then
+// bindGradientsToBuckets), which avoids both
 // copies. With a SimTransport, every virtual rank registers its own gradients and marks
 // them ready (markReady(p, localRank)); a bucket is queued once all local ranks have.
 class GradientReducer {
