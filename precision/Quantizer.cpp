@@ -20,13 +20,13 @@ namespace {
 
 constexpr int64_t kChunk = 512;  // random bits are drawn per chunk of this many values
 
-// The rounding core, for one value; written without branches so that loops over it
-// vectorise. With x = sig * 2^(e - 150) (sig the 24-bit significand of fp32) and the
-// format's quantum 2^qexp at x's binade (max(ex, emin) - M, or 2^emin below the smallest
-// normal when subnormals are off), drop d = qexp - (e - 150) bits: r = sig >> d, and the
-// dropped fraction as 32 bits, frac = (sig mod 2^d) * 2^(32 - d). Rounding adds 1 to r
-// when frac > 1/2 (or == 1/2 and r odd) for nearest-even, when frac + random carries out
-// of 32 bits for stochastic (P = frac / 2^32, exactly the distance to r for d <= 32).
+// The rounding core, for one value (the reference for the AVX2 kernel below, which does
+// the same in eight lanes; used alone for tails, scalar calls and builds without AVX2). With x = sig * 2^(e - 150) (sig
+// the 24-bit significand of fp32) and the format's quantum 2^qexp at x's binade (max(ex, emin) - M, or 2^emin below the
+// smallest normal when subnormals are off), drop d = qexp - (e - 150) bits: r = sig >> d, and the dropped fraction as
+// 32 bits, frac = (sig mod 2^d) * 2^(32 - d). Rounding adds 1 to r when frac > 1/2 (or == 1/2 and r odd) for
+// nearest-even, when frac + random carries out of 32 bits for stochastic (P = frac / 2^32, exactly the distance to r
+// for d <= 32).
 template <RoundingMode kMode, bool kValue, bool kCode>
 inline void roundOne(float x, uint32_t rnd, const Quantizer::Params& p, float& value, uint32_t& code) {
   const uint32_t u = std::bit_cast<uint32_t>(x);
