@@ -1,6 +1,7 @@
 #pragma once
 
 #include "comm/AllReduceAlgorithm.h"
+#include "comm/RankOrderSum.h"
 
 #include <memory>
 
@@ -15,14 +16,17 @@ class AllGatherAllReduce final : public AllReduceAlgorithm {
  public:
   AllGatherAllReduce(std::shared_ptr<const precision::Codec> codec, bool roundEveryAdd, bool kahan);
   std::string name() const override;
+  std::unique_ptr<StreamingAllReduce> makeStreaming(int worldSize) const override;
+
+  // Encode-context phases of the schedule (shared with StreamingAllReduce).
+  static constexpr int kEncodeInputPhase = 0;
+  static constexpr int kSumPhase = 1;
+  static RankOrderSum::Mode sumMode(bool roundEveryAdd, bool kahan);
 
  protected:
   void reduce(ExchangeSchedule& schedule, std::span<float* const> data, int64_t n) const override;
 
  private:
-  void sumRoundedEveryAdd(ExchangeSchedule& s, const uint8_t* gathered, size_t bytes, int64_t n, float* out) const;
-  void sumKahan(ExchangeSchedule& s, const uint8_t* gathered, size_t bytes, int64_t n, float* out) const;
-
   std::shared_ptr<const precision::Codec> codec_;
   bool roundEveryAdd_;
   bool kahan_;

@@ -2,7 +2,9 @@
 
 #include "comm/AllGatherAllReduce.h"
 #include "comm/Fp32WireCodec.h"
+#include "comm/NonFinite.h"
 #include "comm/RingAllReduce.h"
+#include "comm/StreamingAllReduce.h"
 #include "comm/TwoShotAllReduce.h"
 #include "framework/core/Error.h"
 
@@ -13,17 +15,6 @@
 namespace aps::comm {
 
 namespace {
-
-bool hasNonFinite(const float* data, int64_t n) {
-  // Exponent all ones <=> inf or NaN; branch-free so the loop vectorises.
-  uint32_t bad = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, data + i, sizeof bits);
-    bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-  }
-  return bad != 0;
-}
 
 // The tiny MAX reduction of the non-finite flags: one byte per rank, all-gathered.
 bool anyRankNonFinite(ExchangeSchedule& s, std::span<float* const> data, int64_t n) {
@@ -74,8 +65,9 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
   APS_CHECK(data.size() == static_cast<size_t>(transport.localRankCount()),
             "comm {}: got {} buffers for {} local ranks", name(), data.size(), transport.localRankCount());
   APS_CHECK(n >= 0, "comm {}: negative element count {}", name(), n);
+  std::lock_guard<std::mutex> lock(mutex_);
   const auto start = std::chrono::steady_clock::now();
-  ExchangeSchedule schedule(transport, ctx);
+  ExchangeSchedule schedule(transport, ctx, scratch_);
   SyncStats stats;
   // Flags are taken before the reduction overwrites the inputs. The result is identical on
   // every rank, so checking it locally is consistent too (catches overflow in the sum).
@@ -85,6 +77,10 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
   stats.bytesSent = schedule.bytesSent();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
+}
+
+std::unique_ptr<StreamingAllReduce> AllReduceAlgorithm::makeStreaming(int) const {
+  APS_FAIL("comm {}: cannot be simulated one rank at a time; use SimTransport with every rank's buffer", name());
 }
 
 std::unique_ptr<AllReduceAlgorithm> makeAllReduce(const AllReduceOptions& options,

@@ -1,17 +1,21 @@
 #pragma once
 
 #include "comm/ExchangeSchedule.h"
+#include "comm/ScratchArena.h"
 #include "comm/Transport.h"
 #include "precision/Codec.h"
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace aps::comm {
+
+class StreamingAllReduce;
 
 // What one all-reduce reports.
 struct SyncStats {
@@ -58,8 +62,13 @@ class AllReduceAlgorithm {
 
   // data[i] holds n floats of local rank transport.firstLocalRank() + i, replaced by the
   // sum over all ranks. `ctx` seeds stochastic rounding; vary its stream per call.
+  // Calls on one algorithm object are serialised (they share its scratch memory).
   SyncStats run(Transport& transport, std::span<float* const> data, int64_t n,
                 const precision::EncodeContext& ctx = {}) const;
+
+  // The same reduction for a simulated world fed one rank at a time (StreamingAllReduce);
+  // throws aps::Error for algorithms that need every rank's buffer at once (ring).
+  virtual std::unique_ptr<StreamingAllReduce> makeStreaming(int worldSize) const;
 
   bool checksFinite() const { return checkFinite_; }
   void setCheckFinite(bool check) { checkFinite_ = check; }
@@ -69,6 +78,8 @@ class AllReduceAlgorithm {
 
  private:
   bool checkFinite_ = true;
+  mutable std::mutex mutex_;
+  mutable ScratchArena scratch_;
 };
 
 // The algorithm `options.kind` on `codec` (ignored by Native, which sends raw fp32; may

@@ -1,37 +1,11 @@
 #include "comm/BucketScaling.h"
 
-#include "comm/ExchangeSchedule.h"
+#include "comm/SmallAllReduce.h"
 #include "framework/core/Error.h"
 
 #include <algorithm>
 
 namespace aps::comm {
-
-void allReduceMax(Transport& transport, std::span<const std::vector<float>> local, std::vector<float>& values) {
-  APS_CHECK(static_cast<int>(local.size()) == transport.localRankCount(), "allReduceMax: {} vectors for {} local ranks",
-            local.size(), transport.localRankCount());
-  const size_t n = local.empty() ? 0 : local[0].size();
-  const int world = transport.worldSize();
-  std::vector<float> gathered(n * static_cast<size_t>(world));
-  std::vector<const void*> send;
-  for (const auto& v : local) {
-    APS_CHECK(v.size() == n, "allReduceMax: local vectors differ in length ({} and {})", v.size(), n);
-    send.push_back(v.data());
-  }
-  std::vector<size_t> counts(static_cast<size_t>(world), n * sizeof(float));
-  std::vector<size_t> offsets(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) offsets[static_cast<size_t>(r)] = static_cast<size_t>(r) * n * sizeof(float);
-  ExchangeSchedule schedule(transport, {});
-  schedule.allGatherShared(send, counts, offsets, gathered.data());
-  values.assign(n, -std::numeric_limits<float>::infinity());
-  for (int r = 0; r < world; ++r) {
-    for (size_t i = 0; i < n; ++i) {
-      const float v = gathered[static_cast<size_t>(r) * n + i];
-      // NaN wins: a non-finite exponent must reach every rank.
-      if (std::isnan(v) || v > values[i]) values[i] = std::isnan(values[i]) ? values[i] : v;
-    }
-  }
-}
 
 BucketScaling::BucketScaling(std::vector<FormatScaling> perFormat, size_t paramCount, int statsWindow)
     : perFormat_(std::move(perFormat)), shifts_(paramCount, 0), stats_(paramCount, statsWindow) {
@@ -40,9 +14,14 @@ BucketScaling::BucketScaling(std::vector<FormatScaling> perFormat, size_t paramC
   }
 }
 
-void BucketScaling::beforeReduce(Transport& transport, int b, const BucketLayout::Bucket& bucket,
-                                 std::span<float* const> data) {
-  (void)b;
+void BucketScaling::install(ReducerOptions& options) {
+  options.beforeReduce = [this](const BucketContext& c) { beforeReduce(c); };
+  options.afterReduce = [this](const BucketContext& c) { afterReduce(c); };
+}
+
+void BucketScaling::beforeReduce(const BucketContext& context) {
+  const BucketLayout::Bucket& bucket = *context.layout;
+  const std::span<float* const> data = context.data;
   const FormatScaling& scaling = perFormat_.at(static_cast<size_t>(bucket.format));
   const size_t layers = bucket.params.size();
   auto layerOf = [&](size_t local, size_t k) {
@@ -63,19 +42,18 @@ void BucketScaling::beforeReduce(Transport& transport, int b, const BucketLayout
     for (size_t k = 0; k < layers; ++k) first.push_back(layerOf(0, k));
     const auto reduceMax = [&](float* values, int64_t n) {
       std::vector<std::vector<float>> perLocal(data.size(), std::vector<float>(static_cast<size_t>(n)));
+      std::vector<float*> pointers;
       for (size_t i = 0; i < data.size(); ++i) {
         if (static_cast<size_t>(n) == layers) {
           perLocal[i] = localExponents[i];
         } else {  // Global mode: one value, the max over this rank's layers
           APS_ASSERT(n == 1);
-          float m = precision::ApsScaler::kZeroExponent;
-          for (float e : localExponents[i]) m = (std::isnan(e) || e > m) ? e : m;
-          perLocal[i][0] = m;
+          perLocal[i][0] = *std::max_element(localExponents[i].begin(), localExponents[i].end());
         }
+        pointers.push_back(perLocal[i].data());
       }
-      std::vector<float> out;
-      allReduceMax(transport, perLocal, out);
-      std::copy(out.begin(), out.end(), values);
+      smallAllReduce(*context.transport, pointers, n, ReduceOp::Max);
+      std::copy(perLocal[0].begin(), perLocal[0].end(), values);
     };
     const auto shifts = scaler.shifts(first, reduceMax);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -103,8 +81,8 @@ void BucketScaling::beforeReduce(Transport& transport, int b, const BucketLayout
   }
 }
 
-void BucketScaling::afterReduce(int b, const BucketLayout::Bucket& bucket, std::span<float* const> data) {
-  (void)b;
+void BucketScaling::afterReduce(const BucketContext& context) {
+  const BucketLayout::Bucket& bucket = *context.layout;
   const size_t layers = bucket.params.size();
   for (size_t k = 0; k < layers; ++k) {
     int s = 0;
@@ -114,7 +92,7 @@ void BucketScaling::afterReduce(int b, const BucketLayout::Bucket& bucket, std::
     }
     if (s == 0) continue;
     const int64_t end = k + 1 < layers ? bucket.offsets[k + 1] : bucket.count;
-    for (float* d : data) precision::scaleByPowerOfTwo(d + bucket.offsets[k], end - bucket.offsets[k], -s);
+    for (float* d : context.data) precision::scaleByPowerOfTwo(d + bucket.offsets[k], end - bucket.offsets[k], -s);
   }
 }
 

@@ -1,7 +1,6 @@
 #pragma once
 
-#include "comm/BucketLayout.h"
-#include "comm/Transport.h"
+#include "comm/GradientReducer.h"
 #include "precision/ApsScaler.h"
 #include "precision/FloatFormat.h"
 #include "precision/QuantizationStats.h"
@@ -11,7 +10,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <vector>
 
 namespace aps::comm {
@@ -36,9 +34,11 @@ class BucketScaling {
   // perFormat[f]: what to do for buckets of wire-format id f; paramCount: parameters in all.
   BucketScaling(std::vector<FormatScaling> perFormat, size_t paramCount, int statsWindow);
 
-  // data[i]: local rank i's flat buffer of bucket b (values of `bucket`'s parameters).
-  void beforeReduce(Transport& transport, int b, const BucketLayout::Bucket& bucket, std::span<float* const> data);
-  void afterReduce(int b, const BucketLayout::Bucket& bucket, std::span<float* const> data);
+  // The GradientReducer's hooks (ReducerOptions::beforeReduce / afterReduce).
+  void beforeReduce(const BucketContext& bucket);
+  void afterReduce(const BucketContext& bucket);
+  // Installs both hooks on `options`; the scaling must outlive the reducer.
+  void install(ReducerOptions& options);
 
   // The shift parameter p got in the last step (0 when unscaled).
   int lastShift(int param) const;
@@ -52,9 +52,5 @@ class BucketScaling {
   std::vector<int> shifts_;  // per parameter
   precision::LayerStatistics stats_;
 };
-
-// values[0, n) <- element-wise max over every rank's values (each local rank passes its own
-// vector in `local`), through one all-gather round on the transport.
-void allReduceMax(Transport& transport, std::span<const std::vector<float>> local, std::vector<float>& values);
 
 }  // namespace aps::comm

@@ -4,8 +4,9 @@
 
 namespace aps::comm {
 
-ExchangeSchedule::ExchangeSchedule(Transport& transport, const precision::EncodeContext& base)
+ExchangeSchedule::ExchangeSchedule(Transport& transport, const precision::EncodeContext& base, ScratchArena& scratch)
     : transport_(transport),
+      scratch_(scratch),
       base_(base),
       world_(transport.worldSize()),
       first_(transport.firstLocalRank()),
@@ -50,13 +51,18 @@ void ExchangeSchedule::allGatherShared(std::span<const void* const> sendData, st
 }
 
 precision::EncodeContext ExchangeSchedule::encodeContext(int rank, int phase, int64_t offset) const {
+  return scheduleEncodeContext(base_, rank, phase, offset);
+}
+
+precision::EncodeContext scheduleEncodeContext(const precision::EncodeContext& base, int rank, int phase,
+                                               int64_t offset) {
   // splitmix64 finaliser over (stream, rank, phase): distinct streams per encode site.
-  uint64_t z = base_.stream ^ (static_cast<uint64_t>(rank + 1) << 32) ^ static_cast<uint64_t>(phase);
+  uint64_t z = base.stream ^ (static_cast<uint64_t>(rank + 1) << 32) ^ static_cast<uint64_t>(phase);
   z += 0x9E3779B97F4A7C15ull;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   z ^= z >> 31;
-  return {base_.seed, z, base_.offset + offset};
+  return {base.seed, z, base.offset + offset};
 }
 
 }  // namespace aps::comm

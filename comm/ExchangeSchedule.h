@@ -1,5 +1,6 @@
 #pragma once
 
+#include "comm/ScratchArena.h"
 #include "comm/Transport.h"
 #include "precision/Codec.h"
 
@@ -15,9 +16,10 @@ namespace aps::comm {
 // An algorithm drives it the same way on every process; only the transport differs.
 class ExchangeSchedule {
  public:
-  ExchangeSchedule(Transport& transport, const precision::EncodeContext& base);
+  ExchangeSchedule(Transport& transport, const precision::EncodeContext& base, ScratchArena& scratch);
 
   int worldSize() const { return world_; }
+  const precision::EncodeContext& baseContext() const { return base_; }
   int firstLocalRank() const { return first_; }
   int localRankCount() const { return local_; }
   bool isLocal(int rank) const { return rank >= first_ && rank < first_ + local_; }
@@ -42,6 +44,14 @@ class ExchangeSchedule {
   // Bytes each local rank sent so far (index = rank - firstLocalRank()).
   const std::vector<uint64_t>& bytesSent() const { return bytesSent_; }
 
+  // Reusable scratch for buffers that live for one all-reduce: slot `kind` of local rank i.
+  uint8_t* scratch(int kind, size_t localIndex, size_t bytes) {
+    return scratch_.bytes(static_cast<size_t>(kind) * static_cast<size_t>(local_) + localIndex, bytes);
+  }
+  float* scratchFloats(int kind, size_t localIndex, size_t count) {
+    return reinterpret_cast<float*>(scratch(kind, localIndex, count * sizeof(float)));
+  }
+
   // Chunk c of n values split over the world: [chunkBegin(n, c), chunkBegin(n, c + 1)).
   int64_t chunkBegin(int64_t n, int c) const { return n * c / world_; }
   int64_t chunkSize(int64_t n, int c) const { return chunkBegin(n, c + 1) - chunkBegin(n, c); }
@@ -52,6 +62,7 @@ class ExchangeSchedule {
 
  private:
   Transport& transport_;
+  ScratchArena& scratch_;
   precision::EncodeContext base_;
   int world_;
   int first_;
@@ -59,6 +70,12 @@ class ExchangeSchedule {
   std::vector<Message> round_;
   std::vector<uint64_t> bytesSent_;
 };
+
+// The encode context of schedule phase `phase` run by `rank` (-1: a computation every rank
+// repeats) for values starting at element `offset`: distinct random streams per encode site,
+// derived from the all-reduce's base context only.
+precision::EncodeContext scheduleEncodeContext(const precision::EncodeContext& base, int rank, int phase,
+                                               int64_t offset);
 
 // Encoded size of n values, 0 for an empty chunk (no codec call, no message).
 inline size_t encodedSize(const precision::Codec& codec, int64_t n) { return n > 0 ? codec.encodedBytes(n) : 0; }

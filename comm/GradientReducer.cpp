@@ -214,9 +214,10 @@ void GradientReducer::reduceBucket(int b) {
     step = step_;
   }
   const precision::EncodeContext ctx{options_.seed, step * 1000003ull + static_cast<uint64_t>(b), 0};
-  if (options_.scaling) options_.scaling->beforeReduce(transport_, b, bucket, data);
+  const BucketContext hookContext{b, &bucket, &transport_, data, step};
+  if (options_.beforeReduce) options_.beforeReduce(hookContext);
   const SyncStats sync = algorithms_[static_cast<size_t>(bucket.format)]->run(transport_, data, bucket.count, ctx);
-  if (options_.scaling) options_.scaling->afterReduce(b, bucket, data);
+  if (options_.afterReduce) options_.afterReduce(hookContext);
   if (options_.average) {
     const auto world = static_cast<float>(transport_.worldSize());
     for (float* d : data)

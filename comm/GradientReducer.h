@@ -2,14 +2,15 @@
 
 #include "comm/AllReduceAlgorithm.h"
 #include "comm/BucketLayout.h"
-#include "comm/BucketScaling.h"
 #include "comm/Transport.h"
 #include "framework/tensor/Buffer.h"
 
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +23,16 @@ struct NamedGradient {
   BufferView grad;
 };
 
+// What a bucket hook sees, on the communication thread.
+struct BucketContext {
+  int bucket = 0;
+  const BucketLayout::Bucket* layout = nullptr;  // parameters and their offsets
+  Transport* transport = nullptr;                // for tiny agreements (comm/SmallAllReduce.h)
+  std::span<float* const> data = {};             // the flat buffer of each local rank
+  uint64_t step = 0;
+};
+using BucketHook = std::function<void(const BucketContext&)>;
+
 struct ReducerOptions {
   size_t bucketCapBytes = BucketLayout::kDefaultCapBytes;
   size_t firstBucketCapBytes = BucketLayout::kDefaultFirstCapBytes;
@@ -32,8 +43,11 @@ struct ReducerOptions {
   bool average = false;
   // Seeds stochastic rounding; each step and bucket gets its own stream.
   uint64_t seed = 0;
-  // Optional scaling around each bucket's all-reduce (APS) and quantisation statistics.
-  std::shared_ptr<BucketScaling> scaling;
+  // Run around each bucket's all-reduce on the communication thread, e.g. APS scaling
+  // (Han et al., ISC 2021): agree on per-layer exponents with smallAllReduce(Max), scale by
+  // exact powers of two before, unscale after. Must do the same on every rank.
+  BucketHook beforeReduce = nullptr;
+  BucketHook afterReduce = nullptr;
 };
 
 // What one step's gradient synchronisation cost.
@@ -54,7 +68,8 @@ struct StepCommStats {
 // reduced gradients are back in the parameters' buffers.
 //
 // Gradients are copied into the flat buckets at markReady and back after the reduction,
-// unless the engine made them views into the buckets (flatGradient), which avoids both
+// unless the engine made them views into the buckets (flatGradient, then
+// bindGradientsToBuckets), which avoids both
 // copies. With a SimTransport, every virtual rank registers its own gradients and marks
 // them ready (markReady(p, localRank)); a bucket is queued once all local ranks have.
 class GradientReducer {

@@ -12,6 +12,8 @@ namespace {
 constexpr int kEncodeInput = 0;
 constexpr int kFirstHop = 1;
 
+enum Slot { kEncoded = 0, kIncoming = 1 };
+
 int mod(int a, int n) { return ((a % n) + n) % n; }
 }  // namespace
 
@@ -38,20 +40,20 @@ void RingAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, in
   }
 
   // Every rank encodes its whole input, chunk by chunk (chunks are self-contained).
-  std::vector<std::vector<uint8_t>> enc(local), incoming(local);
+  std::vector<uint8_t*> enc(local), incoming(local);
   for (size_t i = 0; i < local; ++i) {
     const int rank = first + static_cast<int>(i);
-    enc[i].resize(offsets[w]);
-    incoming[i].resize(maxCount);
+    enc[i] = s.scratch(kEncoded, i, offsets[w]);
+    incoming[i] = s.scratch(kIncoming, i, maxCount);
     for (int c = 0; c < world; ++c) {
       const int64_t len = s.chunkSize(n, c);
       if (len == 0) continue;
-      codec.encode(data[i] + s.chunkBegin(n, c), len, enc[i].data() + offsets[static_cast<size_t>(c)],
+      codec.encode(data[i] + s.chunkBegin(n, c), len, enc[i] + offsets[static_cast<size_t>(c)],
                    s.encodeContext(rank, kEncodeInput, s.chunkBegin(n, c)));
     }
   }
   auto chunkOf = [&](int rank, int c) -> uint8_t* {
-    return s.isLocal(rank) ? enc[static_cast<size_t>(rank - first)].data() + offsets[static_cast<size_t>(c)] : nullptr;
+    return s.isLocal(rank) ? enc[static_cast<size_t>(rank - first)] + offsets[static_cast<size_t>(c)] : nullptr;
   };
 
   // Reduce-scatter: in hop h rank r sends its partial sum of chunk r-h to r+1, which adds its
@@ -60,7 +62,7 @@ void RingAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, in
     for (int src = 0; src < world; ++src) {
       const int dst = mod(src + 1, world);
       const int c = mod(src - hop, world);
-      void* recvData = s.isLocal(dst) ? incoming[static_cast<size_t>(dst - first)].data() : nullptr;
+      void* recvData = s.isLocal(dst) ? incoming[static_cast<size_t>(dst - first)] : nullptr;
       s.add(src, dst, chunkOf(src, c), recvData, counts[static_cast<size_t>(c)]);
     }
     s.flush();
@@ -70,8 +72,7 @@ void RingAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, in
       const int64_t len = s.chunkSize(n, c);
       if (len == 0) continue;
       uint8_t* own = chunkOf(rank, c);
-      codec.decodeAddEncode(incoming[i].data(), own, len, own,
-                            s.encodeContext(rank, kFirstHop + hop, s.chunkBegin(n, c)));
+      codec.decodeAddEncode(incoming[i], own, len, own, s.encodeContext(rank, kFirstHop + hop, s.chunkBegin(n, c)));
     }
   }
 
@@ -88,7 +89,7 @@ void RingAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, in
   // Every rank now holds the same encoded sums; decode them (once for all simulated ranks).
   for (int c = 0; c < world; ++c) {
     const int64_t len = s.chunkSize(n, c);
-    if (len > 0) codec.decode(enc[0].data() + offsets[static_cast<size_t>(c)], len, data[0] + s.chunkBegin(n, c));
+    if (len > 0) codec.decode(enc[0] + offsets[static_cast<size_t>(c)], len, data[0] + s.chunkBegin(n, c));
   }
   for (size_t i = 1; i < local; ++i) {
     if (n > 0) std::memcpy(data[i], data[0], static_cast<size_t>(n) * sizeof(float));

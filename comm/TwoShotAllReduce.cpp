@@ -1,5 +1,7 @@
 #include "comm/TwoShotAllReduce.h"
 
+#include "comm/RankOrderSum.h"
+#include "comm/StreamingAllReduce.h"
 #include "framework/core/Error.h"
 
 #include <cstring>
@@ -7,8 +9,9 @@
 namespace aps::comm {
 
 namespace {
-enum Phase { kEncodeInput = 0, kEncodeSum = 1 };
-}
+// Scratch slots.
+enum Slot { kSend = 0, kRecv = 1, kSum = 2, kGathered = 3 };
+}  // namespace
 
 TwoShotAllReduce::TwoShotAllReduce(std::shared_ptr<const precision::Codec> codec, std::string name)
     : codec_(std::move(codec)), name_(std::move(name)) {
@@ -16,6 +19,11 @@ TwoShotAllReduce::TwoShotAllReduce(std::shared_ptr<const precision::Codec> codec
 }
 
 std::string TwoShotAllReduce::name() const { return name_ + "/" + codec_->name(); }
+
+std::unique_ptr<StreamingAllReduce> TwoShotAllReduce::makeStreaming(int worldSize) const {
+  return std::make_unique<StreamingAllReduce>(
+      AllReduceOptions{.kind = AllReduceKind::TwoShot, .checkFinite = checksFinite()}, codec_, worldSize);
+}
 
 void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, int64_t n) const {
   const precision::Codec& codec = *codec_;
@@ -32,57 +40,59 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
   }
 
   // Phase 1: every rank encodes each chunk of its input; chunk c goes to rank c.
-  std::vector<std::vector<uint8_t>> sendBuf(local), recvBuf(local);
+  std::vector<uint8_t*> sendBuf(local), recvBuf(local);
   for (size_t i = 0; i < local; ++i) {
     const int rank = first + static_cast<int>(i);
-    sendBuf[i].resize(offsets[w]);
+    sendBuf[i] = s.scratch(kSend, i, offsets[w]);
     for (int c = 0; c < world; ++c) {
       const int64_t len = s.chunkSize(n, c);
       if (len == 0) continue;
       const int64_t begin = s.chunkBegin(n, c);
-      codec.encode(data[i] + begin, len, sendBuf[i].data() + offsets[static_cast<size_t>(c)],
-                   s.encodeContext(rank, kEncodeInput, begin));
+      codec.encode(data[i] + begin, len, sendBuf[i] + offsets[static_cast<size_t>(c)],
+                   s.encodeContext(rank, kEncodeInputPhase, begin));
     }
-    recvBuf[i].resize(counts[static_cast<size_t>(rank)] * w);
+    recvBuf[i] = s.scratch(kRecv, i, counts[static_cast<size_t>(rank)] * w);
   }
-  for (int src = 0; src < world; ++src) {
-    for (int dst = 0; dst < world; ++dst) {
-      const void* sendData = s.isLocal(src)
-                                 ? sendBuf[static_cast<size_t>(src - first)].data() + offsets[static_cast<size_t>(dst)]
-                                 : nullptr;
-      void* recvData = s.isLocal(dst) ? recvBuf[static_cast<size_t>(dst - first)].data() +
-                                            static_cast<size_t>(src) * counts[static_cast<size_t>(dst)]
-                                      : nullptr;
-      s.add(src, dst, sendData, recvData, counts[static_cast<size_t>(dst)]);
-    }
-  }
+  // Every pair with a local end, once: local senders to everyone, then the receives of local
+  // ranks from remote senders (O(N) per local rank, not O(N^2), on a real rank).
+  auto pair = [&](int src, int dst) {
+    const void* sendData =
+        s.isLocal(src) ? sendBuf[static_cast<size_t>(src - first)] + offsets[static_cast<size_t>(dst)] : nullptr;
+    void* recvData = s.isLocal(dst) ? recvBuf[static_cast<size_t>(dst - first)] +
+                                          static_cast<size_t>(src) * counts[static_cast<size_t>(dst)]
+                                    : nullptr;
+    s.add(src, dst, sendData, recvData, counts[static_cast<size_t>(dst)]);
+  };
+  for (int src = first; src < first + static_cast<int>(local); ++src)
+    for (int dst = 0; dst < world; ++dst) pair(src, dst);
+  for (int dst = first; dst < first + static_cast<int>(local); ++dst)
+    for (int src = 0; src < world; ++src)
+      if (!s.isLocal(src)) pair(src, dst);
   s.flush();
 
   // Phase 2: the owner of chunk c sums the N decoded contributions in fp32 in rank order and
   // encodes the sum once.
-  std::vector<std::vector<uint8_t>> sumBuf(local);
+  std::vector<uint8_t*> sumBuf(local);
   std::vector<const void*> sumPtr(local);
-  std::vector<float> acc;
+  RankOrderSum sum(codec, RankOrderSum::Mode::Fp32, s.baseContext(), 0);
   for (size_t i = 0; i < local; ++i) {
     const int rank = first + static_cast<int>(i);
     const size_t bytes = counts[static_cast<size_t>(rank)];
     const int64_t len = s.chunkSize(n, rank);
-    sumBuf[i].resize(bytes);
-    sumPtr[i] = sumBuf[i].data();
+    sumBuf[i] = s.scratch(kSum, i, bytes);
+    sumPtr[i] = sumBuf[i];
     if (len == 0) continue;
-    acc.resize(static_cast<size_t>(len));
-    codec.decode(recvBuf[i].data(), len, acc.data());
-    for (int k = 1; k < world; ++k)
-      codec.decodeAdd(recvBuf[i].data() + static_cast<size_t>(k) * bytes, len, acc.data());
-    codec.encode(acc.data(), len, sumBuf[i].data(), s.encodeContext(rank, kEncodeSum, s.chunkBegin(n, rank)));
+    sum.reset(len);
+    for (int k = 0; k < world; ++k) sum.add(recvBuf[i] + static_cast<size_t>(k) * bytes);
+    codec.encode(sum.fp32Sum(), len, sumBuf[i], s.encodeContext(rank, kEncodeSumPhase, s.chunkBegin(n, rank)));
   }
 
   // Phase 3: all-gather the encoded sums; every rank decodes the same bytes.
-  std::vector<uint8_t> gathered(offsets[w]);
-  s.allGatherShared(sumPtr, counts, std::span<const size_t>(offsets).first(w), gathered.data());
+  uint8_t* gathered = s.scratch(kGathered, 0, offsets[w]);
+  s.allGatherShared(sumPtr, counts, std::span<const size_t>(offsets).first(w), gathered);
   for (int c = 0; c < world; ++c) {
     const int64_t len = s.chunkSize(n, c);
-    if (len > 0) codec.decode(gathered.data() + offsets[static_cast<size_t>(c)], len, data[0] + s.chunkBegin(n, c));
+    if (len > 0) codec.decode(gathered + offsets[static_cast<size_t>(c)], len, data[0] + s.chunkBegin(n, c));
   }
   for (size_t i = 1; i < local; ++i) {
     if (n > 0) std::memcpy(data[i], data[0], static_cast<size_t>(n) * sizeof(float));

@@ -316,7 +316,7 @@ void Trainer::State::setupPrecisionAndComm() {
   options.overlap = config.comm.overlap;
   options.average = true;
   options.seed = config.seed;
-  options.scaling = scaling;
+  scaling->install(options);
   reducer = std::make_unique<comm::GradientReducer>(*transport, std::move(grads), algorithms, formatOf, options);
   for (size_t i = 0; i < params.size(); ++i) {
     autograd::addGradReadyHook(params[i].tensor,

@@ -4,6 +4,7 @@
 #include "comm/GradientReducer.h"
 #include "comm/MpiCommunicator.h"
 #include "comm/SimTransport.h"
+#include "comm/SmallAllReduce.h"
 #include "framework/core/Rng.h"
 #include "tests/comm/TestCodecs.h"
 
@@ -83,6 +84,29 @@ TEST(GradientReducerMpi, OverlappedBucketsMatchTheSimulationBitForBit) {
     EXPECT_FALSE(stats.nonFinite);
     EXPECT_GE(stats.exposedSeconds, 0.0);
   }
+}
+
+TEST(SmallAllReduceMpi, AgreesWithTheSimulation) {
+  MpiCommunicator comm;
+  const int n = comm.size(), me = comm.rank();
+  auto valuesOf = [](int r) {
+    return std::vector<float>{0.1f * static_cast<float>(r + 1), -static_cast<float>(r), 3.0f};
+  };
+  SimTransport sim(n);
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min}) {
+    std::vector<float> mine = valuesOf(me);
+    smallAllReduce(comm, std::vector<float*>{mine.data()}, 3, op);
+    std::vector<std::vector<float>> world;
+    std::vector<float*> p;
+    for (int r = 0; r < n; ++r) world.push_back(valuesOf(r));
+    for (auto& w : world) p.push_back(w.data());
+    smallAllReduce(sim, p, 3, op);
+    EXPECT_EQ(mine, world[static_cast<size_t>(me)]) << reduceOpName(op);
+  }
+  std::vector<float> mx = valuesOf(me);
+  smallAllReduce(comm, std::vector<float*>{mx.data()}, 3, ReduceOp::Max);
+  EXPECT_EQ(mx[0], 0.1f * static_cast<float>(n));
+  EXPECT_EQ(mx[1], 0.0f);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // gradients ready from another thread, exposed time, multi-step reuse and misuse errors.
 #include "comm/GradientReducer.h"
 #include "comm/SimTransport.h"
+#include "comm/SmallAllReduce.h"
 #include "framework/core/Error.h"
 #include "framework/core/Rng.h"
 #include "tests/comm/TestCodecs.h"
@@ -256,6 +257,60 @@ TEST(GradientReducer, MisuseNamesTheParameter) {
   bad[1][0].name = "other";
   EXPECT_THROW(GradientReducer(sim, bad, {twoShot()}), Error);
   EXPECT_THROW(GradientReducer(sim, model.named(), {twoShot()}, {0, 1}), Error) << "format 1 has no algorithm";
+}
+
+TEST(SmallAllReduce, SumMaxMinInRankOrder) {
+  SimTransport sim(3);
+  std::vector<std::vector<float>> v{{1.0f, -5.0f, 0.5f}, {2.0f, 7.0f, -0.5f}, {-4.0f, 1.0f, 0.25f}};
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min}) {
+    auto data = v;
+    std::vector<float*> p{data[0].data(), data[1].data(), data[2].data()};
+    smallAllReduce(sim, p, 3, op);
+    const std::vector<float> expected = op == ReduceOp::Sum   ? std::vector<float>{-1.0f, 3.0f, 0.25f}
+                                        : op == ReduceOp::Max ? std::vector<float>{2.0f, 7.0f, 0.5f}
+                                                              : std::vector<float>{-4.0f, -5.0f, -0.5f};
+    for (const auto& d : data) EXPECT_EQ(d, expected) << reduceOpName(op);
+  }
+}
+
+TEST(GradientReducer, HooksRunAroundEachBucketOnTheCommThread) {
+  // An APS-like hook: agree on max|g| per bucket, scale by a power of two before the
+  // reduction and undo it after. Power-of-two scaling is exact in fp32, so the bits equal
+  // those of a reducer without hooks.
+  const int ranks = 3;
+  Model plain(ranks, {40, 40, 40}, 9), scaled = plain;
+  SimTransport sim(ranks);
+  auto native = std::shared_ptr<const AllReduceAlgorithm>(makeAllReduce({.kind = AllReduceKind::Native}, nullptr));
+  int before = 0, after = 0;
+  ReducerOptions options{.bucketCapBytes = 160, .firstBucketCapBytes = 160};
+  options.beforeReduce = [&](const BucketContext& c) {
+    ++before;
+    std::vector<float> maxAbs(static_cast<size_t>(ranks), 0.0f);
+    std::vector<float*> p;
+    for (size_t i = 0; i < c.data.size(); ++i) {
+      for (int64_t k = 0; k < c.layout->count; ++k) maxAbs[i] = std::max(maxAbs[i], std::fabs(c.data[i][k]));
+      p.push_back(&maxAbs[i]);
+    }
+    smallAllReduce(*c.transport, p, 1, ReduceOp::Max);
+    for (size_t i = 1; i < maxAbs.size(); ++i) EXPECT_EQ(maxAbs[i], maxAbs[0]);
+    for (float* d : c.data)
+      for (int64_t k = 0; k < c.layout->count; ++k) d[k] = std::ldexp(d[k], 4);
+  };
+  options.afterReduce = [&](const BucketContext& c) {
+    ++after;
+    for (float* d : c.data)
+      for (int64_t k = 0; k < c.layout->count; ++k) d[k] = std::ldexp(d[k], -4);
+  };
+  GradientReducer withHooks(sim, scaled.named(), {native}, {}, options);
+  GradientReducer without(sim, plain.named(), {native}, {}, {.bucketCapBytes = 160, .firstBucketCapBytes = 160});
+  fakeBackward(withHooks, ranks, 0ms);
+  fakeBackward(without, ranks, 0ms);
+  withHooks.wait();
+  without.wait();
+  EXPECT_EQ(before, 3);
+  EXPECT_EQ(after, 3);
+  for (int r = 0; r < ranks; ++r)
+    for (size_t p = 0; p < 3; ++p) EXPECT_EQ(scaled.grads[r][p], plain.grads[r][p]);
 }
 
 TEST(GradientReducer, OneFormatPerBucket) {

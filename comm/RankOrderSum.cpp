@@ -1,0 +1,96 @@
+#include "comm/RankOrderSum.h"
+
+#include "comm/ExchangeSchedule.h"
+
+#include <cstring>
+
+namespace aps::comm {
+
+namespace {
+constexpr int kEveryRank = -1;
+}
+
+RankOrderSum::RankOrderSum(const precision::Codec& codec, Mode mode, const precision::EncodeContext& base,
+                           int firstPhase)
+    : codec_(codec), mode_(mode), base_(base), firstPhase_(firstPhase) {}
+
+void RankOrderSum::reset(int64_t n) {
+  n_ = n;
+  added_ = 0;
+  step_ = 0;
+  const auto count = static_cast<size_t>(n);
+  const size_t bytes = encodedSize(codec_, n);
+  switch (mode_) {
+    case Mode::Fp32:
+      acc_.resize(count);
+      break;
+    case Mode::RoundEveryAdd:
+      accEncoded_.resize(bytes);
+      break;
+    case Mode::Kahan:
+      acc_.resize(count);
+      comp_.assign(count, 0.0f);
+      x_.resize(count);
+      y_.resize(count);
+      t_.resize(count);
+      scratch_.resize(bytes);
+      break;
+  }
+}
+
+void RankOrderSum::roundToFormat(std::vector<float>& v) {
+  codec_.encode(v.data(), n_, scratch_.data(), scheduleEncodeContext(base_, kEveryRank, firstPhase_ + step_++, 0));
+  codec_.decode(scratch_.data(), n_, v.data());
+}
+
+void RankOrderSum::add(const uint8_t* encoded) {
+  const int k = added_++;
+  if (n_ == 0) return;
+  const auto count = static_cast<size_t>(n_);
+  switch (mode_) {
+    case Mode::Fp32:
+      if (k == 0) {
+        codec_.decode(encoded, n_, acc_.data());
+      } else {
+        codec_.decodeAdd(encoded, n_, acc_.data());
+      }
+      break;
+    case Mode::RoundEveryAdd:
+      if (k == 0) {
+        std::memcpy(accEncoded_.data(), encoded, accEncoded_.size());
+      } else {
+        codec_.decodeAddEncode(accEncoded_.data(), encoded, n_, accEncoded_.data(),
+                               scheduleEncodeContext(base_, kEveryRank, firstPhase_ + 4 * k, 0));
+      }
+      break;
+    case Mode::Kahan:
+      // Kahan (1965) compensated summation with every operation rounded to the wire format,
+      // as the APS artifact's optional Kahan mode: y = x - c; t = s + y; c = (t - s) - y; s = t.
+      if (k == 0) {
+        codec_.decode(encoded, n_, acc_.data());
+        break;
+      }
+      codec_.decode(encoded, n_, x_.data());
+      for (size_t i = 0; i < count; ++i) y_[i] = x_[i] - comp_[i];
+      roundToFormat(y_);
+      for (size_t i = 0; i < count; ++i) t_[i] = acc_[i] + y_[i];
+      roundToFormat(t_);
+      for (size_t i = 0; i < count; ++i) comp_[i] = t_[i] - acc_[i];
+      roundToFormat(comp_);
+      for (size_t i = 0; i < count; ++i) comp_[i] -= y_[i];
+      roundToFormat(comp_);
+      acc_.swap(t_);
+      break;
+  }
+}
+
+void RankOrderSum::result(float* out) const {
+  if (n_ == 0) return;
+  if (mode_ == Mode::RoundEveryAdd) {
+    codec_.decode(accEncoded_.data(), n_, out);
+  } else {
+    std::memcpy(out, acc_.data(), static_cast<size_t>(n_) * sizeof(float));
+  }
+}
+
+}  // namespace aps::comm

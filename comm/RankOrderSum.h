@@ -1,0 +1,46 @@
+#pragma once
+
+#include "precision/Codec.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace aps::comm {
+
+// The sum of encoded contributions taken one at a time in rank order, as every
+// receiving rank of two_shot and allgather computes it: in fp32, or rounded to the wire
+// format after every add (the APS artifact), optionally Kahan-compensated. One class so the
+// schedules and StreamingAllReduce share the arithmetic and cannot drift apart.
+class RankOrderSum {
+ public:
+  enum class Mode { Fp32, RoundEveryAdd, Kahan };
+
+  // `base` is the all-reduce's encode context; rounding steps draw their random bits from
+  // phases after `firstPhase` with rank -1 (the same bits on every rank).
+  RankOrderSum(const precision::Codec& codec, Mode mode, const precision::EncodeContext& base, int firstPhase);
+
+  // Starts a sum of n values.
+  void reset(int64_t n);
+  // Adds the next rank's encoded contribution (encodedBytes(n) bytes).
+  void add(const uint8_t* encoded);
+  // The sum: fp32 (Fp32), decoded from the format (RoundEveryAdd), or the compensated sum.
+  void result(float* out) const;
+  // Fp32 mode: the running sum itself.
+  const float* fp32Sum() const { return acc_.data(); }
+  int added() const { return added_; }
+
+ private:
+  void roundToFormat(std::vector<float>& v);
+
+  const precision::Codec& codec_;
+  Mode mode_;
+  precision::EncodeContext base_;
+  int firstPhase_;
+  int64_t n_ = 0;
+  int added_ = 0;
+  int step_ = 0;
+  std::vector<float> acc_, comp_, x_, y_, t_;  // fp32 sum; Kahan state
+  std::vector<uint8_t> accEncoded_, scratch_;
+};
+
+}  // namespace aps::comm

@@ -1,0 +1,46 @@
+#include "comm/SmallAllReduce.h"
+
+#include "comm/ExchangeSchedule.h"
+#include "framework/core/Error.h"
+
+#include <cstring>
+#include <vector>
+
+namespace aps::comm {
+
+void smallAllReduce(Transport& transport, std::span<float* const> data, int64_t n, ReduceOp op) {
+  APS_CHECK(data.size() == static_cast<size_t>(transport.localRankCount()),
+            "comm smallAllReduce: got {} buffers for {} local ranks", data.size(), transport.localRankCount());
+  APS_CHECK(n >= 0, "comm smallAllReduce: negative count {}", n);
+  if (n == 0) return;
+  ScratchArena unused;
+  ExchangeSchedule s(transport, {}, unused);
+  const auto w = static_cast<size_t>(s.worldSize());
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  std::vector<float> gathered(static_cast<size_t>(n) * w);
+  std::vector<size_t> counts(w, bytes), offsets(w);
+  for (size_t r = 0; r < w; ++r) offsets[r] = r * bytes;
+  std::vector<const void*> send(data.begin(), data.end());
+  s.allGatherShared(send, counts, offsets, gathered.data());
+  float* out = data[0];
+  std::memcpy(out, gathered.data(), bytes);
+  for (size_t r = 1; r < w; ++r) {
+    const float* x = gathered.data() + r * static_cast<size_t>(n);
+    for (int64_t i = 0; i < n; ++i) {
+      switch (op) {
+        case ReduceOp::Sum:
+          out[i] += x[i];
+          break;
+        case ReduceOp::Max:
+          out[i] = x[i] > out[i] ? x[i] : out[i];
+          break;
+        case ReduceOp::Min:
+          out[i] = x[i] < out[i] ? x[i] : out[i];
+          break;
+      }
+    }
+  }
+  for (size_t i = 1; i < data.size(); ++i) std::memcpy(data[i], out, bytes);
+}
+
+}  // namespace aps::comm

@@ -1,0 +1,147 @@
+#include "tools/aps_perfmodel/PerfModel.h"
+
+#include "framework/core/Error.h"
+
+#include <Eigen/Dense>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace aps::perfmodel {
+
+std::vector<BenchRecord> parseBenchJsonLines(const std::string& text, bool includeSim) {
+  std::vector<BenchRecord> out;
+  std::istringstream in(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos || line[0] != '{') continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const std::exception& e) {
+      APS_FAIL("perfmodel: line {} is not JSON: {}", number, e.what());
+    }
+    if (j.value("bench", "") != "allreduce") continue;
+    if (!includeSim && j.value("backend", "") == "sim") continue;
+    try {
+      BenchRecord r;
+      r.algorithm = j.at("algorithm").get<std::string>();
+      r.codec = j.at("codec").get<std::string>();
+      r.ranks = j.at("ranks").get<int>();
+      r.elements = j.at("elements").get<int64_t>();
+      r.seconds = j.at("time_s").get<double>();
+      r.bytesSentPerRank = j.value("bytes_sent_per_rank", uint64_t{0});
+      out.push_back(r);
+    } catch (const nlohmann::json::exception& e) {
+      APS_FAIL("perfmodel: line {} lacks a field of aps_bench_comm's output: {}", number, e.what());
+    }
+  }
+  return out;
+}
+
+std::string algorithmFamily(const std::string& algorithm) { return algorithm.substr(0, algorithm.find('/')); }
+
+AlgorithmCost algorithmCost(const std::string& family, int ranks, int64_t elements, double bytesPerValue) {
+  const double N = ranks;
+  const double n = static_cast<double>(elements);
+  const double encoded = n * bytesPerValue;
+  const double flag = N - 1.0;  // one byte to every other rank, one message each
+  if (family == "two_shot" || family == "native") {
+    // all-to-all of chunks, then all-gather of the encoded sums
+    const double perValue = family == "native" ? 4.0 : bytesPerValue;
+    return {3.0 * (N - 1.0), 2.0 * (N - 1.0) / N * n * perValue + flag, 3.0 * n + n / N};
+  }
+  if (family == "ring") {
+    return {3.0 * (N - 1.0), 2.0 * (N - 1.0) / N * encoded + flag, 3.0 * n - n / N};
+  }
+  if (family.rfind("allgather", 0) == 0) {
+    return {2.0 * (N - 1.0), (N - 1.0) * encoded + flag, (N + 2.0) * n};
+  }
+  if (family == "mpi_allreduce") {
+    // Large messages: ring reduce-scatter + all-gather in fp32 (OpenMPI's tuned choice).
+    return {2.0 * (N - 1.0), 2.0 * (N - 1.0) / N * 4.0 * n, (N - 1.0) / N * n};
+  }
+  APS_FAIL("perfmodel: unknown algorithm '{}' (ring, two_shot, allgather_*, native, mpi_allreduce)", family);
+}
+
+void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
+                             const std::map<std::string, double>& bytesPerValue) {
+  APS_CHECK(!records.empty(), "perfmodel: no all-reduce records to calibrate from");
+  gamma_.clear();
+  std::map<Key, int> column;
+  for (const BenchRecord& r : records) {
+    const Key key{algorithmFamily(r.algorithm), r.codec};
+    if (!column.count(key)) column.emplace(key, 2 + static_cast<int>(column.size()));
+  }
+  const auto rows = static_cast<Eigen::Index>(records.size());
+  const auto cols = static_cast<Eigen::Index>(2 + column.size());
+  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(rows, cols);
+  Eigen::VectorXd b = Eigen::VectorXd::Ones(rows);
+  for (Eigen::Index i = 0; i < rows; ++i) {
+    const BenchRecord& r = records[static_cast<size_t>(i)];
+    APS_CHECK(r.seconds > 0.0, "perfmodel: record {} has time {}", i, r.seconds);
+    const auto bpv = bytesPerValue.find(r.codec);
+    APS_CHECK(bpv != bytesPerValue.end(), "perfmodel: unknown size of codec '{}'", r.codec);
+    const AlgorithmCost c = algorithmCost(algorithmFamily(r.algorithm), r.ranks, r.elements, bpv->second);
+    // Measured bytes beat the formula when the benchmark reports them.
+    const double bytes = r.bytesSentPerRank > 0 ? static_cast<double>(r.bytesSentPerRank) : c.bytes;
+    // Rows divided by the measured time: least squares on relative error.
+    a(i, 0) = c.messages / r.seconds;
+    a(i, 1) = bytes / r.seconds;
+    a(i, column.at({algorithmFamily(r.algorithm), r.codec})) = c.work / r.seconds;
+  }
+  // Non-negative least squares by active set: drop negative coefficients and refit. Columns
+  // are scaled to unit norm first so the solver sees a well-conditioned problem.
+  std::vector<bool> active(static_cast<size_t>(cols), true);
+  Eigen::VectorXd x = Eigen::VectorXd::Zero(cols);
+  for (int round = 0; round < cols; ++round) {
+    std::vector<Eigen::Index> idx;
+    for (Eigen::Index j = 0; j < cols; ++j)
+      if (active[static_cast<size_t>(j)] && a.col(j).norm() > 0.0) idx.push_back(j);
+    Eigen::MatrixXd sub(rows, static_cast<Eigen::Index>(idx.size()));
+    Eigen::VectorXd scale(static_cast<Eigen::Index>(idx.size()));
+    for (size_t k = 0; k < idx.size(); ++k) {
+      scale(static_cast<Eigen::Index>(k)) = a.col(idx[k]).norm();
+      sub.col(static_cast<Eigen::Index>(k)) = a.col(idx[k]) / scale(static_cast<Eigen::Index>(k));
+    }
+    const Eigen::VectorXd y = sub.colPivHouseholderQr().solve(b);
+    x.setZero();
+    bool negative = false;
+    for (size_t k = 0; k < idx.size(); ++k) {
+      const double v = y(static_cast<Eigen::Index>(k)) / scale(static_cast<Eigen::Index>(k));
+      if (v < 0.0) {
+        active[static_cast<size_t>(idx[k])] = false;
+        negative = true;
+      } else {
+        x(idx[k]) = v;
+      }
+    }
+    if (!negative) break;
+  }
+  alpha_ = x(0);
+  beta_ = x(1);
+  for (const auto& [key, col] : column) gamma_[key] = x(col);
+
+  std::vector<double> errors;
+  for (const BenchRecord& r : records) {
+    const double p = predict({algorithmFamily(r.algorithm), r.codec}, r.ranks, r.elements, bytesPerValue.at(r.codec));
+    errors.push_back(std::fabs(p - r.seconds) / r.seconds);
+  }
+  std::nth_element(errors.begin(), errors.begin() + static_cast<std::ptrdiff_t>(errors.size() / 2), errors.end());
+  medianRelativeError_ = errors[errors.size() / 2];
+}
+
+double AllReducePerfModel::predict(const Key& key, int ranks, int64_t elements, double bytesPerValue) const {
+  const auto g = gamma_.find(key);
+  APS_CHECK(g != gamma_.end(), "perfmodel: no calibration for algorithm '{}' with codec '{}'", key.algorithm,
+            key.codec);
+  if (ranks <= 1) return 0.0;  // nothing to communicate
+  const AlgorithmCost c = algorithmCost(key.algorithm, ranks, elements, bytesPerValue);
+  return alpha_ * c.messages + beta_ * c.bytes + g->second * c.work;
+}
+
+}  // namespace aps::perfmodel

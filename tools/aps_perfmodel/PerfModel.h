@@ -1,0 +1,76 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace aps::perfmodel {
+
+// One all-reduce measurement (a line of aps_bench_comm --format json).
+struct BenchRecord {
+  std::string algorithm;  // "two_shot/e4m3", "native/fp32", "mpi_allreduce", ...
+  std::string codec;      // "e4m3", "fp32", ...
+  int ranks = 1;
+  int64_t elements = 0;
+  double seconds = 0.0;
+  uint64_t bytesSentPerRank = 0;  // 0 when unknown (mpi_allreduce)
+};
+
+// Parses aps_bench_comm JSON lines; lines with another "bench" or backend "sim" are skipped
+// unless includeSim. Throws aps::Error naming the line on malformed input.
+std::vector<BenchRecord> parseBenchJsonLines(const std::string& text, bool includeSim = false);
+
+// The shape of an algorithm at N ranks for n fp32 values: messages a rank sends one after
+// another (latency terms), bytes it sends, and values its CPU touches (codec work).
+struct AlgorithmCost {
+  double messages = 0.0;
+  double bytes = 0.0;
+  double work = 0.0;
+};
+
+// The family of an algorithm name: the part before '/' ("allgather_rounded/e4m3" ->
+// "allgather_rounded"). Known: ring, two_shot, allgather_*, native, mpi_allreduce.
+std::string algorithmFamily(const std::string& algorithm);
+
+// Cost terms for `family` with a codec of `bytesPerValue` (e.g. 1 for e4m3, 4 for fp32).
+// Includes the one-byte-per-rank non-finite flag round of comm's algorithms.
+AlgorithmCost algorithmCost(const std::string& family, int ranks, int64_t elements, double bytesPerValue);
+
+// An alpha-beta-gamma model (Hockney's alpha-beta model plus a compute term):
+//   T(alg, codec, N, n) = alpha * messages + beta * bytes + gamma[alg, codec] * work
+// alpha (s per message) and beta (s per byte) are shared by all algorithms (one network),
+// gamma (s per value) is per algorithm and codec (the codec's CPU speed). Fitted by
+// non-negative least squares on relative error, so small and large sizes weigh alike.
+class AllReducePerfModel {
+ public:
+  struct Key {
+    std::string algorithm;  // family, e.g. "two_shot"
+    std::string codec;
+    auto operator<=>(const Key&) const = default;
+  };
+
+  // bytesPerValue(codec) must be known for every record's codec.
+  void fit(const std::vector<BenchRecord>& records, const std::map<std::string, double>& bytesPerValue);
+
+  double alpha() const { return alpha_; }
+  double beta() const { return beta_; }
+  void setNetwork(double alpha, double beta) {
+    alpha_ = alpha;
+    beta_ = beta;
+  }
+  const std::map<Key, double>& gamma() const { return gamma_; }
+  bool knows(const Key& key) const { return gamma_.count(key) > 0; }
+
+  double predict(const Key& key, int ranks, int64_t elements, double bytesPerValue) const;
+  // Median |predicted - measured| / measured over the records it was fitted on.
+  double medianRelativeError() const { return medianRelativeError_; }
+
+ private:
+  double alpha_ = 0.0;
+  double beta_ = 0.0;
+  std::map<Key, double> gamma_;
+  double medianRelativeError_ = 0.0;
+};
+
+}  // namespace aps::perfmodel
