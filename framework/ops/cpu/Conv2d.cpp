@@ -4,6 +4,7 @@
 // shape alone and each GEMM runs on one thread, so the bits do not depend on the thread count.
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/ops/cpu/ConvWeightGrad.h"
 #include "framework/ops/cpu/Kernels.h"
 #include "framework/ops/cpu/PanelConv.h"
 #include "framework/ops/cpu/Reduce.h"
@@ -22,15 +23,8 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 using MatrixMap = Eigen::Map<RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
 using ConstMatrixMap = Eigen::Map<const RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
 
-// Images per weight-gradient chunk are chosen so that a batch splits into at most this many
-// chunks; each chunk sums its images' products into its own partial, and the partials are
-// added in chunk order, so the result depends on the batch size only, not on threads.
-constexpr int64_t kWeightChunks = 16;
-
 // Workspace slots used inside the parallel loops; kSlotPartials and kSlotFlipped belong to
 // the calling thread (slots 4 and 5 are taken by the panel convolution).
-constexpr int kSlotColumns = 0;
-constexpr int kSlotPartials = 2;
 constexpr int kSlotGradColumns = 3;
 constexpr int kSlotFlipped = 6;
 
@@ -60,43 +54,6 @@ ConvPlan makePlan(const Conv2dShape& s) {
   plan.crs = plan.cg * s.r * s.s;
   plan.pointwise = s.r == 1 && s.s == 1 && s.strideH == 1 && s.strideW == 1 && s.padH == 0 && s.padW == 0;
   return plan;
-}
-
-// col (crs, images * pq) <- the receptive fields of group g of `images` images starting at `in`.
-void im2col(float* col, const float* in, int64_t images, int64_t g, const Conv2dShape& s, const ConvPlan& plan) {
-  const int64_t ldc = images * plan.pq;
-  for (int64_t cg = 0; cg < plan.cg; ++cg) {
-    for (int64_t r = 0; r < s.r; ++r) {
-      for (int64_t t = 0; t < s.s; ++t) {
-        float* row = col + ((cg * s.r + r) * s.s + t) * ldc;
-        const int64_t iw0 = t * s.dilationW - s.padW;  // input column of output column 0
-        const int64_t qlo = s.strideW == 1 ? std::clamp<int64_t>(-iw0, 0, plan.q) : 0;
-        const int64_t qhi = s.strideW == 1 ? std::clamp<int64_t>(s.w - iw0, qlo, plan.q) : 0;
-        for (int64_t b = 0; b < images; ++b) {
-          const float* plane = in + (b * s.c + g * plan.cg + cg) * plan.hw;
-          float* dst = row + b * plan.pq;
-          for (int64_t p = 0; p < plan.p; ++p, dst += plan.q) {
-            const int64_t ih = p * s.strideH - s.padH + r * s.dilationH;
-            if (ih < 0 || ih >= s.h) {
-              std::fill(dst, dst + plan.q, 0.0f);
-              continue;
-            }
-            const float* src = plane + ih * s.w;
-            if (s.strideW == 1) {
-              std::fill(dst, dst + qlo, 0.0f);
-              std::memcpy(dst + qlo, src + iw0 + qlo, static_cast<size_t>(qhi - qlo) * sizeof(float));
-              std::fill(dst + qhi, dst + plan.q, 0.0f);
-            } else {
-              for (int64_t q = 0; q < plan.q; ++q) {
-                const int64_t iw = q * s.strideW + iw0;
-                dst[q] = iw >= 0 && iw < s.w ? src[iw] : 0.0f;
-              }
-            }
-          }
-        }
-      }
-    }
-  }
 }
 
 // The adjoint of im2col: adds the column gradients of group g back into `gradIn`, in row
@@ -197,46 +154,6 @@ void gradInputByColumns(float* gradIn, const float* gradOut, const float* weight
   });
 }
 
-// gradWeight = sum over images of gradOut_n (K, PQ) * col_n^T (PQ, CRS), per group.
-void gradWeightByColumns(float* gradWeight, const float* gradOut, const float* in, const Conv2dShape& s,
-                         const ConvPlan& plan) {
-  const int64_t weightSize = s.k * plan.crs;
-  const int64_t imagesPerChunk = (s.n + kWeightChunks - 1) / kWeightChunks;
-  const int64_t chunks = (s.n + imagesPerChunk - 1) / imagesPerChunk;
-  float* partials = Workspace::get(kSlotPartials, chunks * weightSize);
-  forEachChunk(chunks, [&](int64_t chunk) {
-    float* partial = partials + chunk * weightSize;
-    float* col = plan.pointwise ? nullptr : Workspace::get(kSlotColumns, plan.crs * plan.pq);
-    const int64_t n1 = std::min(s.n, (chunk + 1) * imagesPerChunk);
-    for (int64_t n = chunk * imagesPerChunk; n < n1; ++n) {
-      const float* image = in + n * s.c * plan.hw;
-      for (int64_t g = 0; g < s.groups; ++g) {
-        const float* colG = col;
-        if (plan.pointwise) {
-          colG = image + g * plan.cg * plan.hw;
-        } else {
-          im2col(col, image, 1, g, s, plan);
-        }
-        ConstMatrixMap x(colG, plan.crs, plan.pq, Eigen::OuterStride<>(plan.pq));
-        ConstMatrixMap dy(gradOut + (n * s.k + g * plan.kg) * plan.pq, plan.kg, plan.pq, Eigen::OuterStride<>(plan.pq));
-        MatrixMap dw(partial + g * plan.kg * plan.crs, plan.kg, plan.crs, Eigen::OuterStride<>(plan.crs));
-        if (n == chunk * imagesPerChunk) {
-          dw.noalias() = dy * x.transpose();
-        } else {
-          dw.noalias() += dy * x.transpose();
-        }
-      }
-    }
-  });
-  parallelFor(weightSize, 1024, [&](int64_t i0, int64_t i1) {
-    std::copy(partials + i0, partials + i1, gradWeight + i0);
-    for (int64_t chunk = 1; chunk < chunks; ++chunk) {
-      const float* part = partials + chunk * weightSize;
-      for (int64_t i = i0; i < i1; ++i) gradWeight[i] += part[i];
-    }
-  });
-}
-
 }  // namespace
 
 void conv2dForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape) {
@@ -266,11 +183,7 @@ void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const flo
     }
   }
   if (gradWeight != nullptr) {
-    if (detail::panelConvWeightGradSupported(s)) {
-      detail::panelConvWeightGrad(gradWeight, gradOut, in, s);
-    } else {
-      gradWeightByColumns(gradWeight, gradOut, in, s, plan);
-    }
+    detail::convWeightGrad(gradWeight, gradOut, in, s);
   }
 }
 

@@ -24,11 +24,6 @@ constexpr int64_t kTilesPerTask = 4;
 constexpr int kSlotPanel = 0;
 constexpr int kSlotPaddedInput = 4;
 constexpr int kSlotPackedWeights = 5;
-constexpr int kSlotWeightPartials = 5;
-constexpr int kSlotPaddedGrad = 7;
-// Images per weight-gradient chunk are chosen so that a batch splits into at most this many
-// chunks (a function of the batch size only).
-constexpr int64_t kWeightChunks = 16;
 
 // Where row d of the (depth, kCols) right-hand operand lives: a packed panel, or the
 // padded input itself at base + offsets[d] (the direct path, which packs nothing).
@@ -275,136 +270,7 @@ Geometry makeGeometry(const Conv2dShape& s) {
   return geo;
 }
 
-// Weight-gradient micro-kernel: for kRows filters (dy rows) and T taps (input rows at
-// fixed offsets), result[i][t] += sum over `images` images and `length` (a multiple of 8)
-// pixels of dy_i[j] * x_t[j]. The vector accumulators run across all the chunk's images
-// and their lanes are reduced once, in a fixed order.
-template <int T>
-inline void dotBlock(float* result, const float* const* dy, const float* x, const int64_t* tapOffsets, int64_t images,
-                     int64_t dyStride, int64_t xStride, int64_t length) {
-#ifdef APS_PANEL_AVX2
-  __m256 acc[kRows][T];
-  for (auto& row : acc) {
-    for (auto& a : row) a = _mm256_setzero_ps();
-  }
-  for (int64_t n = 0; n < images; ++n) {
-    const float* x0 = x + n * xStride + tapOffsets[0];
-    const float* x1 = x + n * xStride + tapOffsets[T > 1 ? 1 : 0];
-    const float* x2 = x + n * xStride + tapOffsets[T > 2 ? 2 : 0];
-    const float* d0 = dy[0] + n * dyStride;
-    const float* d1 = dy[1] + n * dyStride;
-    const float* d2 = dy[2] + n * dyStride;
-    const float* d3 = dy[3] + n * dyStride;
-    for (int64_t j = 0; j < length; j += 8) {
-      __m256 xv[T];
-      xv[0] = _mm256_loadu_ps(x0 + j);
-      if constexpr (T > 1) xv[1] = _mm256_loadu_ps(x1 + j);
-      if constexpr (T > 2) xv[2] = _mm256_loadu_ps(x2 + j);
-      const __m256 dv[kRows] = {_mm256_loadu_ps(d0 + j), _mm256_loadu_ps(d1 + j), _mm256_loadu_ps(d2 + j),
-                                _mm256_loadu_ps(d3 + j)};
-      for (int64_t i = 0; i < kRows; ++i) {
-        for (int t = 0; t < T; ++t) acc[i][t] = _mm256_fmadd_ps(dv[i], xv[t], acc[i][t]);
-      }
-    }
-  }
-  for (int64_t i = 0; i < kRows; ++i) {
-    for (int t = 0; t < T; ++t) {
-      alignas(32) float lanes[8];
-      _mm256_store_ps(lanes, acc[i][t]);
-      result[i * T + t] +=
-          ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
-    }
-  }
-#else
-  for (int64_t i = 0; i < kRows; ++i) {
-    for (int t = 0; t < T; ++t) {
-      float lanes[8] = {};
-      for (int64_t n = 0; n < images; ++n) {
-        for (int64_t j = 0; j < length; ++j)
-          lanes[j % 8] += dy[i][n * dyStride + j] * x[n * xStride + tapOffsets[t] + j];
-      }
-      result[i * T + t] +=
-          ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
-    }
-  }
-#endif
-}
-
 }  // namespace
-
-bool panelConvWeightGradSupported(const Conv2dShape& shape) { return shape.strideH == 1 && shape.strideW == 1; }
-
-void panelConvWeightGrad(float* gradWeight, const float* gradOut, const float* in, const Conv2dShape& shape) {
-  const Conv2dShape& s = shape;
-  const Geometry geo = makeGeometry(s);
-  // gradOut rows re-laid with the padded width; length rounded up to whole vectors.
-  const int64_t length = (geo.p * geo.wp + 7) / 8 * 8;
-  const int64_t tail = kSlack + 8 + s.dilationW * (s.s - 1);
-  float* padded = Workspace::get(kSlotPaddedInput, s.n * s.c * geo.planeSize + tail);
-  padInput(padded, in, tail, s, geo);
-  float* dyPadded = Workspace::get(kSlotPaddedGrad, s.n * s.k * length);
-  parallelFor(s.n * s.k, 8, [&](int64_t plane0, int64_t plane1) {
-    for (int64_t plane = plane0; plane < plane1; ++plane) {
-      float* dst = dyPadded + plane * length;
-      const float* src = gradOut + plane * geo.pq;
-      std::fill(dst, dst + length, 0.0f);
-      for (int64_t p = 0; p < geo.p; ++p) std::memcpy(dst + p * geo.wp, src + p * geo.q, geo.q * sizeof(float));
-    }
-  });
-
-  const int64_t weightSize = s.k * geo.kd;
-  const int64_t imagesPerChunk = (s.n + kWeightChunks - 1) / kWeightChunks;
-  const int64_t chunks = (s.n + imagesPerChunk - 1) / imagesPerChunk;
-  float* partials = Workspace::get(kSlotWeightPartials, chunks * weightSize);
-  const int threads = static_cast<int>(std::min<int64_t>(numThreads(), chunks));
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    float* partial = partials + chunk * weightSize;
-    const int64_t nBegin = chunk * imagesPerChunk;
-    const int64_t images = std::min(s.n, nBegin + imagesPerChunk) - nBegin;
-    for (int64_t g = 0; g < s.groups; ++g) {
-      for (int64_t block = 0; block < geo.blocks; ++block) {
-        const float* dy[kRows];
-        for (int64_t i = 0; i < kRows; ++i) {
-          const int64_t k = block * kRows + i;
-          // Past the group's last filter, reuse the first one; those results are discarded.
-          dy[i] = dyPadded + (nBegin * s.k + g * geo.kg + (k < geo.kg ? k : 0)) * length;
-        }
-        const int64_t dyStride = s.k * length;
-        for (int64_t c = 0; c < geo.cg; ++c) {
-          const float* x = padded + (nBegin * s.c + g * geo.cg + c) * geo.planeSize;
-          for (int64_t r = 0; r < s.r; ++r) {
-            for (int64_t t0 = 0; t0 < s.s; t0 += 3) {
-              const int taps = static_cast<int>(std::min<int64_t>(3, s.s - t0));
-              int64_t offsets[3];
-              for (int t = 0; t < taps; ++t) offsets[t] = r * s.dilationH * geo.wp + (t0 + t) * s.dilationW;
-              float result[kRows * 3] = {};
-              const int64_t xStride = s.c * geo.planeSize;
-              if (taps == 3) {
-                dotBlock<3>(result, dy, x, offsets, images, dyStride, xStride, length);
-              } else if (taps == 2) {
-                dotBlock<2>(result, dy, x, offsets, images, dyStride, xStride, length);
-              } else {
-                dotBlock<1>(result, dy, x, offsets, images, dyStride, xStride, length);
-              }
-              for (int64_t i = 0; i < kRows && block * kRows + i < geo.kg; ++i) {
-                float* w = partial + (g * geo.kg + block * kRows + i) * geo.kd + (c * s.r + r) * s.s + t0;
-                for (int t = 0; t < taps; ++t) w[t] = result[i * taps + t];
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-  parallelFor(weightSize, 1024, [&](int64_t i0, int64_t i1) {
-    std::copy(partials + i0, partials + i1, gradWeight + i0);
-    for (int64_t chunk = 1; chunk < chunks; ++chunk) {
-      const float* part = partials + chunk * weightSize;
-      for (int64_t i = i0; i < i1; ++i) gradWeight[i] += part[i];
-    }
-  });
-}
 
 void panelConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape) {
   const Conv2dShape& s = shape;

@@ -13,14 +13,4 @@ namespace aps::cpu::detail {
 // thread count.
 void panelConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape);
 
-// Whether panelConvWeightGrad handles this shape (unit stride).
-bool panelConvWeightGradSupported(const Conv2dShape& shape);
-
-// gradWeight (K, C/g, R, S) <- sum over images of gradOut (x) input patches, for unit
-// stride. Each weight is a dot product over output pixels: the padded input is read in
-// place at the tap's offset against gradOut laid out with the padded row width (zero in
-// the extra columns), eight pixels per FMA lane. Images are summed in fixed chunks whose
-// partials are added in chunk order, so the bits do not depend on the thread count.
-void panelConvWeightGrad(float* gradWeight, const float* gradOut, const float* in, const Conv2dShape& shape);
-
 }  // namespace aps::cpu::detail
