@@ -16,7 +16,8 @@ namespace aps::cpu::detail {
 namespace {
 
 constexpr int64_t kRows = 4;  // filters per dot block
-constexpr int kMaxTaps = 3;   // im2col rows per dot block: 4 x 3 accumulators fill 12 registers
+// im2col rows per dot block: 4 x 2 accumulators plus 4 + 2 operands fit the 16 registers.
+constexpr int kMaxTaps = 2;  // dotBlock is written for at most two
 constexpr int64_t kWeightChunks = 16;
 
 // Per-thread workspace slots (columns of one channel, gradOut of the chunk) and the
@@ -24,41 +25,50 @@ constexpr int64_t kWeightChunks = 16;
 constexpr int kSlotColumns = 0;
 constexpr int kSlotGradRows = 1;
 constexpr int kSlotPartials = 2;
+constexpr int kSlotAccumulators = 3;
+// Pixels walked per block: the block's gradOut rows and im2col rows stay in L1 while every
+// (filter block, tap group) pair passes over them, instead of streaming from L2 each time.
+constexpr int64_t kPixelBlock = 256;
 
 inline float reduceLanes(const float* lanes) {
   return ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
 }
 
-// result[i * T + t] = sum_j dy[i][j] * x[t][j] over `length` (a multiple of 8) floats of
-// 32-byte aligned rows.
+// acc[i][t] (8 lanes each) += dy[i][j] * x[t][j] for j in [begin, end) (multiples of 8),
+// rows 32-byte aligned. The accumulators stay in memory between calls so that the pixels
+// can be walked in L1-sized blocks without changing any lane's FMA chain.
 template <int T>
-inline void dotBlock(float* result, const float* const* dy, const float* const* x, int64_t length) {
+inline void dotBlock(float* acc, const float* const* dy, const float* const* x, int64_t begin, int64_t end) {
 #ifdef APS_WGRAD_AVX2
-  __m256 acc[kRows][T];
-  for (auto& row : acc) {
-    for (auto& a : row) a = _mm256_setzero_ps();
+  __m256 a[kRows][T];
+  for (int64_t i = 0; i < kRows; ++i) {
+    for (int t = 0; t < T; ++t) a[i][t] = _mm256_load_ps(acc + (i * kMaxTaps + t) * 8);
   }
-  for (int64_t j = 0; j < length; j += 8) {
-    __m256 xv[T];
-    for (int t = 0; t < T; ++t) xv[t] = _mm256_load_ps(x[t] + j);
+  for (int64_t j = begin; j < end; j += 8) {
+    // Keep every operand in a register: left alone, GCC folds loads into the FMAs as
+    // memory operands (12 loads per 8 FMAs instead of 6) and the loop becomes load-bound.
+    __m256 x0 = _mm256_load_ps(x[0] + j);
+    asm("" : "+x"(x0));
+    __m256 x1 = x0;
+    if constexpr (T > 1) {
+      x1 = _mm256_load_ps(x[1] + j);
+      asm("" : "+x"(x1));
+    }
     for (int64_t i = 0; i < kRows; ++i) {
-      const __m256 d = _mm256_load_ps(dy[i] + j);
-      for (int t = 0; t < T; ++t) acc[i][t] = _mm256_fmadd_ps(d, xv[t], acc[i][t]);
+      __m256 d = _mm256_load_ps(dy[i] + j);
+      asm("" : "+x"(d));
+      a[i][0] = _mm256_fmadd_ps(d, x0, a[i][0]);
+      if constexpr (T > 1) a[i][T - 1] = _mm256_fmadd_ps(d, x1, a[i][T - 1]);
     }
   }
   for (int64_t i = 0; i < kRows; ++i) {
-    for (int t = 0; t < T; ++t) {
-      alignas(32) float lanes[8];
-      _mm256_store_ps(lanes, acc[i][t]);
-      result[i * T + t] = reduceLanes(lanes);
-    }
+    for (int t = 0; t < T; ++t) _mm256_store_ps(acc + (i * kMaxTaps + t) * 8, a[i][t]);
   }
 #else
   for (int64_t i = 0; i < kRows; ++i) {
     for (int t = 0; t < T; ++t) {
-      float lanes[8] = {};
-      for (int64_t j = 0; j < length; ++j) lanes[j % 8] += dy[i][j] * x[t][j];
-      result[i * T + t] = reduceLanes(lanes);
+      float* lanes = acc + (i * kMaxTaps + t) * 8;
+      for (int64_t j = begin; j < end; ++j) lanes[j % 8] += dy[i][j] * x[t][j];
     }
   }
 #endif
@@ -86,9 +96,10 @@ void channelColumns(float* col, int64_t length, const float* in, int64_t images,
           }
           const float* src = plane + ih * s.w;
           if (s.strideW == 1) {
-            std::fill(dst, dst + qlo, 0.0f);
-            std::memcpy(dst + qlo, src + iw0 + qlo, static_cast<size_t>(qhi - qlo) * sizeof(float));
-            std::fill(dst + qhi, dst + q, 0.0f);
+            // Short rows: inline loops beat calls to memcpy/memset.
+            for (int64_t ow = 0; ow < qlo; ++ow) dst[ow] = 0.0f;
+            for (int64_t ow = qlo; ow < qhi; ++ow) dst[ow] = src[iw0 + ow];
+            for (int64_t ow = qhi; ow < q; ++ow) dst[ow] = 0.0f;
           } else {
             for (int64_t ow = 0; ow < q; ++ow) {
               const int64_t iw = ow * s.strideW + iw0;
@@ -123,34 +134,50 @@ void convWeightGrad(float* gradWeight, const float* gradOut, const float* in, co
     for (int64_t k = 0; k < s.k; ++k) {
       float* row = dyRows + k * length;
       for (int64_t b = 0; b < images; ++b) {
-        std::memcpy(row + b * pq, gradOut + ((n0 + b) * s.k + k) * pq, static_cast<size_t>(pq) * sizeof(float));
+        const float* src = gradOut + ((n0 + b) * s.k + k) * pq;
+        for (int64_t i = 0; i < pq; ++i) row[b * pq + i] = src[i];
       }
       std::fill(row + images * pq, row + length, 0.0f);
     }
     float* col = Workspace::get(kSlotColumns, rs * length);
     float* partial = partials + chunk * weightSize;
+    // Lane accumulators of every (filter block, tap group) of one channel.
+    const int64_t filterBlocks = (kg + kRows - 1) / kRows, tapGroups = (rs + kMaxTaps - 1) / kMaxTaps;
+    constexpr int64_t kAccSize = kRows * kMaxTaps * 8;
+    float* acc = Workspace::get(kSlotAccumulators, filterBlocks * tapGroups * kAccSize);
     for (int64_t g = 0; g < s.groups; ++g) {
       for (int64_t c = 0; c < cg; ++c) {
         channelColumns(col, length, in + n0 * s.c * s.h * s.w, images, g * cg + c, s, p, q);
-        for (int64_t k0 = 0; k0 < kg; k0 += kRows) {
-          const float* dy[kRows];
-          // Past the group's last filter, reuse its first; those results are discarded.
-          for (int64_t i = 0; i < kRows; ++i) dy[i] = dyRows + (g * kg + (k0 + i < kg ? k0 + i : k0)) * length;
-          for (int64_t t0 = 0; t0 < rs; t0 += kMaxTaps) {
-            const int taps = static_cast<int>(std::min<int64_t>(kMaxTaps, rs - t0));
-            const float* x[kMaxTaps];
-            for (int t = 0; t < taps; ++t) x[t] = col + (t0 + t) * length;
-            float result[kRows * kMaxTaps];
-            if (taps == 3) {
-              dotBlock<3>(result, dy, x, length);
-            } else if (taps == 2) {
-              dotBlock<2>(result, dy, x, length);
-            } else {
-              dotBlock<1>(result, dy, x, length);
+        std::fill(acc, acc + filterBlocks * tapGroups * kAccSize, 0.0f);
+        for (int64_t j0 = 0; j0 < length; j0 += kPixelBlock) {
+          const int64_t j1 = std::min(length, j0 + kPixelBlock);
+          for (int64_t block = 0; block < filterBlocks; ++block) {
+            const int64_t k0 = block * kRows;
+            const float* dy[kRows];
+            // Past the group's last filter, reuse its first; those results are discarded.
+            for (int64_t i = 0; i < kRows; ++i) dy[i] = dyRows + (g * kg + (k0 + i < kg ? k0 + i : k0)) * length;
+            for (int64_t group = 0; group < tapGroups; ++group) {
+              const int64_t t0 = group * kMaxTaps;
+              const float* x[kMaxTaps];
+              for (int64_t t = 0; t < kMaxTaps; ++t) x[t] = col + std::min(t0 + t, rs - 1) * length;
+              float* a = acc + (block * tapGroups + group) * kAccSize;
+              if (rs - t0 >= 2) {
+                dotBlock<2>(a, dy, x, j0, j1);
+              } else {
+                dotBlock<1>(a, dy, x, j0, j1);
+              }
             }
-            for (int64_t i = 0; i < kRows && k0 + i < kg; ++i) {
-              float* w = partial + (g * kg + k0 + i) * kd + c * rs + t0;
-              for (int t = 0; t < taps; ++t) w[t] = result[i * taps + t];
+          }
+        }
+        for (int64_t block = 0; block < filterBlocks; ++block) {
+          for (int64_t group = 0; group < tapGroups; ++group) {
+            const int64_t t0 = group * kMaxTaps;
+            const float* a = acc + (block * tapGroups + group) * kAccSize;
+            for (int64_t i = 0; i < kRows && block * kRows + i < kg; ++i) {
+              float* w = partial + (g * kg + block * kRows + i) * kd + c * rs + t0;
+              for (int64_t t = 0; t < std::min<int64_t>(kMaxTaps, rs - t0); ++t) {
+                w[t] = reduceLanes(a + (i * kMaxTaps + t) * 8);
+              }
             }
           }
         }
