@@ -23,8 +23,20 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 using MatrixMap = Eigen::Map<RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
 using ConstMatrixMap = Eigen::Map<const RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
 
+// Columns (output pixels over the images of a chunk) one forward GEMM aims for: large
+// enough to amortise packing the weights, small enough that the column matrix stays in cache.
+constexpr int64_t kTargetColumns = 1024;
+// At least this many forward chunks per batch (when the batch allows) to share the work.
+constexpr int64_t kMinChunks = 8;
+// Images per weight-gradient chunk are chosen so that a batch splits into at most this
+// many chunks (a function of N alone); chunk partials are added in chunk order.
+constexpr int64_t kWeightChunks = 16;
+
 // Workspace slots used inside the parallel loops; kSlotPartials and kSlotFlipped belong to
 // the calling thread (slots 4 and 5 are taken by the panel convolution).
+constexpr int kSlotColumns = 0;
+constexpr int kSlotStaging = 1;
+constexpr int kSlotPartials = 2;
 constexpr int kSlotGradColumns = 3;
 constexpr int kSlotFlipped = 6;
 
@@ -54,6 +66,43 @@ ConvPlan makePlan(const Conv2dShape& s) {
   plan.crs = plan.cg * s.r * s.s;
   plan.pointwise = s.r == 1 && s.s == 1 && s.strideH == 1 && s.strideW == 1 && s.padH == 0 && s.padW == 0;
   return plan;
+}
+
+// col (crs, images * pq) <- the receptive fields of group g of `images` images starting at `in`.
+void im2col(float* col, const float* in, int64_t images, int64_t g, const Conv2dShape& s, const ConvPlan& plan) {
+  const int64_t ldc = images * plan.pq;
+  for (int64_t cg = 0; cg < plan.cg; ++cg) {
+    for (int64_t r = 0; r < s.r; ++r) {
+      for (int64_t t = 0; t < s.s; ++t) {
+        float* row = col + ((cg * s.r + r) * s.s + t) * ldc;
+        const int64_t iw0 = t * s.dilationW - s.padW;  // input column of output column 0
+        const int64_t qlo = s.strideW == 1 ? std::clamp<int64_t>(-iw0, 0, plan.q) : 0;
+        const int64_t qhi = s.strideW == 1 ? std::clamp<int64_t>(s.w - iw0, qlo, plan.q) : 0;
+        for (int64_t b = 0; b < images; ++b) {
+          const float* plane = in + (b * s.c + g * plan.cg + cg) * plan.hw;
+          float* dst = row + b * plan.pq;
+          for (int64_t p = 0; p < plan.p; ++p, dst += plan.q) {
+            const int64_t ih = p * s.strideH - s.padH + r * s.dilationH;
+            if (ih < 0 || ih >= s.h) {
+              std::fill(dst, dst + plan.q, 0.0f);
+              continue;
+            }
+            const float* src = plane + ih * s.w;
+            if (s.strideW == 1) {
+              std::fill(dst, dst + qlo, 0.0f);
+              std::memcpy(dst + qlo, src + iw0 + qlo, static_cast<size_t>(qhi - qlo) * sizeof(float));
+              std::fill(dst + qhi, dst + plan.q, 0.0f);
+            } else {
+              for (int64_t q = 0; q < plan.q; ++q) {
+                const int64_t iw = q * s.strideW + iw0;
+                dst[q] = iw >= 0 && iw < s.w ? src[iw] : 0.0f;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 // The adjoint of im2col: adds the column gradients of group g back into `gradIn`, in row
@@ -98,6 +147,96 @@ void forEachChunk(int64_t chunks, const Body& body) {
   for (int64_t chunk = 0; chunk < chunks; ++chunk) body(chunk);
 }
 
+// Forward by im2col over chunks of images and one Eigen GEMM per chunk: for strided and
+// small-map shapes, where Eigen's vectorised packing beats gathering panels.
+void forwardByColumns(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& s,
+                      const ConvPlan& plan) {
+  const int64_t imagesPerChunk =
+      plan.pointwise ? 1
+                     : std::max<int64_t>(1, std::min(kTargetColumns / plan.pq, (s.n + kMinChunks - 1) / kMinChunks));
+  const int64_t chunks = (s.n + imagesPerChunk - 1) / imagesPerChunk;
+  forEachChunk(chunks, [&](int64_t chunk) {
+    const int64_t n0 = chunk * imagesPerChunk;
+    const int64_t images = std::min(imagesPerChunk, s.n - n0);
+    const int64_t cols = images * plan.pq;
+    const float* image = in + n0 * s.c * plan.hw;
+    float* col = plan.pointwise ? nullptr : Workspace::get(kSlotColumns, plan.crs * cols);
+    float* staging = images > 1 ? Workspace::get(kSlotStaging, plan.kg * cols) : nullptr;
+    for (int64_t g = 0; g < s.groups; ++g) {
+      const float* colG = col;
+      if (plan.pointwise) {
+        colG = image + g * plan.cg * plan.hw;
+      } else {
+        im2col(col, image, images, g, s, plan);
+      }
+      ConstMatrixMap w(weight + g * plan.kg * plan.crs, plan.kg, plan.crs, Eigen::OuterStride<>(plan.crs));
+      ConstMatrixMap x(colG, plan.crs, cols, Eigen::OuterStride<>(cols));
+      if (images == 1) {
+        MatrixMap y(out + (n0 * s.k + g * plan.kg) * plan.pq, plan.kg, cols, Eigen::OuterStride<>(cols));
+        y.noalias() = w * x;
+      } else {
+        MatrixMap y(staging, plan.kg, cols, Eigen::OuterStride<>(cols));
+        y.noalias() = w * x;
+        for (int64_t b = 0; b < images; ++b) {
+          for (int64_t k = 0; k < plan.kg; ++k) {
+            std::memcpy(out + ((n0 + b) * s.k + g * plan.kg + k) * plan.pq, staging + k * cols + b * plan.pq,
+                        static_cast<size_t>(plan.pq) * sizeof(float));
+          }
+        }
+      }
+    }
+    if (bias != nullptr) {
+      for (int64_t b = 0; b < images; ++b) {
+        for (int64_t k = 0; k < s.k; ++k) {
+          float* plane = out + ((n0 + b) * s.k + k) * plan.pq;
+          const float v = bias[k];
+          for (int64_t i = 0; i < plan.pq; ++i) plane[i] += v;
+        }
+      }
+    }
+  });
+}
+
+// gradWeight = sum over images of gradOut_n (K, PQ) * col_n^T (PQ, CRS), per group.
+void gradWeightByColumns(float* gradWeight, const float* gradOut, const float* in, const Conv2dShape& s,
+                         const ConvPlan& plan) {
+  const int64_t weightSize = s.k * plan.crs;
+  const int64_t imagesPerChunk = (s.n + kWeightChunks - 1) / kWeightChunks;
+  const int64_t chunks = (s.n + imagesPerChunk - 1) / imagesPerChunk;
+  float* partials = Workspace::get(kSlotPartials, chunks * weightSize);
+  forEachChunk(chunks, [&](int64_t chunk) {
+    float* partial = partials + chunk * weightSize;
+    float* col = plan.pointwise ? nullptr : Workspace::get(kSlotColumns, plan.crs * plan.pq);
+    const int64_t n1 = std::min(s.n, (chunk + 1) * imagesPerChunk);
+    for (int64_t n = chunk * imagesPerChunk; n < n1; ++n) {
+      const float* image = in + n * s.c * plan.hw;
+      for (int64_t g = 0; g < s.groups; ++g) {
+        const float* colG = col;
+        if (plan.pointwise) {
+          colG = image + g * plan.cg * plan.hw;
+        } else {
+          im2col(col, image, 1, g, s, plan);
+        }
+        ConstMatrixMap x(colG, plan.crs, plan.pq, Eigen::OuterStride<>(plan.pq));
+        ConstMatrixMap dy(gradOut + (n * s.k + g * plan.kg) * plan.pq, plan.kg, plan.pq, Eigen::OuterStride<>(plan.pq));
+        MatrixMap dw(partial + g * plan.kg * plan.crs, plan.kg, plan.crs, Eigen::OuterStride<>(plan.crs));
+        if (n == chunk * imagesPerChunk) {
+          dw.noalias() = dy * x.transpose();
+        } else {
+          dw.noalias() += dy * x.transpose();
+        }
+      }
+    }
+  });
+  parallelFor(weightSize, 1024, [&](int64_t i0, int64_t i1) {
+    std::copy(partials + i0, partials + i1, gradWeight + i0);
+    for (int64_t chunk = 1; chunk < chunks; ++chunk) {
+      const float* part = partials + chunk * weightSize;
+      for (int64_t i = i0; i < i1; ++i) gradWeight[i] += part[i];
+    }
+  });
+}
+
 // The input gradient of a stride-1 convolution is itself a convolution (the "full"
 // correlation of Dumoulin & Visin, "A guide to convolution arithmetic", 2016): of gradOut
 // with the filters flipped in space and transposed in channels, padded by
@@ -128,7 +267,11 @@ void gradInputByConvolution(float* gradIn, const float* gradOut, const float* we
   t.padH = s.dilationH * (s.r - 1) - s.padH;
   t.padW = s.dilationW * (s.s - 1) - s.padW;
   APS_ASSERT(t.outH() == s.h && t.outW() == s.w);
-  detail::panelConvForward(gradIn, gradOut, flipped, nullptr, t);
+  if (detail::panelConvSupported(t)) {
+    detail::panelConvForward(gradIn, gradOut, flipped, nullptr, t);
+  } else {
+    forwardByColumns(gradIn, gradOut, flipped, nullptr, t, makePlan(t));
+  }
 }
 
 // Any other stride: per image, gradCol = W^T * gradOut, then col2im.
@@ -157,8 +300,12 @@ void gradInputByColumns(float* gradIn, const float* gradOut, const float* weight
 }  // namespace
 
 void conv2dForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape) {
-  makePlan(shape);  // validates the shape
-  detail::panelConvForward(out, in, weight, bias, shape);
+  const ConvPlan plan = makePlan(shape);
+  if (detail::panelConvSupported(shape)) {
+    detail::panelConvForward(out, in, weight, bias, shape);
+  } else {
+    forwardByColumns(out, in, weight, bias, shape, plan);
+  }
 }
 
 void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const float* gradOut, const float* in,
@@ -183,7 +330,13 @@ void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const flo
     }
   }
   if (gradWeight != nullptr) {
-    detail::convWeightGrad(gradWeight, gradOut, in, s);
+    // Strided convolutions: Eigen's GEMM on per-image columns beats the dot products,
+    // whose im2col rows are gathered element by element.
+    if (s.strideH == 1 && s.strideW == 1) {
+      detail::convWeightGrad(gradWeight, gradOut, in, s);
+    } else {
+      gradWeightByColumns(gradWeight, gradOut, in, s, plan);
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 #include "framework/ops/cpu/PanelConv.h"
 
+#include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/ops/cpu/Workspace.h"
 
@@ -17,20 +18,15 @@ namespace {
 
 constexpr int64_t kRows = 4;   // filters per micro-tile
 constexpr int64_t kCols = 24;  // output pixels per micro-tile (three AVX registers)
-constexpr int64_t kSlack = 8;  // floats of over-read/over-write room for 8-wide copies
+constexpr int64_t kSlack = 8;  // floats of zero tail past the padded input
 constexpr int64_t kTilesPerTask = 4;
 
-// Caller-thread workspace slots (read by every thread) and the per-thread panel slot.
-constexpr int kSlotPanel = 0;
+// Caller-thread workspace slots, read by every thread.
 constexpr int kSlotPaddedInput = 4;
 constexpr int kSlotPackedWeights = 5;
 
-// Where row d of the (depth, kCols) right-hand operand lives: a packed panel, or the
-// padded input itself at base + offsets[d] (the direct path, which packs nothing).
-struct PackedRows {
-  const float* panel;
-  const float* row(int64_t d) const { return panel + d * kCols; }
-};
+// Where row d of the (depth, kCols) right-hand operand lives: the padded input itself at
+// base + offsets[d], so nothing is packed.
 struct InputRows {
   const float* base;
   const int64_t* offsets;
@@ -129,15 +125,6 @@ inline void microKernel16(float* tile, const float* a, const Rows& rows, int64_t
 #endif
 }
 
-// Copies `length` floats 8 at a time; may read and write up to 7 floats past the end.
-inline void copyRun(float* dst, const float* src, int64_t length) {
-#ifdef APS_PANEL_AVX2
-  for (int64_t t = 0; t < length; t += 8) _mm256_storeu_ps(dst + t, _mm256_loadu_ps(src + t));
-#else
-  std::memcpy(dst, src, static_cast<size_t>(length) * sizeof(float));
-#endif
-}
-
 struct Geometry {
   int64_t p, q, pq, cg, kg, kd, blocks;  // blocks: 4-filter blocks per group
   int64_t hp, wp, planeSize;             // zero-padded input plane
@@ -197,33 +184,6 @@ void tapOffsets(int64_t* offsets, const Conv2dShape& s, const Geometry& geo) {
   }
 }
 
-// A run of output pixels of one image row that lands in consecutive panel columns; base
-// is its first pixel's top-left input corner in the padded input (for group 0).
-struct Segment {
-  const float* base;
-  int64_t length, column;
-};
-
-// panel (kd, kCols) <- the im2col columns of the pixels in `segments` (group offset applied
-// by the caller through `shift`).
-void packPanel(float* panel, const Segment* segments, int64_t count, int64_t shift, const int64_t* offsets,
-               const Conv2dShape& s, const Geometry& geo) {
-  for (int64_t d = 0; d < geo.kd; ++d) {
-    float* row = panel + d * kCols;
-    const int64_t offset = offsets[d] + shift;
-    for (int64_t i = 0; i < count; ++i) {
-      const Segment& seg = segments[i];
-      const float* src = seg.base + offset;
-      if (s.strideW == 1) {
-        copyRun(row + seg.column, src, seg.length);
-      } else {
-        float* dst = row + seg.column;
-        for (int64_t j = 0; j < seg.length; ++j) dst[j] = src[j * s.strideW];
-      }
-    }
-  }
-}
-
 // Writes rows [0, rows) of a tile to out (+ bias): `columns` consecutive output pixels of
 // image n starting at pixel pq0, taken from tile columns [first, first + columns) with a
 // tile column stride of 1 pixel per column, skipping none.
@@ -269,37 +229,6 @@ void directTile(float* out, const float* padded, const float* packed, const floa
   }
 }
 
-// Packed path: tile of global columns [j0, j1) over all N * P * Q output pixels.
-void packedTile(float* out, float* panel, const float* padded, const float* packed, const float* bias,
-                const int64_t* offsets, int64_t j0, int64_t j1, const Conv2dShape& s, const Geometry& geo) {
-  alignas(32) float tile[kRows * kCols];
-  Segment segments[kCols];
-  int64_t count = 0;
-  for (int64_t j = j0; j < j1;) {
-    const int64_t n = j / geo.pq, pq = j % geo.pq;
-    const int64_t p = pq / geo.q, q = pq % geo.q;
-    const int64_t length = std::min(geo.q - q, j1 - j);
-    segments[count++] = {padded + (n * s.c * geo.hp + p * s.strideH) * geo.wp + q * s.strideW, length, j - j0};
-    j += length;
-  }
-  for (int64_t g = 0; g < s.groups; ++g) {
-    packPanel(panel, segments, count, g * geo.cg * geo.planeSize, offsets, s, geo);
-    const PackedRows rows{panel};
-    for (int64_t block = 0; block < geo.blocks; ++block) {
-      microKernel(tile, packed + (g * geo.blocks + block) * geo.kd * kRows, rows, geo.kd);
-      const int64_t kFirst = g * geo.kg + block * kRows;
-      const int64_t count2 = std::min(kRows, geo.kg - block * kRows);
-      // Within one image the pixels p * Q + q of a tile are contiguous.
-      for (int64_t j = j0; j < j1;) {
-        const int64_t n = j / geo.pq, pq = j % geo.pq;
-        const int64_t length = std::min(geo.pq - pq, j1 - j);
-        storeRun(out + (n * s.k + kFirst) * geo.pq + pq, tile, j - j0, length, count2, kFirst, bias, geo.pq);
-        j += length;
-      }
-    }
-  }
-}
-
 Geometry makeGeometry(const Conv2dShape& s) {
   Geometry geo{};
   geo.p = s.outH();
@@ -326,9 +255,12 @@ Geometry makeGeometry(const Conv2dShape& s) {
 
 }  // namespace
 
+bool panelConvSupported(const Conv2dShape& shape) { return makeGeometry(shape).direct; }
+
 void panelConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape) {
   const Conv2dShape& s = shape;
   const Geometry geo = makeGeometry(s);
+  APS_ASSERT(geo.direct);
 
   float* packed = Workspace::get(kSlotPackedWeights, s.groups * geo.blocks * geo.kd * kRows + geo.kd * 2);
   packWeights(packed, weight, s, geo);
@@ -336,25 +268,19 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
   auto* offsets = reinterpret_cast<int64_t*>(packed + s.groups * geo.blocks * geo.kd * kRows);
   tapOffsets(offsets, s, geo);
   // Over-wide direct tiles read up to a tile (plus the filter's reach) past the last pixel.
-  const int64_t tail = kSlack + (geo.direct ? geo.directColumns : 0);
+  const int64_t tail = kSlack + geo.directColumns;
   float* padded = Workspace::get(kSlotPaddedInput, s.n * s.c * geo.planeSize + tail);
   padInput(padded, in, tail, s, geo);
 
   const int64_t tilesPerImage = geo.directColumns / geo.directWidth;
-  const int64_t tiles = geo.direct ? s.n * tilesPerImage : (s.n * geo.pq + kCols - 1) / kCols;
+  const int64_t tiles = s.n * tilesPerImage;
   const int64_t tasks = (tiles + kTilesPerTask - 1) / kTilesPerTask;
   const int threads = static_cast<int>(std::min<int64_t>(numThreads(), tasks));
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
   for (int64_t task = 0; task < tasks; ++task) {
-    float* panel = geo.direct ? nullptr : Workspace::get(kSlotPanel, geo.kd * kCols + kSlack);
     const int64_t last = std::min(tiles, (task + 1) * kTilesPerTask);
     for (int64_t tile = task * kTilesPerTask; tile < last; ++tile) {
-      if (geo.direct) {
-        directTile(out, padded, packed, bias, offsets, tile / tilesPerImage, tile % tilesPerImage, s, geo);
-      } else {
-        packedTile(out, panel, padded, packed, bias, offsets, tile * kCols, std::min(s.n * geo.pq, (tile + 1) * kCols),
-                   s, geo);
-      }
+      directTile(out, padded, packed, bias, offsets, tile / tilesPerImage, tile % tilesPerImage, s, geo);
     }
   }
 }
