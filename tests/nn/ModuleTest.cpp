@@ -1,5 +1,6 @@
 #include "framework/autograd/Engine.h"
 #include "framework/core/Error.h"
+#include "framework/core/Parallel.h"
 #include "framework/nn/AdaptiveAvgPool2d.h"
 #include "framework/nn/AvgPool2d.h"
 #include "framework/nn/BatchNorm2d.h"
@@ -172,6 +173,33 @@ TEST(Module, TrainingStepGradientsReachEveryParameter) {
   }
   net.zeroGrad();
   for (const auto& p : net.namedParameters()) EXPECT_EQ(aps::ops::sum(p.tensor.grad()).item(), 0.0f) << p.name;
+}
+
+// Same seed and data => same loss and gradient bits, whatever the thread count.
+TEST(Module, TrainingStepIsBitIdenticalAcrossThreadCounts) {
+  std::vector<std::vector<float>> runs;
+  for (int threads : {1, 2, 3}) {
+    aps::setNumThreads(threads);
+    aps::Rng rng(12);
+    TinyNet net(rng);
+    Tensor x = Tensor::randn({4, 3, 8, 8}, rng);
+    std::vector<int64_t> labels{0, 1, 2, 3};
+    Tensor loss = aps::ops::crossEntropy(net.forward(x), Tensor::fromVector(labels, {4}));
+    aps::autograd::backward(loss);
+    std::vector<float> bits{loss.item()};
+    for (const auto& p : net.namedParameters()) {
+      const auto g = p.tensor.grad().toFloatVector();
+      bits.insert(bits.end(), g.begin(), g.end());
+    }
+    for (const auto& b : net.namedBuffers()) {
+      const auto v = b.tensor.toFloatVector();
+      bits.insert(bits.end(), v.begin(), v.end());
+    }
+    runs.push_back(bits);
+  }
+  aps::setNumThreads(2);
+  EXPECT_EQ(runs[0], runs[1]);
+  EXPECT_EQ(runs[0], runs[2]);
 }
 
 TEST(Layers, GradientsThroughModules) {
