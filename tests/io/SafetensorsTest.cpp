@@ -82,7 +82,9 @@ TEST_F(Safetensors, RoundTripIsBitExactForEveryDtype) {
     EXPECT_EQ(b.dtype(), a.dtype());
     EXPECT_EQ(b.sizes(), a.sizes());
     const Tensor ac = a.contiguous();
-    EXPECT_EQ(std::memcmp(ac.rawData(), b.rawData(), ac.buffer().bytes()), 0) << tensors[i].name;
+    if (ac.numel() > 0) {  // an empty tensor has no storage to compare
+      EXPECT_EQ(std::memcmp(ac.rawData(), b.rawData(), ac.buffer().bytes()), 0) << tensors[i].name;
+    }
   }
   EXPECT_EQ(loaded.metadata, (std::map<std::string, std::string>{{"format", "pt"}, {"step", "42"}}));
   // Header length is a multiple of 8 (data aligned) and no temporary file is left behind.
