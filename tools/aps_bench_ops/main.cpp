@@ -1,6 +1,7 @@
 // aps_bench_ops: times the CPU convolution kernels on the layer shapes of a CIFAR ResNet-20
 // (He et al., 2016) fed 1x28x28 images, and prints one JSON line per layer plus a total.
 // torch_conv_bench.py next to this file times the same shapes in PyTorch.
+#include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/ops/cpu/Kernels.h"
 #include "tools/common/ToolMain.h"
@@ -77,6 +78,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--layer", only, "time only the layer with this name");
   return aps::runTool(app, argc, argv, [&] {
+    APS_CHECK(only.empty() || std::any_of(kResNet20.begin(), kResNet20.end(),
+                                          [&](const Layer& layer) { return layer.name == only; }),
+              "aps_bench_ops: unknown --layer '{}'", only);
     aps::setNumThreads(threads);
     std::mt19937 rng(1);
     std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -69,18 +69,19 @@ void maxPool2dForward(float* out, int64_t* argmax, const float* in, const Pool2d
           const Window ww = window(ow, s.strideW, s.padW, s.kernelW, s.w);
           float best = -std::numeric_limits<float>::infinity();
           int64_t bestIndex = wh.begin * s.w + ww.begin;
-          // First maximum in scan order wins; NaN propagates, as in PyTorch.
-          for (int64_t ih = wh.begin; ih < wh.end; ++ih) {
+          // First maximum in scan order wins; a NaN wins and ends the scan, as in PyTorch.
+          bool sawNaN = false;
+          for (int64_t ih = wh.begin; ih < wh.end && !sawNaN; ++ih) {
             for (int64_t iw = ww.begin; iw < ww.end; ++iw) {
               const float v = x[ih * s.w + iw];
               if (v > best || std::isnan(v)) {
                 best = v;
                 bestIndex = ih * s.w + iw;
-                if (std::isnan(v)) goto done;
+                sawNaN = std::isnan(v);
+                if (sawNaN) break;
               }
             }
           }
-        done:
           const int64_t o = plane * p * q + oh * q + ow;
           out[o] = best;
           if (argmax != nullptr) argmax[o] = bestIndex;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,17 @@ TEST_P(MaxPoolFixture, MatchesPyTorch) {
   std::vector<float> gradIn(f.floats("in").size(), 7.0f);
   aps::cpu::maxPool2dBackward(gradIn.data(), f.floats("grad_out").data(), argmax.data(), s);
   EXPECT_MATCHES(gradIn, f, "grad_in");
+}
+
+TEST(MaxPoolKernel, NaNWinsItsWindowAsInPyTorch) {
+  aps::cpu::Pool2dShape s;
+  s.h = 2, s.w = 2, s.kernelH = 2, s.kernelW = 2, s.strideH = 2, s.strideW = 2;
+  const std::vector<float> in = {1.0f, std::nanf(""), 5.0f, 2.0f};
+  float out = 0.0f;
+  int64_t argmax = -1;
+  aps::cpu::maxPool2dForward(&out, &argmax, in.data(), s);
+  EXPECT_TRUE(std::isnan(out));
+  EXPECT_EQ(argmax, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, MaxPoolFixture, ::testing::Values("max_pool_k3s2p1", "max_pool_k2s2"));
