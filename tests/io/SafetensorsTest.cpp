@@ -166,6 +166,19 @@ TEST_F(Safetensors, RejectsMalformedFilesWithAClearError) {
   EXPECT_NE(loadError(file("does_not_exist")).find("cannot open"), std::string::npos);
 }
 
+TEST(SafetensorsDescribe, ListsTensorsWithStatistics) {
+  io::SafetensorsContents contents;
+  contents.metadata["format"] = "pt";
+  contents.tensors.push_back({"fc.weight", Tensor::fromVector({1.0f, -3.0f, NAN, 5.0f}, {2, 2})});
+  std::vector<int64_t> steps{7};
+  contents.tensors.push_back({"step", Tensor::fromVector(steps, {})});
+  const std::string text = io::describeSafetensors(contents);
+  EXPECT_NE(text.find("metadata format = pt"), std::string::npos) << text;
+  EXPECT_NE(text.find("fc.weight F32 [2, 2] 16 bytes min -3 max 5 mean 1 non-finite 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("step I64 [] 8 bytes\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("2 tensors, 24 bytes"), std::string::npos) << text;
+}
+
 TEST(SafetensorsDType, NamesRoundTrip) {
   for (auto t : {DType::Float32, DType::Float16, DType::BFloat16, DType::UInt8, DType::Int32, DType::Int64}) {
     EXPECT_EQ(io::parseSafetensorsDType(io::safetensorsDType(t)), t);
