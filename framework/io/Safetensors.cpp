@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -199,6 +200,37 @@ SafetensorsContents loadSafetensors(const std::string& path) {
     contents.tensors.push_back({e.name, t});
   }
   return contents;
+}
+
+std::string describeSafetensors(const SafetensorsContents& contents) {
+  std::string out;
+  for (const auto& [key, value] : contents.metadata) out += fmt::format("metadata {} = {}\n", key, value);
+  size_t total = 0;
+  for (const auto& [name, tensor] : contents.tensors) {
+    const size_t bytes = tensor.buffer().bytes();
+    total += bytes;
+    out += fmt::format("{} {} {} {} bytes", name, safetensorsDType(tensor.dtype()), tensor.shapeString(), bytes);
+    const bool floating =
+        tensor.dtype() == DType::Float32 || tensor.dtype() == DType::Float16 || tensor.dtype() == DType::BFloat16;
+    if (floating && tensor.numel() > 0) {
+      double lo = std::numeric_limits<double>::infinity(), hi = -lo, sum = 0.0;
+      int64_t finite = 0;
+      for (float v : tensor.toFloatVector()) {
+        if (!std::isfinite(v)) continue;
+        lo = std::min<double>(lo, v);
+        hi = std::max<double>(hi, v);
+        sum += v;
+        ++finite;
+      }
+      if (finite > 0) {
+        out += fmt::format(" min {:.6g} max {:.6g} mean {:.6g}", lo, hi, sum / static_cast<double>(finite));
+      }
+      if (finite < tensor.numel()) out += fmt::format(" non-finite {}", tensor.numel() - finite);
+    }
+    out += "\n";
+  }
+  out += fmt::format("{} tensors, {} bytes\n", contents.tensors.size(), total);
+  return out;
 }
 
 }  // namespace aps::io

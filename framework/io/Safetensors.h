@@ -28,6 +28,10 @@ void saveSafetensors(const std::string& path, const NamedTensors& tensors,
 // aps::Error naming the file and the problem.
 SafetensorsContents loadSafetensors(const std::string& path);
 
+// A human-readable table: metadata, then one line per tensor (name, dtype, shape, bytes and,
+// for floating-point tensors, min / max / mean / number of non-finite values).
+std::string describeSafetensors(const SafetensorsContents& contents);
+
 // "F32", "F16", "BF16", "U8", "I32", "I64"; and back (throws naming the value).
 std::string_view safetensorsDType(DType dtype);
 DType parseSafetensorsDType(std::string_view name);
