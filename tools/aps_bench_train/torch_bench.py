@@ -77,14 +77,17 @@ def main():
 
     for _ in range(args.warmup):
         step()
+    cpu_start = time.process_time()  # user + system CPU: less noisy than wall time on a shared machine
     start = time.perf_counter()
     for _ in range(args.steps):
         loss = step()
     seconds = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start
     print(json.dumps({"tool": "torch_bench", "torch": torch.__version__, "model": args.model, "input": args.input,
                       "batch": args.batch, "threads": args.threads, "steps": args.steps,
                       "step_ms": round(1e3 * seconds / args.steps, 2),
                       "images_per_s": round(args.batch * args.steps / seconds, 1),
+                      "cpu_ms_per_step": round(1e3 * cpu / args.steps, 2),
                       "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
                       "last_loss": round(loss, 4)}))
 
