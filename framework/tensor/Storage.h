@@ -11,7 +11,7 @@ namespace aps {
 // and slicing share it. CPU memory is aligned to kAlignment bytes for SIMD loads.
 class Storage {
  public:
-  static constexpr size_t kAlignment = 64;
+  static constexpr size_t kAlignment = 64;  // CpuAllocator::kAlignment
 
   // Uninitialised memory of `bytes` bytes (zeroed when `zeroed`).
   explicit Storage(size_t bytes, bool zeroed = false, Device device = Device::cpu());

@@ -1,5 +1,6 @@
 #include "framework/autograd/Engine.h"
 #include "framework/core/Error.h"
+#include "framework/core/Parallel.h"
 #include "framework/nn/AdaptiveAvgPool2d.h"
 #include "framework/nn/AvgPool2d.h"
 #include "framework/nn/BatchNorm2d.h"
@@ -174,15 +175,42 @@ TEST(Module, TrainingStepGradientsReachEveryParameter) {
   for (const auto& p : net.namedParameters()) EXPECT_EQ(aps::ops::sum(p.tensor.grad()).item(), 0.0f) << p.name;
 }
 
+// Same seed and data => same loss and gradient bits, whatever the thread count.
+TEST(Module, TrainingStepIsBitIdenticalAcrossThreadCounts) {
+  std::vector<std::vector<float>> runs;
+  for (int threads : {1, 2, 3}) {
+    aps::setNumThreads(threads);
+    aps::Rng rng(12);
+    TinyNet net(rng);
+    Tensor x = Tensor::randn({4, 3, 8, 8}, rng);
+    std::vector<int64_t> labels{0, 1, 2, 3};
+    Tensor loss = aps::ops::crossEntropy(net.forward(x), Tensor::fromVector(labels, {4}));
+    aps::autograd::backward(loss);
+    std::vector<float> bits{loss.item()};
+    for (const auto& p : net.namedParameters()) {
+      const auto g = p.tensor.grad().toFloatVector();
+      bits.insert(bits.end(), g.begin(), g.end());
+    }
+    for (const auto& b : net.namedBuffers()) {
+      const auto v = b.tensor.toFloatVector();
+      bits.insert(bits.end(), v.begin(), v.end());
+    }
+    runs.push_back(bits);
+  }
+  aps::setNumThreads(2);
+  EXPECT_EQ(runs[0], runs[1]);
+  EXPECT_EQ(runs[0], runs[2]);
+}
+
 TEST(Layers, GradientsThroughModules) {
   aps::Rng rng(6);
   nn::Sequential seq;
-  seq.add(std::make_shared<nn::Conv2d>(nn::Conv2dSpec{.in = 2, .out = 3, .kernel = 3, .padding = 1}, rng));
-  seq.add(std::make_shared<nn::BatchNorm2d>(3));
+  seq.add(std::make_shared<nn::Conv2d>(nn::Conv2dSpec{.in = 2, .out = 2, .kernel = 3, .padding = 1}, rng));
+  seq.add(std::make_shared<nn::BatchNorm2d>(2));
   seq.add(std::make_shared<nn::AvgPool2d>(aps::ops::Pool2dOptions{2, 2}));
   seq.add(std::make_shared<nn::Flatten>());
-  seq.add(std::make_shared<nn::Linear>(12, 2, rng));
-  Tensor x = Tensor::randn({3, 2, 4, 4}, rng).setRequiresGrad();
+  seq.add(std::make_shared<nn::Linear>(8, 2, rng));
+  Tensor x = Tensor::randn({2, 2, 4, 4}, rng).setRequiresGrad();
   std::vector<Tensor> inputs{x};
   for (auto& p : seq.parameters()) inputs.push_back(p);
   aps::testing::expectGradientsMatch([&](const std::vector<Tensor>&) { return seq.forward(x); }, inputs,

@@ -1,4 +1,5 @@
 #include "framework/core/Error.h"
+#include "framework/tensor/CpuAllocator.h"
 #include "framework/tensor/HalfFloat.h"
 #include "framework/tensor/Tensor.h"
 
@@ -30,6 +31,25 @@ TEST(Tensor, FactoriesFillShapesAndDtypes) {
   EXPECT_EQ(Tensor::scalar(3.0f).dim(), 0);
   EXPECT_EQ(Tensor::scalar(3.0f).item(), 3.0f);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(Tensor::empty({7}).rawData()) % aps::Storage::kAlignment, 0u);
+}
+
+TEST(CpuAllocator, ReusesFreedBlocksOfTheSameSize) {
+  auto& allocator = aps::CpuAllocator::instance();
+  allocator.emptyCache();
+  const void* first = nullptr;
+  {
+    Tensor big = Tensor::zeros({1 << 18});
+    first = big.rawData();
+  }
+  EXPECT_EQ(allocator.cachedBytes(), size_t{1} << 20);
+  Tensor again = Tensor::zeros({1 << 18});
+  EXPECT_EQ(again.rawData(), first);                         // the cached block came back...
+  for (float v : again.toFloatVector()) ASSERT_EQ(v, 0.0f);  // ...and zeros() cleared it
+  EXPECT_EQ(allocator.cachedBytes(), 0u);
+  allocator.setCacheLimit(0);
+  { Tensor other = Tensor::empty({1 << 18}); }
+  EXPECT_EQ(allocator.cachedBytes(), 0u);  // over the limit: freed, not cached
+  allocator.setCacheLimit(size_t{4} << 30);
 }
 
 TEST(Tensor, RandomFactoriesAreReproducibleFromTheRng) {

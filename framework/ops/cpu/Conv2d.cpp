@@ -4,6 +4,7 @@
 // shape alone and each GEMM runs on one thread, so the bits do not depend on the thread count.
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/ops/cpu/ConvWeightGrad.h"
 #include "framework/ops/cpu/Kernels.h"
 #include "framework/ops/cpu/PanelConv.h"
 #include "framework/ops/cpu/Reduce.h"
@@ -22,14 +23,19 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 using MatrixMap = Eigen::Map<RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
 using ConstMatrixMap = Eigen::Map<const RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
 
-// Images per weight-gradient chunk are chosen so that a batch splits into at most this many
-// chunks; each chunk sums its images' products into its own partial, and the partials are
-// added in chunk order, so the result depends on the batch size only, not on threads.
+// Columns (output pixels over the images of a chunk) one forward GEMM aims for: large
+// enough to amortise packing the weights, small enough that the column matrix stays in cache.
+constexpr int64_t kTargetColumns = 1024;
+// At least this many forward chunks per batch (when the batch allows) to share the work.
+constexpr int64_t kMinChunks = 8;
+// Images per weight-gradient chunk are chosen so that a batch splits into at most this
+// many chunks (a function of N alone); chunk partials are added in chunk order.
 constexpr int64_t kWeightChunks = 16;
 
 // Workspace slots used inside the parallel loops; kSlotPartials and kSlotFlipped belong to
 // the calling thread (slots 4 and 5 are taken by the panel convolution).
 constexpr int kSlotColumns = 0;
+constexpr int kSlotStaging = 1;
 constexpr int kSlotPartials = 2;
 constexpr int kSlotGradColumns = 3;
 constexpr int kSlotFlipped = 6;
@@ -141,57 +147,51 @@ void forEachChunk(int64_t chunks, const Body& body) {
   for (int64_t chunk = 0; chunk < chunks; ++chunk) body(chunk);
 }
 
-// The input gradient of a stride-1 convolution is itself a convolution (the "full"
-// correlation of Dumoulin & Visin, "A guide to convolution arithmetic", 2016): of gradOut
-// with the filters flipped in space and transposed in channels, padded by
-// dilation * (kernel - 1) - pad. That runs on the fast forward path and needs no col2im.
-bool gradInputIsConvolution(const Conv2dShape& s) {
-  return s.strideH == 1 && s.strideW == 1 && s.padH <= s.dilationH * (s.r - 1) && s.padW <= s.dilationW * (s.s - 1);
-}
-
-void gradInputByConvolution(float* gradIn, const float* gradOut, const float* weight, const Conv2dShape& s,
-                            const ConvPlan& plan) {
-  const int64_t rs = s.r * s.s;
-  // flipped (C, K/g, R, S): flipped[g*Cg + c][k][r][t] = weight[g*Kg + k][c][R-1-r][S-1-t]
-  float* flipped = Workspace::get(kSlotFlipped, s.c * plan.kg * rs);
-  for (int64_t g = 0; g < s.groups; ++g) {
-    for (int64_t k = 0; k < plan.kg; ++k) {
-      for (int64_t c = 0; c < plan.cg; ++c) {
-        const float* src = weight + ((g * plan.kg + k) * plan.cg + c) * rs;
-        float* dst = flipped + ((g * plan.cg + c) * plan.kg + k) * rs;
-        for (int64_t i = 0; i < rs; ++i) dst[i] = src[rs - 1 - i];
+// Forward by im2col over chunks of images and one Eigen GEMM per chunk: for strided and
+// small-map shapes, where Eigen's vectorised packing beats gathering panels.
+void forwardByColumns(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& s,
+                      const ConvPlan& plan) {
+  const int64_t imagesPerChunk =
+      plan.pointwise ? 1
+                     : std::max<int64_t>(1, std::min(kTargetColumns / plan.pq, (s.n + kMinChunks - 1) / kMinChunks));
+  const int64_t chunks = (s.n + imagesPerChunk - 1) / imagesPerChunk;
+  forEachChunk(chunks, [&](int64_t chunk) {
+    const int64_t n0 = chunk * imagesPerChunk;
+    const int64_t images = std::min(imagesPerChunk, s.n - n0);
+    const int64_t cols = images * plan.pq;
+    const float* image = in + n0 * s.c * plan.hw;
+    float* col = plan.pointwise ? nullptr : Workspace::get(kSlotColumns, plan.crs * cols);
+    float* staging = images > 1 ? Workspace::get(kSlotStaging, plan.kg * cols) : nullptr;
+    for (int64_t g = 0; g < s.groups; ++g) {
+      const float* colG = col;
+      if (plan.pointwise) {
+        colG = image + g * plan.cg * plan.hw;
+      } else {
+        im2col(col, image, images, g, s, plan);
+      }
+      ConstMatrixMap w(weight + g * plan.kg * plan.crs, plan.kg, plan.crs, Eigen::OuterStride<>(plan.crs));
+      ConstMatrixMap x(colG, plan.crs, cols, Eigen::OuterStride<>(cols));
+      if (images == 1) {
+        MatrixMap y(out + (n0 * s.k + g * plan.kg) * plan.pq, plan.kg, cols, Eigen::OuterStride<>(cols));
+        y.noalias() = w * x;
+      } else {
+        MatrixMap y(staging, plan.kg, cols, Eigen::OuterStride<>(cols));
+        y.noalias() = w * x;
+        for (int64_t b = 0; b < images; ++b) {
+          for (int64_t k = 0; k < plan.kg; ++k) {
+            std::memcpy(out + ((n0 + b) * s.k + g * plan.kg + k) * plan.pq, staging + k * cols + b * plan.pq,
+                        static_cast<size_t>(plan.pq) * sizeof(float));
+          }
+        }
       }
     }
-  }
-  Conv2dShape t = s;
-  t.c = s.k;
-  t.k = s.c;
-  t.h = plan.p;
-  t.w = plan.q;
-  t.padH = s.dilationH * (s.r - 1) - s.padH;
-  t.padW = s.dilationW * (s.s - 1) - s.padW;
-  APS_ASSERT(t.outH() == s.h && t.outW() == s.w);
-  detail::panelConvForward(gradIn, gradOut, flipped, nullptr, t);
-}
-
-// Any other stride: per image, gradCol = W^T * gradOut, then col2im.
-void gradInputByColumns(float* gradIn, const float* gradOut, const float* weight, const Conv2dShape& s,
-                        const ConvPlan& plan) {
-  forEachChunk(s.n, [&](int64_t n) {
-    const float* dyImage = gradOut + n * s.k * plan.pq;
-    float* gradImage = gradIn + n * s.c * plan.hw;
-    float* gradCol = plan.pointwise ? nullptr : Workspace::get(kSlotGradColumns, plan.crs * plan.pq);
-    if (!plan.pointwise) std::fill(gradImage, gradImage + s.c * plan.hw, 0.0f);
-    for (int64_t g = 0; g < s.groups; ++g) {
-      ConstMatrixMap dy(dyImage + g * plan.kg * plan.pq, plan.kg, plan.pq, Eigen::OuterStride<>(plan.pq));
-      ConstMatrixMap w(weight + g * plan.kg * plan.crs, plan.kg, plan.crs, Eigen::OuterStride<>(plan.crs));
-      if (plan.pointwise) {
-        MatrixMap dx(gradImage + g * plan.cg * plan.hw, plan.crs, plan.pq, Eigen::OuterStride<>(plan.pq));
-        dx.noalias() = w.transpose() * dy;
-      } else {
-        MatrixMap dcol(gradCol, plan.crs, plan.pq, Eigen::OuterStride<>(plan.pq));
-        dcol.noalias() = w.transpose() * dy;
-        col2im(gradImage, gradCol, 1, g, s, plan);
+    if (bias != nullptr) {
+      for (int64_t b = 0; b < images; ++b) {
+        for (int64_t k = 0; k < s.k; ++k) {
+          float* plane = out + ((n0 + b) * s.k + k) * plan.pq;
+          const float v = bias[k];
+          for (int64_t i = 0; i < plan.pq; ++i) plane[i] += v;
+        }
       }
     }
   });
@@ -237,11 +237,75 @@ void gradWeightByColumns(float* gradWeight, const float* gradOut, const float* i
   });
 }
 
+// The input gradient of a stride-1 convolution is itself a convolution (the "full"
+// correlation of Dumoulin & Visin, "A guide to convolution arithmetic", 2016): of gradOut
+// with the filters flipped in space and transposed in channels, padded by
+// dilation * (kernel - 1) - pad. That runs on the fast forward path and needs no col2im.
+bool gradInputIsConvolution(const Conv2dShape& s) {
+  return s.strideH == 1 && s.strideW == 1 && s.padH <= s.dilationH * (s.r - 1) && s.padW <= s.dilationW * (s.s - 1);
+}
+
+void gradInputByConvolution(float* gradIn, const float* gradOut, const float* weight, const Conv2dShape& s,
+                            const ConvPlan& plan) {
+  const int64_t rs = s.r * s.s;
+  // flipped (C, K/g, R, S): flipped[g*Cg + c][k][r][t] = weight[g*Kg + k][c][R-1-r][S-1-t]
+  float* flipped = Workspace::get(kSlotFlipped, s.c * plan.kg * rs);
+  for (int64_t g = 0; g < s.groups; ++g) {
+    for (int64_t k = 0; k < plan.kg; ++k) {
+      for (int64_t c = 0; c < plan.cg; ++c) {
+        const float* src = weight + ((g * plan.kg + k) * plan.cg + c) * rs;
+        float* dst = flipped + ((g * plan.cg + c) * plan.kg + k) * rs;
+        for (int64_t i = 0; i < rs; ++i) dst[i] = src[rs - 1 - i];
+      }
+    }
+  }
+  Conv2dShape t = s;
+  t.c = s.k;
+  t.k = s.c;
+  t.h = plan.p;
+  t.w = plan.q;
+  t.padH = s.dilationH * (s.r - 1) - s.padH;
+  t.padW = s.dilationW * (s.s - 1) - s.padW;
+  APS_ASSERT(t.outH() == s.h && t.outW() == s.w);
+  if (detail::panelConvSupported(t)) {
+    detail::panelConvForward(gradIn, gradOut, flipped, nullptr, t);
+  } else {
+    forwardByColumns(gradIn, gradOut, flipped, nullptr, t, makePlan(t));
+  }
+}
+
+// Any other stride: per image, gradCol = W^T * gradOut, then col2im.
+void gradInputByColumns(float* gradIn, const float* gradOut, const float* weight, const Conv2dShape& s,
+                        const ConvPlan& plan) {
+  forEachChunk(s.n, [&](int64_t n) {
+    const float* dyImage = gradOut + n * s.k * plan.pq;
+    float* gradImage = gradIn + n * s.c * plan.hw;
+    float* gradCol = plan.pointwise ? nullptr : Workspace::get(kSlotGradColumns, plan.crs * plan.pq);
+    if (!plan.pointwise) std::fill(gradImage, gradImage + s.c * plan.hw, 0.0f);
+    for (int64_t g = 0; g < s.groups; ++g) {
+      ConstMatrixMap dy(dyImage + g * plan.kg * plan.pq, plan.kg, plan.pq, Eigen::OuterStride<>(plan.pq));
+      ConstMatrixMap w(weight + g * plan.kg * plan.crs, plan.kg, plan.crs, Eigen::OuterStride<>(plan.crs));
+      if (plan.pointwise) {
+        MatrixMap dx(gradImage + g * plan.cg * plan.hw, plan.crs, plan.pq, Eigen::OuterStride<>(plan.pq));
+        dx.noalias() = w.transpose() * dy;
+      } else {
+        MatrixMap dcol(gradCol, plan.crs, plan.pq, Eigen::OuterStride<>(plan.pq));
+        dcol.noalias() = w.transpose() * dy;
+        col2im(gradImage, gradCol, 1, g, s, plan);
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void conv2dForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape) {
-  makePlan(shape);  // validates the shape
-  detail::panelConvForward(out, in, weight, bias, shape);
+  const ConvPlan plan = makePlan(shape);
+  if (detail::panelConvSupported(shape)) {
+    detail::panelConvForward(out, in, weight, bias, shape);
+  } else {
+    forwardByColumns(out, in, weight, bias, shape, plan);
+  }
 }
 
 void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const float* gradOut, const float* in,
@@ -266,8 +330,10 @@ void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const flo
     }
   }
   if (gradWeight != nullptr) {
-    if (detail::panelConvWeightGradSupported(s)) {
-      detail::panelConvWeightGrad(gradWeight, gradOut, in, s);
+    // Strided convolutions: Eigen's GEMM on per-image columns beats the dot products,
+    // whose im2col rows are gathered element by element.
+    if (s.strideH == 1 && s.strideW == 1) {
+      detail::convWeightGrad(gradWeight, gradOut, in, s);
     } else {
       gradWeightByColumns(gradWeight, gradOut, in, s, plan);
     }

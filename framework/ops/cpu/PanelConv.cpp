@@ -1,5 +1,6 @@
 #include "framework/ops/cpu/PanelConv.h"
 
+#include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/ops/cpu/Workspace.h"
 
@@ -17,25 +18,15 @@ namespace {
 
 constexpr int64_t kRows = 4;   // filters per micro-tile
 constexpr int64_t kCols = 24;  // output pixels per micro-tile (three AVX registers)
-constexpr int64_t kSlack = 8;  // floats of over-read/over-write room for 8-wide copies
+constexpr int64_t kSlack = 8;  // floats of zero tail past the padded input
 constexpr int64_t kTilesPerTask = 4;
 
-// Caller-thread workspace slots (read by every thread) and the per-thread panel slot.
-constexpr int kSlotPanel = 0;
+// Caller-thread workspace slots, read by every thread.
 constexpr int kSlotPaddedInput = 4;
 constexpr int kSlotPackedWeights = 5;
-constexpr int kSlotWeightPartials = 5;
-constexpr int kSlotPaddedGrad = 7;
-// Images per weight-gradient chunk are chosen so that a batch splits into at most this many
-// chunks (a function of the batch size only).
-constexpr int64_t kWeightChunks = 16;
 
-// Where row d of the (depth, kCols) right-hand operand lives: a packed panel, or the
-// padded input itself at base + offsets[d] (the direct path, which packs nothing).
-struct PackedRows {
-  const float* panel;
-  const float* row(int64_t d) const { return panel + d * kCols; }
-};
+// Where row d of the (depth, kCols) right-hand operand lives: the padded input itself at
+// base + offsets[d], so nothing is packed.
 struct InputRows {
   const float* base;
   const int64_t* offsets;
@@ -92,12 +83,45 @@ inline void microKernel(float* tile, const float* a, const Rows& rows, int64_t d
 #endif
 }
 
-// Copies `length` floats 8 at a time; may read and write up to 7 floats past the end.
-inline void copyRun(float* dst, const float* src, int64_t length) {
+// tile (kRows, 16 of kCols) <- a (depth, kRows)^T * b (depth, 16): the narrower tile of the
+// direct path, which wastes fewer padded columns on small maps (14 x 16 = 224 = 14 tiles).
+template <typename Rows>
+inline void microKernel16(float* tile, const float* a, const Rows& rows, int64_t depth) {
 #ifdef APS_PANEL_AVX2
-  for (int64_t t = 0; t < length; t += 8) _mm256_storeu_ps(dst + t, _mm256_loadu_ps(src + t));
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+  for (int64_t d = 0; d < depth; ++d, a += kRows) {
+    const float* b = rows.row(d);
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    __m256 x = _mm256_broadcast_ss(a);
+    c00 = _mm256_fmadd_ps(x, b0, c00);
+    c01 = _mm256_fmadd_ps(x, b1, c01);
+    x = _mm256_broadcast_ss(a + 1);
+    c10 = _mm256_fmadd_ps(x, b0, c10);
+    c11 = _mm256_fmadd_ps(x, b1, c11);
+    x = _mm256_broadcast_ss(a + 2);
+    c20 = _mm256_fmadd_ps(x, b0, c20);
+    c21 = _mm256_fmadd_ps(x, b1, c21);
+    x = _mm256_broadcast_ss(a + 3);
+    c30 = _mm256_fmadd_ps(x, b0, c30);
+    c31 = _mm256_fmadd_ps(x, b1, c31);
+  }
+  _mm256_storeu_ps(tile + 0, c00);
+  _mm256_storeu_ps(tile + 8, c01);
+  _mm256_storeu_ps(tile + 24, c10);
+  _mm256_storeu_ps(tile + 32, c11);
+  _mm256_storeu_ps(tile + 48, c20);
+  _mm256_storeu_ps(tile + 56, c21);
+  _mm256_storeu_ps(tile + 72, c30);
+  _mm256_storeu_ps(tile + 80, c31);
 #else
-  std::memcpy(dst, src, static_cast<size_t>(length) * sizeof(float));
+  float acc[kRows][kCols] = {};
+  for (int64_t d = 0; d < depth; ++d, a += kRows) {
+    const float* b = rows.row(d);
+    for (int64_t i = 0; i < kRows; ++i) {
+      for (int64_t j = 0; j < 16; ++j) acc[i][j] += a[i] * b[j];
+    }
+  }
+  std::memcpy(tile, acc, sizeof(acc));
 #endif
 }
 
@@ -105,7 +129,8 @@ struct Geometry {
   int64_t p, q, pq, cg, kg, kd, blocks;  // blocks: 4-filter blocks per group
   int64_t hp, wp, planeSize;             // zero-padded input plane
   bool direct;                           // stride 1 with little waste: read the padded input in place
-  int64_t directColumns;                 // direct path: columns per image (p * wp, rounded up to kCols)
+  int64_t directWidth;                   // direct path: tile width, 16 or kCols
+  int64_t directColumns;                 // direct path: columns per image (p * wp, rounded up to the width)
 };
 
 // packed (groups, blocks, kd, kRows) <- weight (K, kd), zero rows past each group's filters.
@@ -159,33 +184,6 @@ void tapOffsets(int64_t* offsets, const Conv2dShape& s, const Geometry& geo) {
   }
 }
 
-// A run of output pixels of one image row that lands in consecutive panel columns; base
-// is its first pixel's top-left input corner in the padded input (for group 0).
-struct Segment {
-  const float* base;
-  int64_t length, column;
-};
-
-// panel (kd, kCols) <- the im2col columns of the pixels in `segments` (group offset applied
-// by the caller through `shift`).
-void packPanel(float* panel, const Segment* segments, int64_t count, int64_t shift, const int64_t* offsets,
-               const Conv2dShape& s, const Geometry& geo) {
-  for (int64_t d = 0; d < geo.kd; ++d) {
-    float* row = panel + d * kCols;
-    const int64_t offset = offsets[d] + shift;
-    for (int64_t i = 0; i < count; ++i) {
-      const Segment& seg = segments[i];
-      const float* src = seg.base + offset;
-      if (s.strideW == 1) {
-        copyRun(row + seg.column, src, seg.length);
-      } else {
-        float* dst = row + seg.column;
-        for (int64_t j = 0; j < seg.length; ++j) dst[j] = src[j * s.strideW];
-      }
-    }
-  }
-}
-
 // Writes rows [0, rows) of a tile to out (+ bias): `columns` consecutive output pixels of
 // image n starting at pixel pq0, taken from tile columns [first, first + columns) with a
 // tile column stride of 1 pixel per column, skipping none.
@@ -204,52 +202,27 @@ inline void storeRun(float* out, const float* tile, int64_t first, int64_t colum
 void directTile(float* out, const float* padded, const float* packed, const float* bias, const int64_t* offsets,
                 int64_t n, int64_t tileInImage, const Conv2dShape& s, const Geometry& geo) {
   alignas(32) float tile[kRows * kCols];
-  const int64_t j0 = tileInImage * kCols;
+  const int64_t width = geo.directWidth;
+  const int64_t j0 = tileInImage * width;
   for (int64_t g = 0; g < s.groups; ++g) {
     const InputRows rows{padded + (n * s.c + g * geo.cg) * geo.planeSize + j0, offsets};
     for (int64_t block = 0; block < geo.blocks; ++block) {
-      microKernel(tile, packed + (g * geo.blocks + block) * geo.kd * kRows, rows, geo.kd);
+      const float* a = packed + (g * geo.blocks + block) * geo.kd * kRows;
+      if (width == kCols) {
+        microKernel(tile, a, rows, geo.kd);
+      } else {
+        microKernel16(tile, a, rows, geo.kd);
+      }
       const int64_t kFirst = g * geo.kg + block * kRows;
       const int64_t count = std::min(kRows, geo.kg - block * kRows);
-      for (int64_t j = j0; j < j0 + kCols;) {
+      for (int64_t j = j0; j < j0 + width;) {
         const int64_t p = j / geo.wp, q = j % geo.wp;
         if (p >= geo.p) break;
-        const int64_t length = std::min(geo.wp - q, j0 + kCols - j);
+        const int64_t length = std::min(geo.wp - q, j0 + width - j);
         const int64_t real = std::max<int64_t>(0, std::min(length, geo.q - q));
         if (real > 0) {
           storeRun(out + (n * s.k + kFirst) * geo.pq + p * geo.q + q, tile, j - j0, real, count, kFirst, bias, geo.pq);
         }
-        j += length;
-      }
-    }
-  }
-}
-
-// Packed path: tile of global columns [j0, j1) over all N * P * Q output pixels.
-void packedTile(float* out, float* panel, const float* padded, const float* packed, const float* bias,
-                const int64_t* offsets, int64_t j0, int64_t j1, const Conv2dShape& s, const Geometry& geo) {
-  alignas(32) float tile[kRows * kCols];
-  Segment segments[kCols];
-  int64_t count = 0;
-  for (int64_t j = j0; j < j1;) {
-    const int64_t n = j / geo.pq, pq = j % geo.pq;
-    const int64_t p = pq / geo.q, q = pq % geo.q;
-    const int64_t length = std::min(geo.q - q, j1 - j);
-    segments[count++] = {padded + (n * s.c * geo.hp + p * s.strideH) * geo.wp + q * s.strideW, length, j - j0};
-    j += length;
-  }
-  for (int64_t g = 0; g < s.groups; ++g) {
-    packPanel(panel, segments, count, g * geo.cg * geo.planeSize, offsets, s, geo);
-    const PackedRows rows{panel};
-    for (int64_t block = 0; block < geo.blocks; ++block) {
-      microKernel(tile, packed + (g * geo.blocks + block) * geo.kd * kRows, rows, geo.kd);
-      const int64_t kFirst = g * geo.kg + block * kRows;
-      const int64_t count2 = std::min(kRows, geo.kg - block * kRows);
-      // Within one image the pixels p * Q + q of a tile are contiguous.
-      for (int64_t j = j0; j < j1;) {
-        const int64_t n = j / geo.pq, pq = j % geo.pq;
-        const int64_t length = std::min(geo.pq - pq, j1 - j);
-        storeRun(out + (n * s.k + kFirst) * geo.pq + pq, tile, j - j0, length, count2, kFirst, bias, geo.pq);
         j += length;
       }
     }
@@ -270,145 +243,24 @@ Geometry makeGeometry(const Conv2dShape& s) {
   geo.planeSize = geo.hp * geo.wp;
   // The direct path computes outputs over the padded width (wasting wp - Q columns per
   // row) and whole tiles per image; take it when that waste is small, since it packs nothing.
-  geo.directColumns = (geo.p * geo.wp + kCols - 1) / kCols * kCols;
-  geo.direct = s.strideH == 1 && s.strideW == 1 && geo.directColumns * 100 <= geo.pq * 110;
+  // Packing short rows costs more than computing up to 60% extra columns (measured on
+  // ResNet-20's 7x7 maps: direct with 64 columns for 49 pixels beats packing).
+  const int64_t columns24 = (geo.p * geo.wp + kCols - 1) / kCols * kCols;
+  const int64_t columns16 = (geo.p * geo.wp + 15) / 16 * 16;
+  geo.directWidth = columns16 < columns24 ? 16 : kCols;
+  geo.directColumns = std::min(columns16, columns24);
+  geo.direct = s.strideH == 1 && s.strideW == 1 && geo.directColumns * 100 <= geo.pq * 160;
   return geo;
-}
-
-// Weight-gradient micro-kernel: for kRows filters (dy rows) and T taps (input rows at
-// fixed offsets), result[i][t] += sum over `images` images and `length` (a multiple of 8)
-// pixels of dy_i[j] * x_t[j]. The vector accumulators run across all the chunk's images
-// and their lanes are reduced once, in a fixed order.
-template <int T>
-inline void dotBlock(float* result, const float* const* dy, const float* x, const int64_t* tapOffsets, int64_t images,
-                     int64_t dyStride, int64_t xStride, int64_t length) {
-#ifdef APS_PANEL_AVX2
-  __m256 acc[kRows][T];
-  for (auto& row : acc) {
-    for (auto& a : row) a = _mm256_setzero_ps();
-  }
-  for (int64_t n = 0; n < images; ++n) {
-    const float* x0 = x + n * xStride + tapOffsets[0];
-    const float* x1 = x + n * xStride + tapOffsets[T > 1 ? 1 : 0];
-    const float* x2 = x + n * xStride + tapOffsets[T > 2 ? 2 : 0];
-    const float* d0 = dy[0] + n * dyStride;
-    const float* d1 = dy[1] + n * dyStride;
-    const float* d2 = dy[2] + n * dyStride;
-    const float* d3 = dy[3] + n * dyStride;
-    for (int64_t j = 0; j < length; j += 8) {
-      __m256 xv[T];
-      xv[0] = _mm256_loadu_ps(x0 + j);
-      if constexpr (T > 1) xv[1] = _mm256_loadu_ps(x1 + j);
-      if constexpr (T > 2) xv[2] = _mm256_loadu_ps(x2 + j);
-      const __m256 dv[kRows] = {_mm256_loadu_ps(d0 + j), _mm256_loadu_ps(d1 + j), _mm256_loadu_ps(d2 + j),
-                                _mm256_loadu_ps(d3 + j)};
-      for (int64_t i = 0; i < kRows; ++i) {
-        for (int t = 0; t < T; ++t) acc[i][t] = _mm256_fmadd_ps(dv[i], xv[t], acc[i][t]);
-      }
-    }
-  }
-  for (int64_t i = 0; i < kRows; ++i) {
-    for (int t = 0; t < T; ++t) {
-      alignas(32) float lanes[8];
-      _mm256_store_ps(lanes, acc[i][t]);
-      result[i * T + t] +=
-          ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
-    }
-  }
-#else
-  for (int64_t i = 0; i < kRows; ++i) {
-    for (int t = 0; t < T; ++t) {
-      float lanes[8] = {};
-      for (int64_t n = 0; n < images; ++n) {
-        for (int64_t j = 0; j < length; ++j)
-          lanes[j % 8] += dy[i][n * dyStride + j] * x[n * xStride + tapOffsets[t] + j];
-      }
-      result[i * T + t] +=
-          ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]));
-    }
-  }
-#endif
 }
 
 }  // namespace
 
-bool panelConvWeightGradSupported(const Conv2dShape& shape) { return shape.strideH == 1 && shape.strideW == 1; }
-
-void panelConvWeightGrad(float* gradWeight, const float* gradOut, const float* in, const Conv2dShape& shape) {
-  const Conv2dShape& s = shape;
-  const Geometry geo = makeGeometry(s);
-  // gradOut rows re-laid with the padded width; length rounded up to whole vectors.
-  const int64_t length = (geo.p * geo.wp + 7) / 8 * 8;
-  const int64_t tail = kSlack + 8 + s.dilationW * (s.s - 1);
-  float* padded = Workspace::get(kSlotPaddedInput, s.n * s.c * geo.planeSize + tail);
-  padInput(padded, in, tail, s, geo);
-  float* dyPadded = Workspace::get(kSlotPaddedGrad, s.n * s.k * length);
-  parallelFor(s.n * s.k, 8, [&](int64_t plane0, int64_t plane1) {
-    for (int64_t plane = plane0; plane < plane1; ++plane) {
-      float* dst = dyPadded + plane * length;
-      const float* src = gradOut + plane * geo.pq;
-      std::fill(dst, dst + length, 0.0f);
-      for (int64_t p = 0; p < geo.p; ++p) std::memcpy(dst + p * geo.wp, src + p * geo.q, geo.q * sizeof(float));
-    }
-  });
-
-  const int64_t weightSize = s.k * geo.kd;
-  const int64_t imagesPerChunk = (s.n + kWeightChunks - 1) / kWeightChunks;
-  const int64_t chunks = (s.n + imagesPerChunk - 1) / imagesPerChunk;
-  float* partials = Workspace::get(kSlotWeightPartials, chunks * weightSize);
-  const int threads = static_cast<int>(std::min<int64_t>(numThreads(), chunks));
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-    float* partial = partials + chunk * weightSize;
-    const int64_t nBegin = chunk * imagesPerChunk;
-    const int64_t images = std::min(s.n, nBegin + imagesPerChunk) - nBegin;
-    for (int64_t g = 0; g < s.groups; ++g) {
-      for (int64_t block = 0; block < geo.blocks; ++block) {
-        const float* dy[kRows];
-        for (int64_t i = 0; i < kRows; ++i) {
-          const int64_t k = block * kRows + i;
-          // Past the group's last filter, reuse the first one; those results are discarded.
-          dy[i] = dyPadded + (nBegin * s.k + g * geo.kg + (k < geo.kg ? k : 0)) * length;
-        }
-        const int64_t dyStride = s.k * length;
-        for (int64_t c = 0; c < geo.cg; ++c) {
-          const float* x = padded + (nBegin * s.c + g * geo.cg + c) * geo.planeSize;
-          for (int64_t r = 0; r < s.r; ++r) {
-            for (int64_t t0 = 0; t0 < s.s; t0 += 3) {
-              const int taps = static_cast<int>(std::min<int64_t>(3, s.s - t0));
-              int64_t offsets[3];
-              for (int t = 0; t < taps; ++t) offsets[t] = r * s.dilationH * geo.wp + (t0 + t) * s.dilationW;
-              float result[kRows * 3] = {};
-              const int64_t xStride = s.c * geo.planeSize;
-              if (taps == 3) {
-                dotBlock<3>(result, dy, x, offsets, images, dyStride, xStride, length);
-              } else if (taps == 2) {
-                dotBlock<2>(result, dy, x, offsets, images, dyStride, xStride, length);
-              } else {
-                dotBlock<1>(result, dy, x, offsets, images, dyStride, xStride, length);
-              }
-              for (int64_t i = 0; i < kRows && block * kRows + i < geo.kg; ++i) {
-                float* w = partial + (g * geo.kg + block * kRows + i) * geo.kd + (c * s.r + r) * s.s + t0;
-                for (int t = 0; t < taps; ++t) w[t] = result[i * taps + t];
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-  parallelFor(weightSize, 1024, [&](int64_t i0, int64_t i1) {
-    std::copy(partials + i0, partials + i1, gradWeight + i0);
-    for (int64_t chunk = 1; chunk < chunks; ++chunk) {
-      const float* part = partials + chunk * weightSize;
-      for (int64_t i = i0; i < i1; ++i) gradWeight[i] += part[i];
-    }
-  });
-}
+bool panelConvSupported(const Conv2dShape& shape) { return makeGeometry(shape).direct; }
 
 void panelConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape) {
   const Conv2dShape& s = shape;
   const Geometry geo = makeGeometry(s);
+  APS_ASSERT(geo.direct);
 
   float* packed = Workspace::get(kSlotPackedWeights, s.groups * geo.blocks * geo.kd * kRows + geo.kd * 2);
   packWeights(packed, weight, s, geo);
@@ -416,25 +268,19 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
   auto* offsets = reinterpret_cast<int64_t*>(packed + s.groups * geo.blocks * geo.kd * kRows);
   tapOffsets(offsets, s, geo);
   // Over-wide direct tiles read up to a tile (plus the filter's reach) past the last pixel.
-  const int64_t tail = kSlack + (geo.direct ? geo.directColumns : 0);
+  const int64_t tail = kSlack + geo.directColumns;
   float* padded = Workspace::get(kSlotPaddedInput, s.n * s.c * geo.planeSize + tail);
   padInput(padded, in, tail, s, geo);
 
-  const int64_t tilesPerImage = geo.directColumns / kCols;
-  const int64_t tiles = geo.direct ? s.n * tilesPerImage : (s.n * geo.pq + kCols - 1) / kCols;
+  const int64_t tilesPerImage = geo.directColumns / geo.directWidth;
+  const int64_t tiles = s.n * tilesPerImage;
   const int64_t tasks = (tiles + kTilesPerTask - 1) / kTilesPerTask;
   const int threads = static_cast<int>(std::min<int64_t>(numThreads(), tasks));
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
   for (int64_t task = 0; task < tasks; ++task) {
-    float* panel = geo.direct ? nullptr : Workspace::get(kSlotPanel, geo.kd * kCols + kSlack);
     const int64_t last = std::min(tiles, (task + 1) * kTilesPerTask);
     for (int64_t tile = task * kTilesPerTask; tile < last; ++tile) {
-      if (geo.direct) {
-        directTile(out, padded, packed, bias, offsets, tile / tilesPerImage, tile % tilesPerImage, s, geo);
-      } else {
-        packedTile(out, panel, padded, packed, bias, offsets, tile * kCols, std::min(s.n * geo.pq, (tile + 1) * kCols),
-                   s, geo);
-      }
+      directTile(out, padded, packed, bias, offsets, tile / tilesPerImage, tile % tilesPerImage, s, geo);
     }
   }
 }

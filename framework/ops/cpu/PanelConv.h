@@ -4,23 +4,17 @@
 
 namespace aps::cpu::detail {
 
-// out (N, K, P, Q) <- conv(in (N, C, H, W), weight (K, C/g, R, S)) + bias (K, may be null).
-// Lowers the whole batch as one GEMM whose columns are all N*P*Q output pixels: each
-// 24-column panel of the im2col matrix is packed straight into cache (never materialised
-// for the whole batch) and multiplied by a 4x24 register-tiled FMA micro-kernel, the
-// scheme of Goto & van de Geijn, "Anatomy of High-Performance Matrix Multiplication"
-// (2008). Every output is one fixed-order FMA chain, so its bits do not depend on the
-// thread count.
+// Whether panelConvForward handles this shape: unit stride, and few enough padded columns
+// wasted (it computes over the padded row width) that reading the input in place pays.
+bool panelConvSupported(const Conv2dShape& shape);
+
+// out (N, K, P, Q) <- conv(in (N, C, H, W), weight (K, C/g, R, S)) + bias (K, may be null),
+// for unit stride, without im2col. Output pixels are indexed over the zero-padded input's
+// row width (p * Wp + q), so the im2col row of filter tap (c, r, t) for a run of pixels is
+// simply the padded input at offset c*Hp*Wp + r*dH*Wp + t*dW: a 4-filter x 24 (or 16)
+// pixel register-tiled FMA micro-kernel (Goto & van de Geijn, "Anatomy of High-Performance
+// Matrix Multiplication", 2008) reads it in place, and the columns with q >= Q are dropped.
+// Every output is one fixed-order FMA chain, so its bits do not depend on the thread count.
 void panelConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape);
-
-// Whether panelConvWeightGrad handles this shape (unit stride).
-bool panelConvWeightGradSupported(const Conv2dShape& shape);
-
-// gradWeight (K, C/g, R, S) <- sum over images of gradOut (x) input patches, for unit
-// stride. Each weight is a dot product over output pixels: the padded input is read in
-// place at the tap's offset against gradOut laid out with the padded row width (zero in
-// the extra columns), eight pixels per FMA lane. Images are summed in fixed chunks whose
-// partials are added in chunk order, so the bits do not depend on the thread count.
-void panelConvWeightGrad(float* gradWeight, const float* gradOut, const float* in, const Conv2dShape& shape);
 
 }  // namespace aps::cpu::detail

@@ -45,10 +45,12 @@ void append(std::vector<float>& all, const std::vector<float>& part) {
 
 TEST(Determinism, Conv2dForwardAndBackward) {
   // Sized so that the batch is split into several multi-image chunks.
-  // The 46-wide maps take the direct path, the 13-wide ones the packed path.
-  for (auto [groups, width] : {std::pair<int64_t, int64_t>{1, 13}, {2, 13}, {1, 46}}) {
+  // Unit stride takes the in-place panel path; stride 2 the im2col + Eigen path, whose
+  // forward batches several images per GEMM.
+  for (auto [groups, stride] : {std::pair<int64_t, int64_t>{1, 1}, {2, 1}, {1, 2}, {2, 2}}) {
     aps::cpu::Conv2dShape s;
-    s.n = 19, s.c = 8, s.h = 14, s.w = width, s.k = 8, s.r = 3, s.s = 3, s.padH = 1, s.padW = 1, s.groups = groups;
+    s.n = 19, s.c = 8, s.h = 14, s.w = 13, s.k = 8, s.r = 3, s.s = 3, s.padH = 1, s.padW = 1, s.groups = groups;
+    s.strideH = s.strideW = stride;
     const std::vector<float> x = randomVector(static_cast<size_t>(s.n * s.c * s.h * s.w), 1);
     const std::vector<float> w = randomVector(static_cast<size_t>(s.k * s.c / groups * 9), 2);
     const std::vector<float> b = randomVector(static_cast<size_t>(s.k), 3);
