@@ -72,8 +72,9 @@ TEST_F(ToolsTest, ApsForwardMatchesTheLibrary) {
   aps::models::saveWeights(*model, path("w.safetensors"));
   aps::io::saveSafetensors(path("x.safetensors"), {{"input", x}});
 
-  const ToolRun r = run(std::string(APS_FORWARD_TOOL) + " --model resnet20 --in-channels 1 --weights " +
-                    path("w.safetensors") + " --input " + path("x.safetensors") + " --output " + path("y.safetensors"));
+  const ToolRun r =
+      run(std::string(APS_FORWARD_TOOL) + " --model resnet20 --in-channels 1 --weights " + path("w.safetensors") +
+          " --input " + path("x.safetensors") + " --output " + path("y.safetensors"));
   ASSERT_EQ(r.status, 0) << r.output;
   const auto written = aps::io::loadSafetensors(path("y.safetensors"));
   ASSERT_EQ(written.tensors.size(), 1u);
