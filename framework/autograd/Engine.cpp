@@ -31,7 +31,7 @@ struct LaterFirst {
 
 }  // namespace
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradRoots) {
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradRoots, bool retainGraph) {
   APS_CHECK(gradRoots.empty() || gradRoots.size() == roots.size(), "backward: {} roots but {} root gradients",
             roots.size(), gradRoots.size());
   // The graph: every node reachable from the roots, with its number of incoming edges.
@@ -79,6 +79,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradR
     std::vector<Tensor> inputs = std::move(state.inputs);
     inputs.resize(node->numOutputs());
     std::vector<Tensor> outputs = node->apply(std::move(inputs));
+    if (!retainGraph) node->releaseSaved();
     const auto& edges = node->nextEdges();
     APS_ASSERT(outputs.size() == edges.size() || outputs.empty());
     for (size_t i = 0; i < edges.size(); ++i) {

@@ -8,9 +8,18 @@ namespace aps::autograd {
 
 std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& gradOutputs) {
   if (!gradOutputs.at(0).defined()) return std::vector<Tensor>(nextEdges().size());
+  APS_CHECK(!released_,
+            "backward: {} ran before and its saved tensors were released; pass retainGraph = true to "
+            "the first backward to go through a graph twice",
+            name());
   std::vector<Tensor> grads = backward_(gradOutputs[0]);
   APS_ASSERT(grads.size() == nextEdges().size());
   return grads;
+}
+
+void FunctionNode::releaseSaved() {
+  backward_ = nullptr;
+  released_ = true;
 }
 
 bool needsGrad(std::initializer_list<Tensor> inputs) {

@@ -17,9 +17,11 @@ class FunctionNode : public Node {
   using Backward = std::function<std::vector<Tensor>(const Tensor& gradOutput)>;
   FunctionNode(std::string name, Backward backward) : Node(std::move(name)), backward_(std::move(backward)) {}
   std::vector<Tensor> apply(std::vector<Tensor>&& gradOutputs) override;
+  void releaseSaved() override;
 
  private:
   Backward backward_;
+  bool released_ = false;
 };
 
 // True when grad mode is on and any input requires grad: whether an op must record history.

@@ -30,6 +30,9 @@ class Node {
   Node& operator=(const Node&) = delete;
 
   virtual std::vector<Tensor> apply(std::vector<Tensor>&& gradOutputs) = 0;
+  // Drops what apply() needs (saved activations) once backward has run through this node
+  // without retainGraph, so activations are freed during backward, not after it.
+  virtual void releaseSaved() {}
 
   const std::string& name() const { return name_; }
   uint32_t numOutputs() const { return numOutputs_; }

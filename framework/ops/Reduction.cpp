@@ -7,6 +7,7 @@
 #include "framework/ops/Elementwise.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace aps::ops {
 
@@ -99,6 +100,34 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepDim) {
   Tensor s = sum(x, dims, keepDim);
   APS_CHECK(s.numel() > 0 && x.numel() > 0, "mean: input of shape {} is empty", x.shapeString());
   return mul(s, static_cast<float>(s.numel()) / static_cast<float>(x.numel()));
+}
+
+Tensor argmax(const Tensor& x, int64_t dim) {
+  checkFloat("argmax", "input", x);
+  const int64_t d = normalizeDim(dim, x.dim(), "argmax");
+  const int64_t size = x.size(d);
+  APS_CHECK(size > 0, "argmax: dim {} of shape {} is empty", d, x.shapeString());
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= x.size(i);
+  for (int64_t i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
+  Shape outShape = x.sizes();
+  outShape.erase(outShape.begin() + d);
+  const Tensor c = x.contiguous();
+  Tensor out = Tensor::empty(outShape, DType::Int64);
+  const float* p = c.data<float>();
+  int64_t* o = out.data<int64_t>();
+  parallelFor(outer * inner, std::max<int64_t>(1, (1 << 14) / size), [&](int64_t begin, int64_t end) {
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const float* base = p + (idx / inner) * size * inner + idx % inner;
+      int64_t best = 0;
+      for (int64_t j = 1; j < size; ++j) {
+        const float v = base[j * inner], b = base[best * inner];
+        if (v > b || (std::isnan(v) && !std::isnan(b))) best = j;
+      }
+      o[idx] = best;
+    }
+  });
+  return out;
 }
 
 }  // namespace aps::ops

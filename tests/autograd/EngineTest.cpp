@@ -41,11 +41,13 @@ TEST(Engine, ChainRuleAndAccumulationAcrossUses) {
   Tensor x = Tensor::fromVector({1.0f, 2.0f}, {2}).setRequiresGrad();
   // y = 3x + 5x (x used twice) -> dy/dx = 8 per element; seed with [1, 2].
   Tensor y = plus(scale(x, 3), scale(x, 5));
-  ag::backward(y, Tensor::fromVector({1.0f, 2.0f}, {2}));
+  ag::backward(y, Tensor::fromVector({1.0f, 2.0f}, {2}), /*retainGraph=*/true);
   EXPECT_EQ(x.grad().toFloatVector(), (std::vector<float>{8.0f, 16.0f}));
   // A second backward accumulates into .grad.
   ag::backward(y, Tensor::fromVector({1.0f, 1.0f}, {2}));
   EXPECT_EQ(x.grad().toFloatVector(), (std::vector<float>{16.0f, 24.0f}));
+  // The graph's saved state is gone now: a third pass is an error, not garbage.
+  EXPECT_THROW(ag::backward(y, Tensor::fromVector({1.0f, 1.0f}, {2})), aps::Error);
 }
 
 TEST(Engine, RunsInDeterministicReverseTopologicalOrder) {

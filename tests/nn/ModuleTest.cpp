@@ -1,4 +1,5 @@
 #include "framework/autograd/Engine.h"
+#include "framework/autograd/Function.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/nn/AdaptiveAvgPool2d.h"
@@ -20,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 namespace {
 
@@ -200,6 +202,51 @@ TEST(Module, TrainingStepIsBitIdenticalAcrossThreadCounts) {
   aps::setNumThreads(2);
   EXPECT_EQ(runs[0], runs[1]);
   EXPECT_EQ(runs[0], runs[2]);
+}
+
+// The data-parallel attachment point: gradients as views into one flat buffer, and a
+// gradient-ready hook per parameter that fires exactly once per backward, after which the
+// parameter's slice of the buffer holds its final gradient.
+TEST(Module, GradReadyHooksWithGradientsInAFlatBuffer) {
+  aps::Rng rng(13);
+  TinyNet net(rng), reference(rng);
+  reference.loadStateDict(net.stateDict());
+  auto params = net.namedParameters();
+  int64_t total = 0;
+  for (const auto& p : params) total += p.tensor.numel();
+  Tensor flat = Tensor::zeros({total});
+  std::map<std::string, int> calls;
+  std::map<std::string, std::vector<float>> seen;
+  int64_t offset = 0;
+  for (auto& [name, param] : params) {
+    Tensor p = param;
+    p.setGrad(flat.narrow(0, offset, p.numel()).view(p.sizes()));
+    offset += p.numel();
+    aps::autograd::addGradReadyHook(p, [&calls, &seen, name](Tensor& leaf) {
+      ++calls[name];
+      seen[name] = leaf.grad().toFloatVector();
+    });
+  }
+  Tensor x = Tensor::randn({2, 3, 8, 8}, rng);
+  std::vector<int64_t> labels{1, 4};
+  const Tensor y = Tensor::fromVector(labels, {2});
+  for (int step = 0; step < 2; ++step) {
+    net.zeroGrad();
+    reference.zeroGrad(true);
+    aps::autograd::backward(aps::ops::crossEntropy(net.forward(x), y));
+    aps::autograd::backward(aps::ops::crossEntropy(reference.forward(x), y));
+  }
+  const auto refParams = reference.namedParameters();
+  offset = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string& name = params[i].name;
+    EXPECT_EQ(calls[name], 2) << name;
+    const auto expected = refParams[i].tensor.grad().toFloatVector();
+    EXPECT_EQ(seen[name], expected) << name;  // final when the hook ran
+    EXPECT_EQ(flat.narrow(0, offset, params[i].tensor.numel()).toFloatVector(), expected) << name;
+    EXPECT_TRUE(params[i].tensor.grad().sharesStorage(flat)) << name;
+    offset += params[i].tensor.numel();
+  }
 }
 
 TEST(Layers, GradientsThroughModules) {

@@ -93,6 +93,17 @@ TEST(Reduction, SumMeanValuesAndGradients) {
   expectGradientsMatch([](const auto& in) { return ops::mean(in[0], {1}, true); }, {randomInput({2, 3, 4}, 13)});
 }
 
+TEST(Reduction, ArgmaxAlongADim) {
+  Tensor logits = Tensor::fromVector({0, 5, 1, 7, 7, 2}, {2, 3});
+  EXPECT_EQ(ops::argmax(logits, 1).toVector<int64_t>(), (std::vector<int64_t>{1, 0}));  // first of ties
+  EXPECT_EQ(ops::argmax(logits, 0).toVector<int64_t>(), (std::vector<int64_t>{1, 1, 1}));
+  Tensor pixels = Tensor::zeros({1, 3, 2, 2});  // (N, C, H, W) -> (N, H, W) class map
+  pixels.setValue({0, 2, 0, 1}, 1.0);
+  pixels.setValue({0, 1, 1, 0}, 1.0);
+  EXPECT_EQ(ops::argmax(pixels, 1).toVector<int64_t>(), (std::vector<int64_t>{0, 2, 1, 0}));
+  EXPECT_EQ(ops::argmax(pixels, 1).sizes(), (aps::Shape{1, 2, 2}));
+}
+
 TEST(Reduction, FullSumDoesNotDependOnTheThreadCount) {
   Tensor x = randomInput({100003}, 14, false);
   aps::setNumThreads(1);

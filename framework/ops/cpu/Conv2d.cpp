@@ -1,7 +1,13 @@
-// Convolution as im2col + GEMM (Chellapilla et al., "High Performance Convolutional Neural
-// Networks for Document Processing", 2006), lowered over chunks of images so that one GEMM
-// covers several images while its column matrix stays in cache. Chunks are sized from the
-// shape alone and each GEMM runs on one thread, so the bits do not depend on the thread count.
+// 2D convolution, forward and backward, dispatched by shape:
+//  - unit stride on maps wide enough: the in-place panel kernel (PanelConv.h), for the
+//    forward pass and, through the flipped-filter identity below, for the input gradient;
+//  - otherwise im2col + Eigen GEMM (Chellapilla et al., "High Performance Convolutional
+//    Neural Networks for Document Processing", 2006), lowered over chunks of images so that
+//    one GEMM covers several images while its column matrix stays in cache;
+//  - weight gradients: blocked dot products (ConvWeightGrad.h) for unit stride, per-image
+//    Eigen GEMMs otherwise.
+// Chunks are sized from the shape alone, each GEMM runs on one thread, and partial sums are
+// combined in chunk order, so the bits do not depend on the thread count.
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/ops/cpu/ConvWeightGrad.h"

@@ -151,27 +151,6 @@ void packWeights(float* packed, const float* weight, const Conv2dShape& s, const
   }
 }
 
-// The input with its zero border materialised (planes of hp x wp), plus a zero tail that
-// the 8-wide copies and the direct path's over-wide tiles may read.
-void padInput(float* padded, const float* in, int64_t tail, const Conv2dShape& s, const Geometry& geo) {
-  parallelFor(s.n * s.c, 8, [&](int64_t plane0, int64_t plane1) {
-    for (int64_t plane = plane0; plane < plane1; ++plane) {
-      float* dst = padded + plane * geo.planeSize;
-      const float* src = in + plane * s.h * s.w;
-      std::fill(dst, dst + s.padH * geo.wp, 0.0f);
-      for (int64_t h = 0; h < s.h; ++h) {
-        float* row = dst + (s.padH + h) * geo.wp;
-        std::fill(row, row + s.padW, 0.0f);
-        std::memcpy(row + s.padW, src + h * s.w, static_cast<size_t>(s.w) * sizeof(float));
-        std::fill(row + s.padW + s.w, row + geo.wp, 0.0f);
-      }
-      std::fill(dst + (s.padH + s.h) * geo.wp, dst + geo.planeSize, 0.0f);
-    }
-  });
-  float* end = padded + s.n * s.c * geo.planeSize;
-  std::fill(end, end + tail, 0.0f);
-}
-
 // offsets[d] for d = (c, r, t): where that filter tap reads, relative to the output pixel's
 // top-left input corner in the padded input.
 void tapOffsets(int64_t* offsets, const Conv2dShape& s, const Geometry& geo) {
@@ -255,6 +234,26 @@ Geometry makeGeometry(const Conv2dShape& s) {
 
 }  // namespace
 
+void padPlanes(float* padded, const float* in, int64_t planes, int64_t h, int64_t w, int64_t padH, int64_t padW,
+               int64_t tail) {
+  const int64_t wp = w + 2 * padW, planeSize = (h + 2 * padH) * wp;
+  parallelFor(planes, 8, [&](int64_t plane0, int64_t plane1) {
+    for (int64_t plane = plane0; plane < plane1; ++plane) {
+      float* dst = padded + plane * planeSize;
+      const float* src = in + plane * h * w;
+      std::fill(dst, dst + padH * wp, 0.0f);
+      for (int64_t y = 0; y < h; ++y) {
+        float* row = dst + (padH + y) * wp;
+        std::fill(row, row + padW, 0.0f);
+        std::memcpy(row + padW, src + y * w, static_cast<size_t>(w) * sizeof(float));
+        std::fill(row + padW + w, row + wp, 0.0f);
+      }
+      std::fill(dst + (padH + h) * wp, dst + planeSize, 0.0f);
+    }
+  });
+  std::fill(padded + planes * planeSize, padded + planes * planeSize + tail, 0.0f);
+}
+
 bool panelConvSupported(const Conv2dShape& shape) { return makeGeometry(shape).direct; }
 
 void panelConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape) {
@@ -270,7 +269,7 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
   // Over-wide direct tiles read up to a tile (plus the filter's reach) past the last pixel.
   const int64_t tail = kSlack + geo.directColumns;
   float* padded = Workspace::get(kSlotPaddedInput, s.n * s.c * geo.planeSize + tail);
-  padInput(padded, in, tail, s, geo);
+  padPlanes(padded, in, s.n * s.c, s.h, s.w, s.padH, s.padW, tail);
 
   const int64_t tilesPerImage = geo.directColumns / geo.directWidth;
   const int64_t tiles = s.n * tilesPerImage;

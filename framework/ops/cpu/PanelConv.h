@@ -4,6 +4,11 @@
 
 namespace aps::cpu::detail {
 
+// padded (planes, h + 2 padH, w + 2 padW) <- in (planes, h, w) with a zero border, followed
+// by `tail` zeros that kernels reading past the last plane may touch.
+void padPlanes(float* padded, const float* in, int64_t planes, int64_t h, int64_t w, int64_t padH, int64_t padW,
+               int64_t tail);
+
 // Whether panelConvForward handles this shape: unit stride, and few enough padded columns
 // wasted (it computes over the padded row width) that reading the input in place pays.
 bool panelConvSupported(const Conv2dShape& shape);
