@@ -10,9 +10,10 @@
 namespace aps::models {
 
 // Fully convolutional network for semantic segmentation (Long, Shelhamer & Darrell 2015) on a
-// dilated ResNet backbone, as torchvision's fcn_resnet50 (without the auxiliary head) and
-// mmseg's FCN-R50-D8: backbone features -> FCN head -> bilinear upsampling (align_corners
-// false) to the input size. Names follow torchvision: backbone.conv1, ..., backbone.layer4,
+// dilated ResNet backbone, laid out as torchvision's fcn_resnet50 without the auxiliary head
+// (output stride 8 as in mmseg's FCN-R50-D8, whose ResNetV1c deep stem and two-conv head with
+// input concatenation we do not copy): backbone features -> FCN head -> bilinear upsampling
+// (align_corners false) to the input size. Names follow torchvision: backbone.conv1, ..., backbone.layer4,
 // classifier.0 (3x3 conv to in/4 channels), classifier.1 (BN), classifier.4 (1x1 conv to the
 // classes); classifier.2 is the ReLU and classifier.3 the dropout (p = 0.1).
 class Fcn : public nn::Module {

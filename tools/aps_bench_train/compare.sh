@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs the same training-step benchmark in aps (aps_bench_train) and PyTorch (torch_bench.py)
+# and prints both JSON lines and the ratios aps/torch of images per second and peak RSS, and
+# torch/aps of CPU time per step (> 1: aps needs less CPU; steadier than wall time when shared).
+#   tools/aps_bench_train/compare.sh --model resnet20 --input 1x28x28 --batch 128 --threads 2 --steps 20
+# APS_BENCH_TRAIN overrides the binary (default: build/tools/aps_bench_train/aps_bench_train);
+# PYTHON the interpreter with torch (default: /usr/bin/python3).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+bench="${APS_BENCH_TRAIN:-$root/build/tools/aps_bench_train/aps_bench_train}"
+python="${PYTHON:-/usr/bin/python3}"
+[[ -x "$bench" ]] || { echo "compare.sh: $bench not found; build the aps_bench_train target" >&2; exit 1; }
+
+aps_line="$("$bench" "$@")"
+torch_line="$("$python" "$here/torch_bench.py" "$@")"
+echo "$aps_line"
+echo "$torch_line"
+"$python" - "$aps_line" "$torch_line" <<'PY'
+import json, sys
+a, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+print(json.dumps({"model": a["model"], "input": a["input"], "batch": a["batch"], "threads": a["threads"],
+                  "aps_images_per_s": a["images_per_s"], "torch_images_per_s": t["images_per_s"],
+                  "speed_ratio_aps_over_torch": round(a["images_per_s"] / t["images_per_s"], 3),
+                  "aps_cpu_ms_per_step": a["cpu_ms_per_step"], "torch_cpu_ms_per_step": t["cpu_ms_per_step"],
+                  "cpu_time_ratio_torch_over_aps": round(t["cpu_ms_per_step"] / a["cpu_ms_per_step"], 3),
+                  "aps_peak_rss_mib": a["peak_rss_mib"], "torch_peak_rss_mib": t["peak_rss_mib"],
+                  "memory_ratio_aps_over_torch": round(a["peak_rss_mib"] / t["peak_rss_mib"], 3)}))
+PY

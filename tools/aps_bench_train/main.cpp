@@ -1,0 +1,105 @@
+// aps_bench_train: training-step throughput on random data, for comparison with PyTorch
+// (torch_bench.py, compare.sh). One step = forward, mean cross-entropy, backward, SGD
+// (momentum 0.9) update, as in a real training loop. Prints one JSON line.
+#include "framework/autograd/Engine.h"
+#include "framework/core/Error.h"
+#include "framework/core/Parallel.h"
+#include "framework/core/Rng.h"
+#include "framework/ops/Loss.h"
+#include "framework/optim/Sgd.h"
+#include "models/ModelRegistry.h"
+#include "tools/common/ToolMain.h"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace {
+
+// "3x32x32" -> {3, 32, 32}.
+std::vector<int64_t> parseImageShape(const std::string& text) {
+  std::vector<int64_t> dims;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find('x', start), text.size());
+    const std::string part = text.substr(start, end - start);
+    APS_CHECK(!part.empty() && part.find_first_not_of("0123456789") == std::string::npos,
+              "--input: expected CxHxW such as 3x32x32, got '{}'", text);
+    dims.push_back(std::stoll(part));
+    start = end + 1;
+  }
+  APS_CHECK(dims.size() == 3 && dims[0] > 0 && dims[1] > 0 && dims[2] > 0,
+            "--input: expected CxHxW such as 3x32x32, got '{}'", text);
+  return dims;
+}
+
+// User + system CPU seconds of this process: on a shared machine, less noisy than wall time.
+double cpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+double peakRssMiB() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Measures training steps per second of a registry model on random data; prints one JSON line",
+               "aps_bench_train"};
+  std::string name = "resnet20", input = "3x32x32";
+  int64_t batch = 128, numClasses = 0;
+  int threads = 1, steps = 20, warmup = 2;
+  app.add_option("--model", name, "model name (aps_model --list)");
+  app.add_option("--input", input, "image shape CxHxW");
+  app.add_option("--batch", batch, "images per step")->check(CLI::PositiveNumber);
+  app.add_option("--num-classes", numClasses, "classes (default: the model's)")->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "CPU threads")->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup, "untimed steps first (buffers, caches)")->check(CLI::NonNegativeNumber);
+  return aps::runTool(app, argc, argv, [&] {
+    const std::vector<int64_t> image = parseImageShape(input);
+    aps::setNumThreads(threads);
+    const aps::models::ModelInfo& info = aps::models::modelInfo(name);
+    auto model = aps::models::createModel(name, {.numClasses = numClasses, .inChannels = image[0], .seed = 1});
+    const int64_t classes = numClasses > 0 ? numClasses : info.defaultNumClasses;
+    aps::optim::Sgd sgd(model->namedParameters(), {.lr = 0.01, .momentum = 0.9, .weightDecay = 5e-4});
+
+    aps::Rng rng(7);
+    const aps::Tensor x = aps::Tensor::randn({batch, image[0], image[1], image[2]}, rng);
+    std::vector<int64_t> labels(static_cast<size_t>(info.segmentation ? batch * image[1] * image[2] : batch));
+    for (auto& label : labels) label = static_cast<int64_t>(rng.below(static_cast<uint64_t>(classes)));
+    const aps::Tensor y = info.segmentation ? aps::Tensor::fromVector(labels, {batch, image[1], image[2]})
+                                            : aps::Tensor::fromVector(labels, {batch});
+
+    model->train();
+    float loss = 0.0f;
+    auto step = [&] {
+      sgd.zeroGrad();
+      const aps::Tensor l = aps::ops::crossEntropy(model->forward(x), y);
+      aps::autograd::backward(l);
+      sgd.step();
+      loss = l.item();
+    };
+    for (int i = 0; i < warmup; ++i) step();
+    const double cpuStart = cpuSeconds();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) step();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double cpu = cpuSeconds() - cpuStart;
+    fmt::print(
+        "{{\"tool\": \"aps_bench_train\", \"model\": \"{}\", \"input\": \"{}\", \"batch\": {}, \"threads\": {}, "
+        "\"steps\": {}, \"step_ms\": {:.2f}, \"images_per_s\": {:.1f}, \"cpu_ms_per_step\": {:.2f}, "
+        "\"peak_rss_mib\": {:.1f}, \"last_loss\": {:.4f}}}\n",
+        name, input, batch, threads, steps, 1e3 * seconds / steps, static_cast<double>(batch) * steps / seconds,
+        1e3 * cpu / steps, peakRssMiB(), loss);
+  });
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/python3
+"""The PyTorch side of aps_bench_train: the same training step (forward, mean cross-entropy,
+backward, SGD with momentum 0.9 and weight decay 5e-4) on the same kind of random data, with
+the networks of tools/fixtures/make_model_fixtures.py (which mirror models/). Prints one JSON
+line with images per second and the peak RSS (getrusage, MiB).
+    /usr/bin/python3 tools/aps_bench_train/torch_bench.py --model resnet20 --input 1x28x28 \
+        --batch 128 --threads 2 --steps 20
+"""
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+import make_model_fixtures as m  # noqa: E402
+
+CIFAR = {"resnet20": 20, "resnet32": 32, "resnet44": 44, "resnet56": 56, "resnet110": 110}
+IMAGENET = {"resnet18": 18, "resnet34": 34, "resnet50": 50, "resnet101": 101, "resnet152": 152}
+
+
+def build(name, in_channels, num_classes):
+    """Returns (model, is_segmentation) for a registry name (models/ModelRegistry.cpp)."""
+    if name in CIFAR:
+        return m.cifar_resnet(CIFAR[name], in_channels, num_classes or 10), False
+    if name == "resnet18_cifar":
+        model = m.ResNet(m.BasicBlock, [2, 2, 2, 2], [64, 128, 256, 512], "cifar", 64, in_channels, num_classes or 10)
+        return model, False
+    if name in IMAGENET:
+        depth = IMAGENET[name]
+        block = m.Bottleneck if depth >= 50 else m.BasicBlock
+        blocks = {18: [2, 2, 2, 2], 34: [3, 4, 6, 3], 50: [3, 4, 6, 3], 101: [3, 4, 23, 3], 152: [3, 8, 36, 3]}[depth]
+        return m.ResNet(block, blocks, [64, 128, 256, 512], "imagenet", 64, in_channels, num_classes or 1000), False
+    if name == "fcn_resnet20":
+        backbone = m.cifar_resnet(20, in_channels, 0, dilate=[False, False, True])
+        return m.FCN(backbone, num_classes or 19), True
+    if name in ("fcn_resnet18_d8", "fcn_resnet50_d8"):
+        depth = 18 if "18" in name else 50
+        block = m.Bottleneck if depth >= 50 else m.BasicBlock
+        blocks = {18: [2, 2, 2, 2], 50: [3, 4, 6, 3]}[depth]
+        backbone = m.ResNet(block, blocks, [64, 128, 256, 512], "imagenet", 64, in_channels, 0,
+                            dilate=[False, False, True, True])
+        return m.FCN(backbone, num_classes or 19), True
+    raise SystemExit("torch_bench.py: unknown model '%s'" % name)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet20")
+    parser.add_argument("--input", default="3x32x32")
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--num-classes", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=2)
+    args = parser.parse_args()
+    c, h, w = (int(v) for v in args.input.split("x"))
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(1)
+    model, segmentation = build(args.model, c, args.num_classes)
+    classes = model.classifier[4].out_channels if segmentation else model.fc.out_features
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+    x = torch.randn(args.batch, c, h, w)
+    y = torch.randint(0, classes, (args.batch, h, w) if segmentation else (args.batch,))
+    model.train()
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+
+    for _ in range(args.warmup):
+        step()
+    cpu_start = time.process_time()  # user + system CPU: less noisy than wall time on a shared machine
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        loss = step()
+    seconds = time.perf_counter() - start
+    cpu = time.process_time() - cpu_start
+    print(json.dumps({"tool": "torch_bench", "torch": torch.__version__, "model": args.model, "input": args.input,
+                      "batch": args.batch, "threads": args.threads, "steps": args.steps,
+                      "step_ms": round(1e3 * seconds / args.steps, 2),
+                      "images_per_s": round(args.batch * args.steps / seconds, 1),
+                      "cpu_ms_per_step": round(1e3 * cpu / args.steps, 2),
+                      "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
+                      "last_loss": round(loss, 4)}))
+
+
+if __name__ == "__main__":
+    main()
