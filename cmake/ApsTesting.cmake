@@ -1,7 +1,9 @@
 # aps_add_test(NAME n SOURCES ... LIBS ... LABELS unit|cuda|slow [NP k])
 #   A GoogleTest binary. Without NP each test case becomes its own ctest (discovered at
 #   test time); with NP it runs whole under mpirun with k ranks (label 'mpi' added).
-#   Tests labelled 'cuda' report GTEST_SKIP as skipped when there is no GPU.
+#   Tests labelled 'cuda' report GTEST_SKIP as skipped when there is no GPU. OpenMP threads
+#   sleep while waiting (OMP_WAIT_POLICY=passive): ctest runs tests side by side, and
+#   spinning threads of one test would starve the other's.
 function(aps_add_test)
   cmake_parse_arguments(T "" "NAME;NP;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
@@ -17,11 +19,11 @@ function(aps_add_test)
              COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe ${MPIEXEC_NUMPROC_FLAG} ${T_NP}
                      $<TARGET_FILE:${T_NAME}>)
     set_tests_properties(${T_NAME} PROPERTIES LABELS "mpi;${T_LABELS}" TIMEOUT ${T_TIMEOUT} RUN_SERIAL ON
-                         ENVIRONMENT "OMP_NUM_THREADS=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+                         ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive;OMPI_MCA_rmaps_base_oversubscribe=1")
   else()
     include(GoogleTest)
     gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST
-                         PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT}
+                         PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} ENVIRONMENT "OMP_WAIT_POLICY=passive"
                                     SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
   endif()
 endfunction()

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The main job from a fresh Debian 12 machine: installs the dependencies, builds aps and
-# runs the end-to-end demonstration.
+# trains ResNet-20 on Fashion-MNIST with 8-bit (FP8 E4M3) gradients and Auto Precision
+# Scaling over 4 simulated ranks, then prints the test accuracy (about 10 minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
 bash tools/build.sh
-./build/tools/aps_info/aps_info
+mkdir -p out
+./build/tools/aps_train/aps_train --config configs/fmnist_resnet20_e4m3_aps.yaml \
+  --set logging.metrics_file=out/quickstart_metrics.jsonl --set checkpoint.dir=out/quickstart_checkpoints

@@ -7,7 +7,9 @@
 namespace aps {
 
 void initLogging(int rank, bool allRanks, spdlog::level::level_enum level) {
-  auto logger = spdlog::stderr_color_mt(fmt::format("aps-{}", rank));
+  const std::string name = fmt::format("aps-{}", rank);
+  spdlog::drop(name);  // initialising again (a second run in one process) replaces the logger
+  auto logger = spdlog::stderr_color_mt(name);
   if (allRanks) {
     logger->set_pattern(fmt::format("[%H:%M:%S.%e] [rank {}] [%^%l%$] %v", rank));
   } else {

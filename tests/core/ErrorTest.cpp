@@ -51,3 +51,11 @@ TEST(Logging, OnlyRankZeroLogsUnlessAllRanks) {
 }
 
 }  // namespace
+
+namespace {
+TEST(Logging, CanBeInitialisedAgain) {
+  aps::initLogging(0, false);
+  EXPECT_NO_THROW(aps::initLogging(0, false));
+  EXPECT_NO_THROW(aps::initLogging(0, true));
+}
+}  // namespace
