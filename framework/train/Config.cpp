@@ -25,6 +25,35 @@ std::string hint(const std::string& path) {
   return close.empty() ? "" : fmt::format(" (did you mean '{}'?)", close);
 }
 
+std::vector<std::string> splitPath(const std::string& path) {
+  std::vector<std::string> parts;
+  std::stringstream stream(path);
+  for (std::string part; std::getline(stream, part, '.');) parts.push_back(part);
+  return parts;
+}
+
+// Sets root[a][b][c] for path "a.b.c", turning what stands in the way into maps. Walks with
+// fresh handles: assigning through a YAML::Node reference would rebind it.
+void setPath(YAML::Node& root, const std::string& path, const YAML::Node& value) {
+  const auto parts = splitPath(path);
+  std::vector<YAML::Node> chain{root};
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (!chain.back()[parts[i]].IsMap()) chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
+    chain.push_back(chain.back()[parts[i]]);
+  }
+  chain.back()[parts.back()] = value;
+}
+
+// The node at `path`, or an undefined/null node when absent (a copy: reading never inserts).
+YAML::Node nodeAt(const YAML::Node& root, const std::string& path) {
+  YAML::Node node = YAML::Clone(root);
+  for (const auto& part : splitPath(path)) {
+    if (!node.IsMap() || !node[part]) return YAML::Node();
+    node = node[part];
+  }
+  return node;
+}
+
 // Splits "a.b.c=value" into the path and the YAML value.
 std::pair<std::string, std::string> splitOverride(const std::string& text) {
   const auto eq = text.find('=');
@@ -41,20 +70,7 @@ void applyOverride(YAML::Node& root, const std::string& text) {
   } catch (const YAML::Exception& e) {
     APS_FAIL("--set {}: value is not valid YAML: {}", text, e.msg);
   }
-  // Walk down with fresh handles: assigning through a YAML::Node reference would rebind it.
-  std::vector<std::string> parts;
-  std::stringstream stream(path);
-  for (std::string part; std::getline(stream, part, '.');) parts.push_back(part);
-  std::vector<YAML::Node> chain{root};
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    YAML::Node child = chain.back()[parts[i]];
-    if (!child.IsMap()) {
-      chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
-      child = chain.back()[parts[i]];
-    }
-    chain.push_back(child);
-  }
-  chain.back()[parts.back()] = value;
+  setPath(root, path, value);
 }
 
 class Validator {
@@ -78,14 +94,8 @@ class Validator {
 
   // Returns the node at `key.path` in `root`, or the key's default when absent.
   YAML::Node valueOf(const YAML::Node& root, const ConfigKey& key) {
-    YAML::Node node = YAML::Clone(root);
-    std::stringstream stream(key.path);
-    for (std::string part; std::getline(stream, part, '.');) {
-      if (!node.IsMap() || !node[part]) return YAML::Load(key.defaultValue);
-      node = node[part];
-    }
-    if (node.IsNull()) return YAML::Load(key.defaultValue);
-    return node;
+    const YAML::Node node = nodeAt(root, key.path);
+    return node.IsDefined() && !node.IsNull() ? node : YAML::Load(key.defaultValue);
   }
 
   void checkValue(const ConfigKey& key, const YAML::Node& node) {
@@ -170,17 +180,7 @@ class Validator {
 
 template <typename T>
 T get(const YAML::Node& resolved, const std::string& path) {
-  YAML::Node node = YAML::Clone(resolved);
-  std::stringstream stream(path);
-  for (std::string part; std::getline(stream, part, '.');) node = node[part];
-  return node.as<T>();
-}
-
-YAML::Node getNode(const YAML::Node& resolved, const std::string& path) {
-  YAML::Node node = YAML::Clone(resolved);
-  std::stringstream stream(path);
-  for (std::string part; std::getline(stream, part, '.');) node = node[part];
-  return node;
+  return nodeAt(resolved, path).as<T>();
 }
 
 void fill(TrainConfig& c) {
@@ -226,10 +226,10 @@ void fill(TrainConfig& c) {
   s.baseBatch = get<int64_t>(r, "schedule.base_batch");
   auto& p = c.precision;
   p.compute = get<std::string>(r, "precision.compute");
-  p.format = getNode(r, "precision.format");
+  p.format = nodeAt(r, "precision.format");
   p.rounding = get<std::string>(r, "precision.rounding");
   p.scaling = get<std::string>(r, "precision.scaling");
-  for (const auto& rule : getNode(r, "precision.hybrid")) {
+  for (const auto& rule : nodeAt(r, "precision.hybrid")) {
     p.hybrid.push_back({rule["pattern"].as<std::string>(), YAML::Clone(rule["format"])});
   }
   p.hybridAuto = get<bool>(r, "precision.hybrid_auto");
@@ -244,15 +244,6 @@ void fill(TrainConfig& c) {
   c.logging = {get<int64_t>(r, "logging.interval"), get<std::string>(r, "logging.metrics_file"),
                get<std::string>(r, "logging.level"), get<bool>(r, "logging.all_ranks"),
                get<bool>(r, "logging.progress")};
-}
-
-void setPath(YAML::Node& root, const std::string& path, const YAML::Node& value) {
-  std::vector<std::string> parts;
-  std::stringstream stream(path);
-  for (std::string part; std::getline(stream, part, '.');) parts.push_back(part);
-  std::vector<YAML::Node> chain{root};
-  for (size_t i = 0; i + 1 < parts.size(); ++i) chain.push_back(chain.back()[parts[i]]);
-  chain.back()[parts.back()] = value;
 }
 
 }  // namespace
