@@ -73,8 +73,8 @@ void BucketScaling::beforeReduce(const BucketContext& context) {
       const auto layer = layerOf(0, k);
       q.resize(static_cast<size_t>(layer.size));
       quantizer->quantize(layer.data, q.data(), layer.size, scaling.rounding);
-      const auto counts = precision::QuantizationCounts::measure(layer.data, q.data(), layer.size,
-                                                                 quantizer->format().maxValue());
+      const auto counts =
+          precision::QuantizationCounts::measure(layer.data, q.data(), layer.size, quantizer->format().maxValue());
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.record(static_cast<size_t>(bucket.params[k]), counts);
     }

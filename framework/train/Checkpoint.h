@@ -18,8 +18,8 @@ struct Checkpoint {
   NamedTensors tensors;  // "model.<name>", "optimizer.<name>", "schedule.<name>", ...
   uint64_t configHash = 0;
   std::string modelName;
-  int64_t epoch = 0;        // the epoch in progress
-  int64_t batchInEpoch = 0; // batches of that epoch already trained
+  int64_t epoch = 0;         // the epoch in progress
+  int64_t batchInEpoch = 0;  // batches of that epoch already trained
   int64_t globalStep = 0;
 
   // The tensors whose names start with prefix + ".", with the prefix removed.

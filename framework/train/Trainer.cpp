@@ -38,6 +38,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -47,9 +48,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // The data module's recipe names for the config's dataset names.
 std::string recipeName(const std::string& dataset) { return dataset == "imagefolder" ? "imagenet" : dataset; }
@@ -114,6 +113,7 @@ struct Trainer::State {
   bool trainStep(std::vector<data::Batch>& batches, IntervalStats& interval);
   TrainSummary evaluate();
   void logInterval(IntervalStats& interval);
+  void showProgress(double stepSeconds);
   void report(const TrainSummary& summary, const char* type);
   void writeMetrics(const nlohmann::json& line);
   void broadcastBuffersFromRankZero();
@@ -153,8 +153,7 @@ void Trainer::State::checkSameConfig() {
 
 void Trainer::State::setupModel() {
   info = models::modelInfo(config.model.name);
-  model = models::createModel(config.model.name,
-                              {config.model.numClasses, config.model.inChannels, config.seed});
+  model = models::createModel(config.model.name, {config.model.numClasses, config.model.inChannels, config.seed});
   params = model->namedParameters();
   // Gradients exist from the start, so backward accumulates in place and the reducer's
   // buffer views stay valid for the whole run.
@@ -167,14 +166,13 @@ void Trainer::State::setupData() {
   data::DatasetSpec test{recipeName(d.dataset), d.path, testSplit(d.dataset), false, 0, config.seed + 1, 0};
   trainSet = data::makeDataset(train);
   testSet = data::makeDataset(test);
-  APS_CHECK(trainSet->numClasses() == config.model.numClasses,
-            "model.num_classes = {} but dataset '{}' has {} classes", config.model.numClasses, d.dataset,
-            trainSet->numClasses());
+  APS_CHECK(trainSet->numClasses() == config.model.numClasses, "model.num_classes = {} but dataset '{}' has {} classes",
+            config.model.numClasses, d.dataset, trainSet->numClasses());
   const auto shape = trainSet->sampleShape();
   APS_CHECK(shape.image.at(0) == config.model.inChannels, "model.in_channels = {} but dataset '{}' has {} channels",
             config.model.inChannels, d.dataset, shape.image.at(0));
-  APS_CHECK(info.segmentation == !shape.label.empty(), "model '{}' is a {} model but dataset '{}' is for {}",
-            info.name, info.segmentation ? "segmentation" : "classification", d.dataset,
+  APS_CHECK(info.segmentation == !shape.label.empty(), "model '{}' is a {} model but dataset '{}' is for {}", info.name,
+            info.segmentation ? "segmentation" : "classification", d.dataset,
             shape.label.empty() ? "classification" : "segmentation");
   int64_t size = trainSet->size();
   if (d.trainSamples > 0) size = std::min(size, d.trainSamples);
@@ -412,14 +410,29 @@ bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats&
   return stepped;
 }
 
+// A one-line progress bar with rate and ETA on a terminal (rank 0, logging.progress).
+void Trainer::State::showProgress(double stepSeconds) {
+  static const bool terminal = isatty(STDERR_FILENO) != 0;
+  if (!terminal || !config.logging.progress || !isRoot()) return;
+  const double ips = stepSeconds > 0 ? static_cast<double>(config.data.batchSize * world) / stepSeconds : 0.0;
+  const auto eta = static_cast<int64_t>(stepSeconds * static_cast<double>(totalSteps - globalStep));
+  const int width = 30;
+  const auto filled = static_cast<int>(width * globalStep / std::max<int64_t>(totalSteps, 1));
+  fmt::print(stderr, "\r[{}{}] {}/{} {:.0f} img/s ETA {}:{:02d}\033[K", std::string(static_cast<size_t>(filled), '#'),
+             std::string(static_cast<size_t>(width - filled), '.'), globalStep, totalSteps, ips, eta / 60, eta % 60);
+  std::fflush(stderr);
+}
+
 void Trainer::State::logInterval(IntervalStats& interval) {
   if (interval.steps == 0) return;
+  if (isatty(STDERR_FILENO) != 0 && config.logging.progress && isRoot()) fmt::print(stderr, "\r\033[K");
   const double ips = interval.seconds > 0 ? static_cast<double>(interval.images) / interval.seconds : 0.0;
-  spdlog::info("epoch {} step {}/{} loss {:.4f} lr {:.5f} {:.0f} img/s data-wait {:.1f}% exposed-comm {:.1f}% "
-               "sent {:.2f} MB/step",
-               epoch, globalStep, totalSteps, interval.loss / interval.steps, optimizer->lr(), ips,
-               100.0 * interval.dataWait / interval.seconds, 100.0 * interval.exposed / interval.seconds,
-               static_cast<double>(interval.bytes) / 1e6);
+  spdlog::info(
+      "epoch {} step {}/{} loss {:.4f} lr {:.5f} {:.0f} img/s data-wait {:.1f}% exposed-comm {:.1f}% "
+      "sent {:.2f} MB/step",
+      epoch, globalStep, totalSteps, interval.loss / interval.steps, optimizer->lr(), ips,
+      100.0 * interval.dataWait / interval.seconds, 100.0 * interval.exposed / interval.seconds,
+      static_cast<double>(interval.bytes) / 1e6);
   nlohmann::json layers = nlohmann::json::array();
   for (size_t i = 0; i < params.size(); ++i) {
     const auto c = scaling->statistics(static_cast<int>(i));
@@ -452,7 +465,7 @@ void Trainer::State::trainEpoch() {
     // Resuming mid-epoch: skip the batches already trained (sample augmentation depends only
     // on (seed, epoch, sample), so the rest of the epoch is unchanged).
     indices.erase(indices.begin(), indices.begin() + std::min<int64_t>(static_cast<int64_t>(indices.size()),
-                                                                         batchInEpoch * config.data.batchSize));
+                                                                       batchInEpoch * config.data.batchSize));
     loaders[static_cast<size_t>(i)]->startEpoch(static_cast<uint64_t>(epoch), std::move(indices));
   }
   std::vector<data::Batch> batches(static_cast<size_t>(localRanks));
@@ -468,7 +481,9 @@ void Trainer::State::trainEpoch() {
     trainStep(batches, interval);
     ++batchInEpoch;
     ++globalStep;
-    interval.seconds += secondsSince(start);
+    const double stepSeconds = secondsSince(start);
+    interval.seconds += stepSeconds;
+    showProgress(stepSeconds);
     if (globalStep % config.logging.interval == 0) logInterval(interval);
   }
   logInterval(interval);
@@ -556,10 +571,10 @@ TrainSummary Trainer::State::evaluate() {
 
 void Trainer::State::report(const TrainSummary& summary, const char* type) {
   spdlog::info("{} epoch {} step {}: test {}", type, epoch, globalStep,
-               summary.segmentation ? fmt::format("mIoU {:.2f}% pixel accuracy {:.2f}%", 100 * summary.miou,
-                                                  100 * summary.pixelAccuracy)
-                                    : fmt::format("top-1 {:.2f}% top-5 {:.2f}% loss {:.4f}", 100 * summary.top1,
-                                                  100 * summary.top5, summary.loss));
+               summary.segmentation
+                   ? fmt::format("mIoU {:.2f}% pixel accuracy {:.2f}%", 100 * summary.miou, 100 * summary.pixelAccuracy)
+                   : fmt::format("top-1 {:.2f}% top-5 {:.2f}% loss {:.4f}", 100 * summary.top1, 100 * summary.top5,
+                                 summary.loss));
   writeMetrics({{"type", type},
                 {"epoch", epoch},
                 {"step", globalStep},
@@ -608,8 +623,7 @@ void Trainer::State::restore(const std::string& path) {
   spdlog::info("resumed from {} at epoch {} step {}", path, epoch, globalStep);
 }
 
-Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::Communicator> communicator)
-    : s_(std::make_unique<State>()) {
+Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::Communicator> communicator) : s_(std::make_unique<State>()) {
   s_->config = std::move(config);
   s_->setupWorld(std::move(communicator));
   s_->checkSameConfig();

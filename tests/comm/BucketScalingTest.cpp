@@ -71,7 +71,7 @@ TEST(BucketScaling, ApsRescuesGradientsThatE4m3FlushesToZero) {
   EXPECT_GT(plain.relError, 0.9);  // 1e-7 is far below E4M3's smallest subnormal (2^-9)
   EXPECT_TRUE(plain.nonFinite);    // and 4 x 1e3 sums beyond its max (448): NaN
   EXPECT_FALSE(aps.nonFinite);
-  EXPECT_LT(aps.relError, 0.1);     // a few 3-bit-mantissa roundings
+  EXPECT_LT(aps.relError, 0.1);  // a few 3-bit-mantissa roundings
   EXPECT_GT(plain.scaling->statistics(0).flushedFraction(), 0.9);
   EXPECT_LT(aps.scaling->statistics(0).flushedFraction(), 0.05);
   EXPECT_GT(aps.scaling->lastShift(0), 20);  // 2^20+ to lift 1e-7 into range

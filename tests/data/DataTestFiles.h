@@ -2,6 +2,7 @@
 
 // Writers for small files in each format the data library reads, into a temporary folder.
 
+#include "tests/common/ErrorMessage.h"
 #include "framework/core/Error.h"
 
 #include <zlib.h>
@@ -177,15 +178,6 @@ inline void writePalettePng(const std::string& path, const cv::Mat& indices, con
   writeBytes(path, png);
 }
 
-// The message of the aps::Error that fn throws ("no error" when it throws none).
-template <typename Fn>
-std::string errorOf(Fn&& fn) {
-  try {
-    fn();
-  } catch (const aps::Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using aps::testsupport::errorOf;
 
 }  // namespace aps::data::testing

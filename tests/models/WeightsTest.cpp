@@ -1,3 +1,4 @@
+#include "tests/common/ErrorMessage.h"
 #include "framework/autograd/GradMode.h"
 #include "framework/core/Error.h"
 #include "framework/io/Safetensors.h"
@@ -36,14 +37,7 @@ bool sameBits(const Tensor& a, const Tensor& b) {
   return std::memcmp(ca.rawData(), cb.rawData(), ca.buffer().bytes()) == 0;
 }
 
-std::string errorOf(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const aps::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using aps::testsupport::errorOf;
 
 TEST_F(WeightsTest, RoundTripIsBitExact) {
   auto source = createModel("fcn_resnet20", {.numClasses = 4, .seed = 1});

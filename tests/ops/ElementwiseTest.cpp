@@ -1,3 +1,4 @@
+#include "tests/common/ErrorMessage.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/ops/Dropout.h"
@@ -25,14 +26,7 @@ Tensor randomInput(const aps::Shape& shape, uint64_t seed, bool requiresGrad = t
   return t;
 }
 
-std::string errorOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const aps::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using aps::testsupport::errorOf;
 
 // The checker itself must catch a wrong backward (here: off by a factor of 2).
 TEST(GradCheck, DetectsAWrongGradient) {

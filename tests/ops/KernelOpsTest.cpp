@@ -1,5 +1,6 @@
 // The autograd front ends of the CPU kernels: gradients against finite differences through
 // the front end (argument plumbing, which gradients are requested) and argument validation.
+#include "tests/common/ErrorMessage.h"
 #include "framework/core/Error.h"
 #include "framework/ops/BatchNorm.h"
 #include "framework/ops/Conv.h"
@@ -37,14 +38,7 @@ Tensor separatedInput(const aps::Shape& shape, uint64_t seed) {
   return t;
 }
 
-std::string errorOf(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const aps::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using aps::testsupport::errorOf;
 
 TEST(Conv2dOp, GradientsForStridePaddingDilationGroups) {
   ops::Conv2dOptions plain;

@@ -1,3 +1,4 @@
+#include "tests/common/ErrorMessage.h"
 #include "precision/FloatFormat.h"
 
 #include "framework/core/Error.h"
@@ -61,16 +62,7 @@ TEST(FloatFormat, CustomFromYamlAndOverrides) {
   EXPECT_EQ(FloatFormat::fromMap({{"exponent_bits", "4"}, {"mantissa_bits", "3"}, {"bias", "8"}}).name, "e4m3_b8");
 }
 
-// The message of the aps::Error thrown by fn, or "" when nothing is thrown.
-template <typename Fn>
-std::string errorOf(Fn fn) {
-  try {
-    fn();
-  } catch (const aps::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using aps::testsupport::errorOf;
 
 TEST(FloatFormat, ImpossibleFormatsAreRejectedNamingKeyAndValue) {
   auto msg = errorOf([] { FloatFormat::fromMap({{"exponent_bits", "9"}, {"mantissa_bits", "2"}}); });

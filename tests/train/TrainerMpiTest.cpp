@@ -25,7 +25,8 @@ uint64_t stateHash(const NamedTensors& state) {
   for (const auto& [name, tensor] : state) {
     const Tensor t = tensor.contiguous();
     const auto* p = static_cast<const unsigned char*>(t.rawData());
-    for (size_t i = 0; i < static_cast<size_t>(t.numel()) * dtypeSize(t.dtype()); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    for (size_t i = 0; i < static_cast<size_t>(t.numel()) * dtypeSize(t.dtype()); ++i)
+      h = (h ^ p[i]) * 1099511628211ull;
   }
   return h;
 }

@@ -34,10 +34,10 @@ class TrainerTest : public ::testing::Test {
 };
 
 TEST_F(TrainerTest, SimulatedRanksLearnWithFp8AndAps) {
-  auto config = smallConfig("sim", 2,
-                            {"epochs=2", "seed=1", "data.train_samples=1024", "data.batch_size=16", "optimizer.lr=0.1",
-                             "precision.format=e4m3", "precision.scaling=aps",
-                             "logging.metrics_file=" + path("metrics.jsonl")});
+  auto config =
+      smallConfig("sim", 2,
+                  {"epochs=2", "seed=1", "data.train_samples=1024", "data.batch_size=16", "optimizer.lr=0.1",
+                   "precision.format=e4m3", "precision.scaling=aps", "logging.metrics_file=" + path("metrics.jsonl")});
   Trainer trainer(config, nullptr);
   const TrainSummary summary = trainer.run();
   EXPECT_EQ(summary.steps, 2 * 1024 / (2 * 16));

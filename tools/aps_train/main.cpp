@@ -36,8 +36,8 @@ int main(int argc, char** argv) {
       const auto s = trainer.run(resume);
       if (communicator && communicator->rank() != 0) return;
       if (s.segmentation) {
-        fmt::print("final: test mIoU {:.2f}% pixel accuracy {:.2f}% ({} steps, {} skipped, {:.0f} s)\n",
-                   100 * s.miou, 100 * s.pixelAccuracy, s.steps, s.skippedSteps, s.seconds);
+        fmt::print("final: test mIoU {:.2f}% pixel accuracy {:.2f}% ({} steps, {} skipped, {:.0f} s)\n", 100 * s.miou,
+                   100 * s.pixelAccuracy, s.steps, s.skippedSteps, s.seconds);
       } else {
         fmt::print("final: test top-1 {:.2f}% top-5 {:.2f}% loss {:.4f} ({} steps, {} skipped, {:.0f} s)\n",
                    100 * s.top1, 100 * s.top5, s.loss, s.steps, s.skippedSteps, s.seconds);
