@@ -7,6 +7,14 @@
 
 namespace aps::comm {
 
+namespace {
+// Values of the k-th parameter of a bucket (parameters lie back to back in the flat buffer).
+int64_t layerSize(const BucketLayout::Bucket& bucket, size_t k) {
+  const int64_t end = k + 1 < bucket.params.size() ? bucket.offsets[k + 1] : bucket.count;
+  return end - bucket.offsets[k];
+}
+}  // namespace
+
 BucketScaling::BucketScaling(std::vector<FormatScaling> perFormat, size_t paramCount, int statsWindow)
     : perFormat_(std::move(perFormat)), shifts_(paramCount, 0), stats_(paramCount, statsWindow) {
   for (const auto& f : perFormat_) {
@@ -25,8 +33,7 @@ void BucketScaling::beforeReduce(const BucketContext& context) {
   const FormatScaling& scaling = perFormat_.at(static_cast<size_t>(bucket.format));
   const size_t layers = bucket.params.size();
   auto layerOf = [&](size_t local, size_t k) {
-    const int64_t end = k + 1 < layers ? bucket.offsets[k + 1] : bucket.count;
-    return precision::LayerGradient{data[local] + bucket.offsets[k], end - bucket.offsets[k]};
+    return precision::LayerGradient{data[local] + bucket.offsets[k], layerSize(bucket, k)};
   };
   if (scaling.scaler && scaling.scaler->mode() != precision::ScalingMode::None) {
     const precision::ApsScaler& scaler = *scaling.scaler;
@@ -91,8 +98,7 @@ void BucketScaling::afterReduce(const BucketContext& context) {
       s = shifts_[static_cast<size_t>(bucket.params[k])];
     }
     if (s == 0) continue;
-    const int64_t end = k + 1 < layers ? bucket.offsets[k + 1] : bucket.count;
-    for (float* d : context.data) precision::scaleByPowerOfTwo(d + bucket.offsets[k], end - bucket.offsets[k], -s);
+    for (float* d : context.data) precision::scaleByPowerOfTwo(d + bucket.offsets[k], layerSize(bucket, k), -s);
   }
 }
 

@@ -1,5 +1,7 @@
 #include "comm/ExchangeSchedule.h"
 
+#include <algorithm>
+
 #include "framework/core/Error.h"
 
 namespace aps::comm {
@@ -48,6 +50,17 @@ void ExchangeSchedule::allGatherShared(std::span<const void* const> sendData, st
     add(src, first_, data, out + offsets[s], counts[s]);
   }
   flush();
+}
+
+ExchangeSchedule::EncodedLayout ExchangeSchedule::encodedLayout(const precision::Codec& codec, int64_t n) const {
+  const auto w = static_cast<size_t>(world_);
+  EncodedLayout layout{std::vector<size_t>(w), std::vector<size_t>(w + 1, 0), 0};
+  for (size_t c = 0; c < w; ++c) {
+    layout.counts[c] = encodedSize(codec, chunkSize(n, static_cast<int>(c)));
+    layout.offsets[c + 1] = layout.offsets[c] + layout.counts[c];
+    layout.maxCount = std::max(layout.maxCount, layout.counts[c]);
+  }
+  return layout;
 }
 
 precision::EncodeContext ExchangeSchedule::encodeContext(int rank, int phase, int64_t offset) const {

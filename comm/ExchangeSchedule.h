@@ -56,6 +56,14 @@ class ExchangeSchedule {
   int64_t chunkBegin(int64_t n, int c) const { return n * c / world_; }
   int64_t chunkSize(int64_t n, int c) const { return chunkBegin(n, c + 1) - chunkBegin(n, c); }
 
+  // Where the encoded chunks of an n-value buffer lie: chunk c takes counts[c] bytes at
+  // offsets[c]; offsets[worldSize()] is the whole encoded size, maxCount the largest chunk.
+  struct EncodedLayout {
+    std::vector<size_t> counts, offsets;
+    size_t maxCount = 0;
+  };
+  EncodedLayout encodedLayout(const precision::Codec& codec, int64_t n) const;
+
   // The context of an encode made by `rank` (-1: a computation every rank repeats) in
   // schedule phase `phase`, of values starting at element `offset` of the buffer.
   precision::EncodeContext encodeContext(int rank, int phase, int64_t offset) const;

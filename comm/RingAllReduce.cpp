@@ -30,14 +30,10 @@ void RingAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, in
   const auto local = static_cast<size_t>(s.localRankCount());
   const auto w = static_cast<size_t>(world);
 
-  std::vector<size_t> counts(w), offsets(w + 1, 0);
-  size_t maxCount = 0;
-  for (int c = 0; c < world; ++c) {
-    const auto cu = static_cast<size_t>(c);
-    counts[cu] = encodedSize(codec, s.chunkSize(n, c));
-    offsets[cu + 1] = offsets[cu] + counts[cu];
-    maxCount = std::max(maxCount, counts[cu]);
-  }
+  const auto layout = s.encodedLayout(codec, n);
+  const std::vector<size_t>& counts = layout.counts;
+  const std::vector<size_t>& offsets = layout.offsets;
+  const size_t maxCount = layout.maxCount;
 
   // Every rank encodes its whole input, chunk by chunk (chunks are self-contained).
   std::vector<uint8_t*> enc(local), incoming(local);

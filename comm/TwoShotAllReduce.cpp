@@ -33,11 +33,9 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
   const auto w = static_cast<size_t>(world);
 
   // Encoded layout of a whole buffer: chunk c at offsets[c], counts[c] bytes.
-  std::vector<size_t> counts(w), offsets(w + 1, 0);
-  for (int c = 0; c < world; ++c) {
-    counts[static_cast<size_t>(c)] = encodedSize(codec, s.chunkSize(n, c));
-    offsets[static_cast<size_t>(c) + 1] = offsets[static_cast<size_t>(c)] + counts[static_cast<size_t>(c)];
-  }
+  const auto layout = s.encodedLayout(codec, n);
+  const std::vector<size_t>& counts = layout.counts;
+  const std::vector<size_t>& offsets = layout.offsets;
 
   // Phase 1: every rank encodes each chunk of its input; chunk c goes to rank c.
   std::vector<uint8_t*> sendBuf(local), recvBuf(local);

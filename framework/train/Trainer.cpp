@@ -289,8 +289,10 @@ void Trainer::State::setupPrecisionAndComm() {
   reduceOptions.kahan = p.kahan;
   std::vector<std::shared_ptr<const comm::AllReduceAlgorithm>> algorithms;
   std::vector<comm::BucketScaling::FormatScaling> perFormat;
+  std::vector<std::string> codecNames;
   for (const auto& spec : specs) {
     std::shared_ptr<const precision::Codec> codec = precision::makeCodec(spec);
+    codecNames.push_back(codec->name());
     algorithms.push_back(comm::makeAllReduce(reduceOptions, codec));
     comm::BucketScaling::FormatScaling f;
     if (spec.kind == precision::CodecSpec::Kind::Float && !spec.format.isFp32()) {
@@ -321,13 +323,12 @@ void Trainer::State::setupPrecisionAndComm() {
                                [this, i](Tensor&) { reducer->markReady(static_cast<int>(i), currentLocal); });
   }
   for (size_t i = 0; i < params.size(); ++i) {
-    spdlog::debug("wire format of {}: {}", params[i].name, precision::makeCodec(specs[formatOf[i]])->name());
+    spdlog::debug("wire format of {}: {}", params[i].name, codecNames[static_cast<size_t>(formatOf[i])]);
   }
   for (size_t f = 0; f < specs.size(); ++f) {
     int64_t count = 0;
     for (int id : formatOf) count += id == static_cast<int>(f) ? 1 : 0;
-    spdlog::info("wire format {}: {} parameter tensors, scaling {}", precision::makeCodec(specs[f])->name(), count,
-                 p.scaling);
+    spdlog::info("wire format {}: {} parameter tensors, scaling {}", codecNames[f], count, p.scaling);
   }
 }
 
