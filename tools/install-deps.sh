@@ -10,6 +10,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
+  python3-matplotlib
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -1,0 +1,788 @@
+#!/usr/bin/env python3
+"""Runs the accuracy sweep of tools/reproduce/sweep.json with aps_train and writes
+docs/RESULTS.md (tables) and docs/results/*.png (plots) from the runs' metrics files.
+
+    python3 tools/reproduce/reproduce.py              # the whole sweep (about 3 h on 2 cores), resumable
+    python3 tools/reproduce/reproduce.py --quick      # a reduced sweep in minutes, docs under out/reproduce-quick
+    python3 tools/reproduce/reproduce.py --report-only  # regenerate the docs from existing metrics
+    python3 tools/reproduce/reproduce.py --only 'r8-e4m3*' --list  # what would run, and how
+
+Python 3 standard library plus matplotlib (Debian's python3-matplotlib) for the plots.
+A run whose metrics file already holds a "final" record is skipped, so an interrupted sweep
+continues where it stopped.
+"""
+
+import argparse
+import concurrent.futures
+import copy
+import datetime
+import fnmatch
+import json
+import math
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_SWEEP = ROOT / "tools" / "reproduce" / "sweep.json"
+DEFAULT_APS_TRAIN = ROOT / "build" / "tools" / "aps_train" / "aps_train"
+
+# Plot families, in the order the report shows them.
+FAMILY_TITLES = {
+    "fp32_fp16": "fp32 and fp16",
+    "e5m2": "FP8 E5M2",
+    "e4m3": "FP8 E4M3 (with FP8-LM and ring)",
+    "e3m0": "4-bit E3M0",
+    "e2m1": "4-bit E2M1",
+    "hybrid": "hybrid precision",
+    "dettmers": "Dettmers 8-bit",
+}
+
+
+class SweepError(Exception):
+    """A malformed sweep file or command line; reported without a traceback."""
+
+
+# ----------------------------------------------------------------------------- the sweep
+
+
+class Run:
+    """One aps_train invocation: a setting (model, data, ranks), a variant (wire format) and a seed."""
+
+    def __init__(self, setting_name, setting, variant, seed):
+        self.setting = setting_name
+        self.variant = variant["name"]
+        self.seed = seed
+        self.id = f"{setting_name}-{variant['name']}-s{seed}"
+        self.config = setting["config"]
+        self.overrides = dict(setting["set"])
+        self.overrides.update(variant.get("set", {}))
+        self.overrides["seed"] = seed
+        for key in ("data.batch_size", "comm.world_size"):
+            if key not in self.overrides:
+                raise SweepError(f"sweep: setting '{setting_name}' must set '{key}' (the report needs the global batch)")
+        self.world = int(self.overrides["comm.world_size"])
+        self.setting_is_seg = setting["table"] == "segmentation"
+        self.global_batch = int(self.overrides["data.batch_size"]) * self.world
+
+
+def load_sweep(path, quick, only=()):
+    try:
+        sweep = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise SweepError(f"sweep file '{path}': {e}") from e
+    sweep = copy.deepcopy(sweep)
+    settings = sweep["settings"]
+    if quick:
+        for name, keys in sweep["quick"]["settings"].items():
+            if name not in settings:
+                raise SweepError(f"sweep: quick.settings names unknown setting '{name}'")
+            settings[name]["set"].update(keys)
+    runs = []
+    seen = set()
+    for variant in sweep["variants"]:
+        for setting_name in variant["settings"]:
+            if setting_name not in settings:
+                raise SweepError(f"sweep: variant '{variant['name']}' names unknown setting '{setting_name}'")
+            # A setting may cap the seeds (the segmentation table needs no spread).
+            for seed in variant["seeds"][: settings[setting_name].get("max_seeds")]:
+                run = Run(setting_name, settings[setting_name], variant, seed)
+                if run.id in seen:
+                    raise SweepError(f"sweep: run '{run.id}' appears twice")
+                seen.add(run.id)
+                runs.append(run)
+    if quick and not only:  # --quick --only PATTERN: any run, at the quick sizes
+        wanted = sweep["quick"]["runs"]
+        unknown = [w for w in wanted if w not in seen]
+        if unknown:
+            raise SweepError(f"sweep: quick.runs names unknown runs {unknown}")
+        runs = [r for r in runs if r.id in wanted]
+    return sweep, runs
+
+
+def select(runs, patterns):
+    if not patterns:
+        return runs
+    pats = [p for group in patterns for p in group.split(",") if p]
+    chosen = [r for r in runs if any(fnmatch.fnmatchcase(r.id, p) for p in pats)]
+    if not chosen:
+        raise SweepError(f"--only {' '.join(patterns)} matches no run; runs are named SETTING-VARIANT-sSEED, e.g. {runs[0].id}")
+    return chosen
+
+
+def yaml_value(value):
+    """A JSON value as the YAML text aps_train's --set parses (JSON flow syntax is YAML)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def metrics_path(out, run):
+    return Path(out) / "metrics" / f"{run.id}.jsonl"
+
+
+def read_records(path):
+    """The JSON lines of a metrics file; a torn last line (a killed run) is ignored."""
+    records = []
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    break
+    except FileNotFoundError:
+        pass
+    return records
+
+
+def is_complete(path):
+    return any(r.get("type") == "final" for r in read_records(path))
+
+
+def command(run, aps_train, out, threads):
+    cmd = [str(aps_train), "--config", run.config]
+    overrides = dict(run.overrides)
+    overrides["logging.metrics_file"] = str(metrics_path(out, run).resolve())
+    if threads > 0:
+        overrides["threads"] = threads
+    for key, value in overrides.items():
+        cmd += ["--set", f"{key}={yaml_value(value)}"]
+    return cmd
+
+
+def execute(run, aps_train, out, threads, jobs):
+    """Runs one configuration; returns (run, status, seconds). The log goes to out/logs/ID.log."""
+    metrics = metrics_path(out, run)
+    if is_complete(metrics):
+        return run, "skipped", 0.0
+    log = Path(out) / "logs" / f"{run.id}.log"
+    cmd = command(run, aps_train, out, threads)
+    start = time.monotonic()
+    with open(log, "w") as f:
+        f.write("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
+        f.flush()
+        # Idle OpenMP threads sleep instead of spinning: on a shared or oversubscribed machine
+        # spinning threads of one run starve the others (and their own run's other threads).
+        env = dict(os.environ)
+        env.setdefault("OMP_WAIT_POLICY", "passive")
+        rc = subprocess.call(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env)
+    seconds = time.monotonic() - start
+    status = "ok" if rc == 0 and is_complete(metrics) else f"failed (exit {rc})"
+    side = {"id": run.id, "command": cmd, "exit_code": rc, "wall_seconds": seconds, "threads": threads, "jobs": jobs}
+    (Path(out) / "metrics" / f"{run.id}.run.json").write_text(json.dumps(side, indent=1) + "\n")
+    return run, status, seconds
+
+
+def run_sweep(runs, args):
+    out = Path(args.out)
+    (out / "metrics").mkdir(parents=True, exist_ok=True)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    cores = os.cpu_count() or 1
+    threads = 0 if args.jobs == 1 else max(1, cores // args.jobs)  # 0: aps_train uses every core
+    failed = []
+    done = 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(execute, r, args.aps_train, out, threads, args.jobs) for r in runs]
+        for future in concurrent.futures.as_completed(futures):
+            run, status, seconds = future.result()
+            done += 1
+            summary = ""
+            if status == "ok":
+                final = next(r for r in read_records(metrics_path(out, run)) if r.get("type") == "final")
+                summary = (f"mIoU {100 * final['miou']:.2f}%" if run.setting_is_seg else f"top-1 {100 * final['top1']:.2f}%")
+                summary += f" in {seconds:.0f} s"
+            elif status != "skipped":
+                failed.append(run.id)
+                summary = f"see {out / 'logs' / (run.id + '.log')}: {last_error(out, run)}"
+            print(f"[{done}/{len(runs)}] {run.id}: {status} {summary}".rstrip(), flush=True)
+    return failed
+
+
+def last_error(out, run):
+    """The last line of a run's log that reports an error (aps_train prints 'aps_train: error: ...')."""
+    try:
+        lines = (Path(out) / "logs" / f"{run.id}.log").read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return ""
+    for line in reversed(lines):
+        if "error" in line.lower():
+            return line.strip()[:300]
+    return lines[-1].strip()[:300] if lines else ""
+
+
+# ----------------------------------------------------------------------------- collecting
+
+
+def median_or_none(values):
+    return statistics.median(values) if values else None
+
+
+def summarize_run(run, out):
+    """What the report needs from one run's metrics file."""
+    s = {"id": run.id, "setting": run.setting, "variant": run.variant, "seed": run.seed,
+         "global_batch": run.global_batch, "world": run.world, "status": "missing"}
+    records = read_records(metrics_path(out, run))
+    side_path = Path(out) / "metrics" / f"{run.id}.run.json"
+    if side_path.exists():
+        side = json.loads(side_path.read_text())
+        s["wall_seconds"] = side.get("wall_seconds")
+        s["jobs"] = side.get("jobs", 1)
+        if side.get("exit_code", 0) != 0:
+            s["status"] = "failed"
+            s["error"] = last_error(out, run)
+    final = next((r for r in records if r.get("type") == "final"), None)
+    if final is None:
+        if s["status"] != "failed" and records:
+            s["status"] = "incomplete"
+        return s
+    s["status"] = "ok"
+    for key in ("top1", "top5", "loss", "miou", "pixel_accuracy", "step", "epoch", "skipped_steps", "seconds"):
+        s[key] = final.get(key)
+    train = [r for r in records if r.get("type") == "train"]
+    # Steady-state step time: global batch / images per second, without the first interval
+    # (thread pools, allocations and the loader's first batches warm up there).
+    steady = train[1:] if len(train) > 1 else train
+    s["step_seconds"] = median_or_none([run.global_batch / r["images_per_s"] for r in steady if r["images_per_s"] > 0])
+    s["images_per_second"] = median_or_none([r["images_per_s"] for r in steady if r["images_per_s"] > 0])
+    s["bytes_per_step"] = median_or_none([r["bytes_sent_per_step"] for r in train if r["bytes_sent_per_step"] > 0])
+    previous = 0
+    exposed = []
+    for r in train:
+        steps = r["step"] - previous
+        previous = r["step"]
+        if steps > 0:
+            exposed.append(r["exposed_comm_s"] / steps)
+    s["exposed_comm_seconds"] = median_or_none(exposed[1:] if len(exposed) > 1 else exposed)
+    # Test metric per epoch: the eval records, then the final one (the last epoch's).
+    curve = [(r["epoch"], r["top1"], r["miou"]) for r in records if r.get("type") == "eval"]
+    curve.append((final["epoch"], final["top1"], final["miou"]))
+    s["curve"] = curve
+    # Per-layer quantisation statistics over training (flushed to zero, saturated).
+    layers = []
+    for r in train:
+        for layer in r.get("layers", []):
+            if layer["name"] not in layers:
+                layers.append(layer["name"])
+    if layers:
+        index = {name: i for i, name in enumerate(layers)}
+        steps, flushed, saturated = [], [], []
+        for r in train:
+            if not r.get("layers"):
+                continue
+            f = [None] * len(layers)
+            sat = [None] * len(layers)
+            for layer in r["layers"]:
+                f[index[layer["name"]]] = layer["flushed"]
+                sat[index[layer["name"]]] = layer["saturated"]
+            steps.append(r["step"])
+            flushed.append(f)
+            saturated.append(sat)
+        s["layer_stats"] = {"layers": layers, "steps": steps, "flushed": flushed, "saturated": saturated}
+    return s
+
+
+def collect(sweep, runs, out, quick):
+    return {
+        "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "mode": "quick" if quick else "full",
+        "settings": sweep["settings"],
+        "budget": sweep["budget"],
+        "variants": sweep["variants"],
+        "cores": os.cpu_count(),
+        "runs": [summarize_run(r, out) for r in runs],
+    }
+
+
+# ----------------------------------------------------------------------------- tables
+
+
+def fmt_pct(values):
+    """'91.23' for one seed, '91.23 ± 0.15' (sample standard deviation) for several."""
+    if not values:
+        return None
+    mean = 100 * statistics.mean(values)
+    if len(values) == 1:
+        return f"{mean:.2f}"
+    return f"{mean:.2f} ± {100 * statistics.stdev(values):.2f}"
+
+
+def fmt_bytes(b):
+    if b is None:
+        return "–"
+    return f"{b / 1e3:,.1f}"
+
+
+def fmt_ms(s):
+    return "–" if s is None else f"{1e3 * s:,.0f}"
+
+
+def runs_of(data, setting, variant):
+    return [r for r in data["runs"] if r["setting"] == setting and r["variant"] == variant]
+
+
+def cell_status(runs):
+    """'' when some seed finished; otherwise why nothing did."""
+    if any(r["status"] == "ok" for r in runs):
+        return ""
+    if any(r["status"] == "failed" for r in runs):
+        return "failed¹"
+    if any(r["status"] == "incomplete" for r in runs):
+        return "incomplete"
+    return "not run"
+
+
+def metric_cells(data, setting, variant, metric, baseline):
+    """(metric, delta vs the baseline variant, bytes/step, step ms) for one table cell group."""
+    rs = runs_of(data, setting, variant)
+    if not rs:
+        return None
+    status = cell_status(rs)
+    if status:
+        return [status, "", "", ""]
+    ok = [r for r in rs if r["status"] == "ok"]
+    values = [r[metric] for r in ok]
+    text = fmt_pct(values)
+    if len(rs) > len(ok):
+        text += f" ({len(ok)}/{len(rs)} seeds)"
+    elif len(ok) > 1:
+        text += f" (n={len(ok)})"
+    delta = ""
+    base = [r[metric] for r in runs_of(data, setting, baseline) if r["status"] == "ok"]
+    if base and variant != baseline:
+        delta = f"{100 * (statistics.mean(values) - statistics.mean(base)):+.2f}"
+    bytes_ = median_or_none([r["bytes_per_step"] for r in ok if r.get("bytes_per_step")])
+    step = median_or_none([r["step_seconds"] for r in ok if r.get("step_seconds")])
+    return [text, delta, fmt_bytes(bytes_), fmt_ms(step)]
+
+
+def table(data, table_kind, metric, metric_name):
+    settings = [n for n, s in data["settings"].items() if s["table"] == table_kind]
+    settings = [n for n in settings if any(r["setting"] == n for r in data["runs"])]
+    if not settings:
+        return []
+    baseline = "fp32"
+    header = ["configuration"]
+    for n in settings:
+        header += [f"{n}: {metric_name} (%)", "Δ fp32", "kB sent/step", "ms/step"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for v in data["variants"]:
+        cells = [metric_cells(data, n, v["name"], metric, baseline) for n in settings]
+        if all(c is None for c in cells):
+            continue
+        row = [v["label"]]
+        for c in cells:
+            row += c if c is not None else ["", "", "", ""]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+# ----------------------------------------------------------------------------- plots
+
+
+def plot_all(data, results_dir):
+    """Writes the PNGs; returns their names. matplotlib is imported here so that a machine
+    without it can still run the sweep and write the tables (--no-plots)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
+    from matplotlib.ticker import MaxNLocator
+
+    results_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    labels = {v["name"]: v["label"] for v in data["variants"]}
+    settings = data["settings"]
+
+    def mean_curve(rs, metric):
+        by_epoch = {}
+        for r in rs:
+            for epoch, top1, miou in r["curve"]:
+                by_epoch.setdefault(epoch, []).append(top1 if metric == "top1" else miou)
+        epochs = sorted(by_epoch)
+        return epochs, [100 * statistics.mean(by_epoch[e]) for e in epochs]
+
+    # Test accuracy per epoch, one figure per format family (fp32 dashed in every panel).
+    families = [f for f in FAMILY_TITLES if any(v.get("family") == f for v in data["variants"])]
+    for family in families:
+        members = [v["name"] for v in data["variants"] if v.get("family") == family]
+        panels = [n for n, s in settings.items() if s["table"] == "classification"
+                  and any(r["status"] == "ok" and r["setting"] == n and r["variant"] in members for r in data["runs"])]
+        if not panels:
+            continue
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), squeeze=False)
+        for ax, setting in zip(axes[0], panels):
+            names = ([] if "fp32" in members else ["fp32"]) + members
+            for name in names:
+                rs = [r for r in runs_of(data, setting, name) if r["status"] == "ok"]
+                if not rs:
+                    continue
+                epochs, acc = mean_curve(rs, "top1")
+                style = dict(color="0.5", linestyle="--") if name == "fp32" and family != "fp32_fp16" else {}
+                ax.plot(epochs, acc, marker="o", markersize=3, label=labels[name], **style)
+            ax.set_title(settings[setting]["title"], fontsize=9)
+            ax.set_xlabel("epoch")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_ylabel("test top-1 (%)")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.suptitle(f"ResNet-20 on Fashion-MNIST: {FAMILY_TITLES[family]}", fontsize=10)
+        fig.tight_layout()
+        name = f"accuracy_{family}.png"
+        fig.savefig(results_dir / name, dpi=110)
+        plt.close(fig)
+        written.append(name)
+
+    # Segmentation mIoU per epoch.
+    seg_settings = [n for n, s in settings.items() if s["table"] == "segmentation"]
+    for setting in seg_settings:
+        rs_all = [r for r in data["runs"] if r["setting"] == setting and r["status"] == "ok"]
+        if not rs_all:
+            continue
+        fig, ax = plt.subplots(figsize=(5.2, 3.8))
+        for v in data["variants"]:
+            rs = [r for r in rs_all if r["variant"] == v["name"]]
+            if rs:
+                epochs, miou = mean_curve(rs, "miou")
+                ax.plot(epochs, miou, marker="o", markersize=3, label=v["label"])
+        ax.set_title(settings[setting]["title"], fontsize=9)
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel("test mIoU (%)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        name = f"miou_{setting}.png"
+        fig.savefig(results_dir / name, dpi=110)
+        plt.close(fig)
+        written.append(name)
+
+    # Per-layer fraction of gradient values flushed to zero / saturated, without and with APS.
+    groups = sorted({v["heatmap"] for v in data["variants"] if v.get("heatmap")})
+    floor = 1e-5
+    for setting in settings:
+        for group in groups:
+            members = [v["name"] for v in data["variants"] if v.get("heatmap") == group]
+            rs = []
+            for name in members:
+                ok = sorted((r for r in runs_of(data, setting, name) if r["status"] == "ok" and r.get("layer_stats")),
+                            key=lambda r: r["seed"])
+                if ok:
+                    rs.append(ok[0])
+            if not rs:
+                continue
+            fig, axes = plt.subplots(2, len(rs), figsize=(1.5 + 4.5 * len(rs), 9.0), squeeze=False,
+                                     layout="constrained")
+            image = None
+            for col, r in enumerate(rs):
+                st = r["layer_stats"]
+                for row, key in enumerate(("flushed", "saturated")):
+                    ax = axes[row][col]
+                    # rows: layers; columns: logging intervals; missing values shown at the floor.
+                    grid = [[max(floor, (st[key][t][l] or 0.0)) for t in range(len(st["steps"]))]
+                            for l in range(len(st["layers"]))]
+                    steps = st["steps"]
+                    extent = [0, steps[-1] if steps else 1, len(st["layers"]) - 0.5, -0.5]
+                    image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="magma",
+                                      norm=LogNorm(vmin=floor, vmax=1.0), extent=extent)
+                    ax.set_title(f"{labels[r['variant']]}: {key}", fontsize=9)
+                    ax.set_xlabel("training step")
+                    ticks = list(range(0, len(st["layers"]), max(1, len(st["layers"]) // 24)))
+                    ax.set_yticks(ticks)
+                    ax.set_yticklabels([st["layers"][t] for t in ticks] if col == 0 else [], fontsize=5)
+            fig.colorbar(image, ax=axes, shrink=0.5, label="fraction of the layer's gradient values")
+            fig.suptitle(f"{settings[setting]['title']}: {group} gradients per layer (rank 0, before the all-reduce)",
+                         fontsize=9)
+            name = f"heatmap_{setting}_{group}.png"
+            fig.savefig(results_dir / name, dpi=110)
+            plt.close(fig)
+            written.append(name)
+    return written
+
+
+# ----------------------------------------------------------------------------- the report
+
+
+LITERATURE = """\
+## Our numbers beside the literature's
+
+| claim | source | their setup | ours (this sweep) |
+|---|---|---|---|
+| 8-bit gradients with APS lose < 0.05% accuracy | Han, Demmel, You, ISC 2021 (arXiv 1911.08907), abstract | ResNet-18/CIFAR-10 and ResNet-50/ImageNet, many (emulated) nodes | {aps8} |
+| 8-bit gradients: AlexNet top-5 error 18.65% vs 18.55% (32-bit) | Dettmers, ICLR 2016 (arXiv 1511.04561) | AlexNet/ImageNet, dynamic-tree 8-bit | {dettmers} |
+| FP8 training: ResNet-50 top-1 76.71% (bf16) -> 76.76% (FP8) | Micikevicius et al., "FP8 Formats for Deep Learning" (arXiv 2209.05433) | ResNet-50/ImageNet, E4M3 forward / E5M2 gradients | {fp8} |
+
+The sweep's setups are far smaller (ResNet-20 on a Fashion-MNIST subset, a few epochs on CPUs),
+so the differences it measures carry seed noise of a few tenths of a percent (the ± columns);
+a difference smaller than the spread is no difference. The shipped configurations below run
+the literature's setups at their scale, on GPUs or many CPU nodes with the real datasets
+(`mpirun -np N build/tools/aps_train/aps_train --config FILE`); none of them was run for this report.
+
+| config | setup | expected (literature) |
+|---|---|---|
+| `configs/resnet50_fp8.yaml` | APS paper: ResNet-50/ImageNet, 32 ranks x 256 (global 8192), Nesterov, peak LR 3.2, 90 epochs, E5M2 + APS | ~76% top-1, within 0.05% of fp32 (`--set precision.format=fp32` for the baseline) |
+| `configs/resnet50_fp8.yaml --set precision.format=e4m3 --set precision.scaling=none` | FP8 formats paper's comparison, gradients only in FP8 (its forward pass in FP8 is not emulated) | 76.71 -> 76.76 top-1 for full FP8 training; gradient-only FP8 should be at least as close |
+| `configs/resnet50_fp8.yaml --set precision.format=dettmers_dynamic/block256 --set precision.scaling=none` | Dettmers' dynamic-tree 8-bit type on ResNet-50 (the repository ships no AlexNet) | within ~0.1% of fp32 (his AlexNet: 18.65% vs 18.55% top-5 error) |
+| `configs/cifar10_resnet18_aps.yaml` | APS artifact: ResNet-18/CIFAR-10, 8 ranks x 512, 100 epochs, warm-up 0.1 -> 1.6, IEEE-like E4M3 + APS | ~94-95% top-1, within 0.05% of fp32 |
+| `configs/cityscapes_fcn_r50_d8_fp8.yaml` | APS artifact's segmentation: FCN-R50-D8 on Cityscapes, 8 ranks, E4M3 + APS, 80k steps | mIoU close to mmsegmentation's fp32 FCN-R50-D8 (~72-74%) |
+"""
+
+
+def literature_numbers(data):
+    def delta(setting, variant):
+        ok = [r["top1"] for r in runs_of(data, setting, variant) if r["status"] == "ok"]
+        base = [r["top1"] for r in runs_of(data, setting, "fp32") if r["status"] == "ok"]
+        if not ok or not base:
+            return None
+        return 100 * (statistics.mean(ok) - statistics.mean(base))
+
+    def describe(*pairs):
+        texts = []
+        for variant, name in pairs:
+            parts = [f"{setting} {d:+.2f}" for setting in ("r8", "r64") if (d := delta(setting, variant)) is not None]
+            if parts:
+                texts.append(f"{name}: " + ", ".join(parts))
+        return "; ".join(texts) + " points of top-1 vs fp32" if texts else "not run"
+
+    return {
+        "aps8": describe(("e4m3_aps", "e4m3 + APS"), ("e5m2_aps", "e5m2 + APS")),
+        "dettmers": describe(("dettmers_dynamic", "dynamic tree"), ("dettmers_linear", "linear")),
+        "fp8": describe(("e5m2", "e5m2"), ("e4m3", "e4m3"), ("fp8lm", "e4m3 + FP8-LM scaler")),
+    }
+
+
+def budget_model(budget, settings, runs):
+    """Per setting: (runs, train images, test images, CPU-seconds per run), from sweep.json's budget."""
+    rows = {}
+    for name, setting in settings.items():
+        n = sum(1 for r in runs if r.setting == name)
+        if n == 0:
+            continue
+        keys = setting["set"]
+        epochs = int(keys["epochs"])
+        train = int(keys["data.train_samples"]) * epochs
+        test = int(keys["data.test_samples"]) * epochs
+        rate = budget["train_images_per_cpu_second"][name]
+        cpu = budget["startup_cpu_seconds"] + (train + budget["eval_cost"] * test) / rate
+        rows[name] = (n, train, test, rate, cpu)
+    return rows
+
+
+def budget_lines(budget, settings, runs):
+    model = budget_model(budget, settings, runs)
+    cores = budget["cores"]
+    lines = ["| setting | runs | train images/run | test images/run | train images per CPU-s | CPU-s/run | CPU-s |",
+             "|---|---|---|---|---|---|---|"]
+    total = 0.0
+    for name, (n, train, test, rate, cpu) in model.items():
+        total += n * cpu
+        lines.append(f"| {name} | {n} | {train:,} | {test:,} | {rate} | {cpu:,.0f} | {n * cpu:,.0f} |")
+    wall = total / cores
+    lines += ["", f"Total {total:,.0f} CPU-s; on {cores} cores with `--jobs {cores}` (one thread per run): "
+              f"{wall:,.0f} s = {wall / 3600:.2f} h (limit {budget['hours']} h)."]
+    return lines, wall
+
+
+def budget_section(data):
+    budget = data["budget"]
+    lines = ["## Budget", ""]
+    lines.append(
+        f"The sweep is sized to finish within {budget['hours']} hours on {budget['cores']} cores. A run costs "
+        f"{budget['startup_cpu_seconds']} CPU-s of start-up plus (train images + {budget['eval_cost']} x test "
+        "images) / (train images per CPU-second); an evaluation image costs about a third of a training image "
+        "(forward only). The rates were measured with one thread per run on a 2-core machine (`sweep.json`, "
+        "`budget`); the 64-rank setting trains at the same rate per image (its per-rank micro-batches of 16 "
+        "are as large as the 8-rank setting's), the segmentation FCN costs about 7 times a ResNet-20 image "
+        "(64x64 inputs, output stride 2). Training subsets, epochs and test subsets were chosen to fit:")
+    lines.append("")
+    runs = [type("R", (), {"setting": r["setting"]}) for r in data["runs"]]
+    table_lines, _ = budget_lines(budget, data["settings"], runs)
+    lines += table_lines
+    lines.append("")
+    measured = [r for r in data["runs"] if r["status"] == "ok" and r.get("wall_seconds")]
+    if measured:
+        jobs = sorted({r.get("jobs", 1) for r in measured})
+        lines.append(f"Measured in this report's runs (`--jobs {'/'.join(map(str, jobs))}`, on a machine "
+                     f"with {data['cores']} cores):")
+        lines.append("")
+        lines.append("| setting | runs measured | mean wall s/run | median images/s | projected wall for all runs (s) |")
+        lines.append("|---|---|---|---|---|")
+        total = 0.0
+        for name in data["settings"]:
+            rs = [r for r in data["runs"] if r["setting"] == name]
+            walls = [r["wall_seconds"] for r in measured if r["setting"] == name]
+            if not walls:
+                continue
+            ips = median_or_none([r["images_per_second"] for r in measured
+                                  if r["setting"] == name and r.get("images_per_second")])
+            setting_wall = statistics.mean(walls) * len(rs) / max(jobs)
+            total += setting_wall
+            lines.append(f"| {name} | {len(walls)} of {len(rs)} | {statistics.mean(walls):,.0f} | "
+                         f"{f'{ips:,.0f}' if ips else '–'} | {setting_wall:,.0f} |")
+        lines += ["", f"Whole sweep at these run times: {total:,.0f} s = {total / 3600:.2f} h.", ""]
+    return lines
+
+
+def write_report(data, docs_dir, plots):
+    docs_dir = Path(docs_dir)
+    results_dir = docs_dir / "results"
+    results_dir.mkdir(parents=True, exist_ok=True)
+    (results_dir / "summary.json").write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n")
+    images = plot_all(data, results_dir) if plots else []
+
+    settings = data["settings"]
+    md = ["# Results: low-precision gradient communication on Fashion-MNIST", ""]
+    md.append(f"Generated by `python3 tools/reproduce/reproduce.py{' --quick' if data['mode'] == 'quick' else ''}` "
+              f"on {data['generated']} from the sweep in `tools/reproduce/sweep.json`; "
+              "`--report-only` regenerates this page from the metrics files (or from `results/summary.json`).")
+    md.append("")
+    if data["mode"] == "quick":
+        md += ["**This is the `--quick` sweep**: a few configurations on a few hundred images for a couple of epochs, "
+               "to test the pipeline. Its accuracies say nothing about the formats; run the full sweep for those.", ""]
+    md.append("## Setup")
+    md.append("")
+    for name, s in settings.items():
+        keys = s["set"]
+        desc = ", ".join(f"`{k}={yaml_value(v)}`" for k, v in keys.items() if not k.startswith("logging")
+                         and k not in ("precision.stats_window",))
+        md.append(f"- **{name}**: {s['title']}. Base `{s['config']}` with {desc}.")
+    md.append("")
+    md.append("Every run is one `aps_train` process simulating all ranks (`comm.backend=sim`: the same collective "
+              "schedule and bytes as `mpirun`). *kB sent/step*: bytes one rank sends per optimizer step "
+              "(the largest over ranks, all buckets and the APS exponent exchange), in 1000s. *ms/step*: median "
+              "wall time of a training step (all simulated ranks' forward, backward, encode, all-reduce and "
+              "update) after the first logging interval, on this machine. *± x*: sample standard deviation over "
+              "seeds (n runs). *Δ fp32*: difference of the mean to fp32's, in points.")
+    md.append("")
+
+    cls = table(data, "classification", "top1", "top-1")
+    if cls:
+        md += ["## Classification: ResNet-20, Fashion-MNIST, final test top-1", ""] + cls + [""]
+    seg = table(data, "segmentation", "miou", "mIoU")
+    if seg:
+        md += ["## Segmentation: small FCN, Fashion-MNIST segmentation, final test mIoU", ""] + seg + [""]
+    failed = [r for r in data["runs"] if r["status"] == "failed"]
+    if failed:
+        md.append("¹ Failed runs (the metrics files and logs are under the sweep's `--out` directory):")
+        md.append("")
+        for r in failed:
+            md.append(f"- `{r['id']}`: {r.get('error', '')}")
+        md.append("")
+
+    if images:
+        md += ["## Plots", ""]
+        for name in images:
+            md.append(f"![{name}](results/{name})")
+            md.append("")
+        md.append("Heat maps: the fraction of each layer's gradient values (local rank 0, after any scaling, before "
+                  "the all-reduce) that quantisation flushes to zero or saturates, per logging interval "
+                  "(`precision.stats_window` steps); log colour scale, values below 1e-5 shown as 1e-5.")
+        md.append("")
+
+    md += budget_section(data)
+    md.append(LITERATURE.format(**literature_numbers(data)))
+    md += ["## Regenerating", "",
+           "```sh",
+           "cmake --build build --target aps_train",
+           "python3 tools/reproduce/reproduce.py                  # every run, then this page (resumable)",
+           "python3 tools/reproduce/reproduce.py --only 'r64-*'   # one setting",
+           "python3 tools/reproduce/reproduce.py --report-only    # this page from existing metrics",
+           "python3 tools/reproduce/reproduce.py --quick          # minutes; writes under out/reproduce-quick",
+           "```", "",
+           "Runs are named `SETTING-VARIANT-sSEED`; each writes `out/reproduce/metrics/ID.jsonl` "
+           "(aps_train's JSON-lines metrics) and `out/reproduce/logs/ID.log`. "
+           "A new format or configuration is one entry in `tools/reproduce/sweep.json` (see `docs/NEW_FORMATS.md`).", ""]
+    (docs_dir / "RESULTS.md").write_text("\n".join(md))
+    return images
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="a reduced sweep (minutes) for testing: the quick sizes, and the quick runs unless --only")
+    p.add_argument("--jobs", type=int, default=1, help="runs at a time (default 1: each run uses every core)")
+    p.add_argument("--only", action="append", default=[], metavar="PATTERN",
+                   help="only runs whose id (SETTING-VARIANT-sSEED) matches a glob; repeatable or comma-separated")
+    p.add_argument("--out", help="metrics and logs (default out/reproduce, or out/reproduce-quick with --quick)")
+    p.add_argument("--docs", help="where RESULTS.md and results/*.png go (default docs/, or OUT/docs with --quick)")
+    p.add_argument("--aps-train", default=str(DEFAULT_APS_TRAIN), help="the aps_train binary")
+    p.add_argument("--sweep", default=str(DEFAULT_SWEEP), help="the sweep definition (JSON)")
+    p.add_argument("--report-only", action="store_true", help="write the docs from existing metrics; run nothing")
+    p.add_argument("--list", action="store_true", help="print the runs and their commands; run nothing")
+    p.add_argument("--no-plots", action="store_true", help="tables only (no matplotlib needed)")
+    args = p.parse_args(argv)
+    if args.jobs < 1:
+        p.error("--jobs must be >= 1")
+    if args.out is None:
+        args.out = str(ROOT / "out" / ("reproduce-quick" if args.quick else "reproduce"))
+    if args.docs is None:
+        args.docs = str(Path(args.out) / "docs") if args.quick else str(ROOT / "docs")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        sweep, runs = load_sweep(args.sweep, args.quick, args.only)
+        runs = select(runs, args.only)
+        if args.list:
+            for r in runs:
+                print(f"{r.id}: " + " ".join(shlex.quote(c) for c in command(r, args.aps_train, args.out, 0)))
+            lines, _ = budget_lines(sweep["budget"], sweep["settings"], runs)
+            print("\n".join(["", "budget model (sweep.json):"] + lines))
+            return 0
+        if not args.no_plots:
+            try:
+                import matplotlib  # noqa: F401
+            except ImportError:
+                # Debian's python3-matplotlib belongs to /usr/bin/python3; another python3 may be
+                # first on PATH (pyenv, a virtual environment).
+                system = "/usr/bin/python3"
+                if os.path.exists(system) and os.path.realpath(sys.executable) != os.path.realpath(system):
+                    os.execv(system, [system, str(Path(__file__).resolve())] + (sys.argv[1:] if argv is None else argv))
+                raise SweepError("matplotlib is missing: apt-get install python3-matplotlib "
+                                 "(run with /usr/bin/python3), or pass --no-plots")
+        failed = []
+        if args.report_only:
+            summary = Path(args.docs) / "results" / "summary.json"
+            if not (Path(args.out) / "metrics").is_dir() and summary.exists():
+                data = json.loads(summary.read_text())  # the committed collection
+            else:
+                data = collect(sweep, runs, args.out, args.quick)
+        else:
+            if not Path(args.aps_train).exists():
+                raise SweepError(f"aps_train not found at '{args.aps_train}': build it "
+                                 "(cmake --build build --target aps_train) or pass --aps-train PATH")
+            start = time.monotonic()
+            failed = run_sweep(runs, args)
+            print(f"sweep: {len(runs)} runs in {time.monotonic() - start:.0f} s", flush=True)
+            data = collect(sweep, runs, args.out, args.quick)
+        images = write_report(data, args.docs, not args.no_plots)
+        print(f"wrote {Path(args.docs) / 'RESULTS.md'} and {len(images)} plots in {Path(args.docs) / 'results'}")
+        if failed:
+            print(f"reproduce: {len(failed)} runs failed: {', '.join(failed)}", file=sys.stderr)
+            return 1
+        return 0
+    except SweepError as e:
+        print(f"reproduce: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
