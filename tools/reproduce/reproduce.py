@@ -67,6 +67,7 @@ class Run:
                 raise SweepError(f"sweep: setting '{setting_name}' must set '{key}' (the report needs the global batch)")
         self.world = int(self.overrides["comm.world_size"])
         self.setting_is_seg = setting["table"] == "segmentation"
+        self.heatmap = variant.get("heatmap")  # keep per-layer statistics for the heat maps
         self.global_batch = int(self.overrides["data.batch_size"]) * self.world
 
 
@@ -230,6 +231,11 @@ def median_or_none(values):
     return statistics.median(values) if values else None
 
 
+def compact(value):
+    """Three significant digits: enough for a heat map, small enough to commit."""
+    return None if value is None else float(f"{value:.3g}")
+
+
 def summarize_run(run, out):
     """What the report needs from one run's metrics file."""
     s = {"id": run.id, "setting": run.setting, "variant": run.variant, "seed": run.seed,
@@ -270,9 +276,11 @@ def summarize_run(run, out):
     curve = [(r["epoch"], r["top1"], r["miou"]) for r in records if r.get("type") == "eval"]
     curve.append((final["epoch"], final["top1"], final["miou"]))
     s["curve"] = curve
+    # hybrid_auto: the layers whose wire format the trainer widened, and when.
+    s["widened"] = [[r["step"], r["name"], r["from"], r["to"]] for r in records if r.get("type") == "format"]
     # Per-layer quantisation statistics over training (flushed to zero, saturated).
     layers = []
-    for r in train:
+    for r in train if run.heatmap else []:
         for layer in r.get("layers", []):
             if layer["name"] not in layers:
                 layers.append(layer["name"])
@@ -285,8 +293,8 @@ def summarize_run(run, out):
             f = [None] * len(layers)
             sat = [None] * len(layers)
             for layer in r["layers"]:
-                f[index[layer["name"]]] = layer["flushed"]
-                sat[index[layer["name"]]] = layer["saturated"]
+                f[index[layer["name"]]] = compact(layer["flushed"])
+                sat[index[layer["name"]]] = compact(layer["saturated"])
             steps.append(r["step"])
             flushed.append(f)
             saturated.append(sat)
@@ -294,8 +302,12 @@ def summarize_run(run, out):
     return s
 
 
-def collect(sweep, runs, out, quick):
+def collect(sweep, runs, out, quick, command_line, full, sweep_path):
+    """full: (sweep, runs) without --quick and --only, for the budget of the whole sweep."""
     return {
+        "command": command_line,
+        "sweep_file": os.path.relpath(sweep_path, ROOT) if Path(sweep_path).resolve().is_relative_to(ROOT) else str(sweep_path),
+        "full_budget": budget_lines(full[0]["budget"], full[0]["settings"], full[1])[0],
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "mode": "quick" if quick else "full",
         "settings": sweep["settings"],
@@ -507,7 +519,7 @@ def plot_all(data, results_dir):
             fig.suptitle(f"{settings[setting]['title']}: {group} gradients per layer (rank 0, before the all-reduce)",
                          fontsize=9)
             name = f"heatmap_{setting}_{group}.png"
-            fig.savefig(results_dir / name, dpi=110)
+            fig.savefig(results_dir / name, dpi=90)
             plt.close(fig)
             written.append(name)
     return written
@@ -603,14 +615,14 @@ def budget_section(data):
         f"The sweep is sized to finish within {budget['hours']} hours on {budget['cores']} cores. A run costs "
         f"{budget['startup_cpu_seconds']} CPU-s of start-up plus (train images + {budget['eval_cost']} x test "
         "images) / (train images per CPU-second); an evaluation image costs about a third of a training image "
-        "(forward only). The rates were measured with one thread per run on a 2-core machine (`sweep.json`, "
+        "(forward only). The rates were measured with one thread per run on a 2-core machine shared with other "
+        "work, so they are conservative (`sweep.json`, "
         "`budget`); the 64-rank setting trains at the same rate per image (its per-rank micro-batches of 16 "
         "are as large as the 8-rank setting's), the segmentation FCN costs about 7 times a ResNet-20 image "
-        "(64x64 inputs, output stride 2). Training subsets, epochs and test subsets were chosen to fit:")
+        "(64x64 inputs, output stride 2). The full sweep's training subsets, epochs and test subsets were "
+        "chosen to fit:")
     lines.append("")
-    runs = [type("R", (), {"setting": r["setting"]}) for r in data["runs"]]
-    table_lines, _ = budget_lines(budget, data["settings"], runs)
-    lines += table_lines
+    lines += data["full_budget"]
     lines.append("")
     measured = [r for r in data["runs"] if r["status"] == "ok" and r.get("wall_seconds")]
     if measured:
@@ -645,13 +657,15 @@ def write_report(data, docs_dir, plots):
 
     settings = data["settings"]
     md = ["# Results: low-precision gradient communication on Fashion-MNIST", ""]
-    md.append(f"Generated by `python3 tools/reproduce/reproduce.py{' --quick' if data['mode'] == 'quick' else ''}` "
-              f"on {data['generated']} from the sweep in `tools/reproduce/sweep.json`; "
+    md.append(f"Generated by `{data.get('command', 'python3 tools/reproduce/reproduce.py')}` "
+              f"on {data['generated']} from the sweep in `{data.get('sweep_file', 'tools/reproduce/sweep.json')}`; "
               "`--report-only` regenerates this page from the metrics files (or from `results/summary.json`).")
     md.append("")
     if data["mode"] == "quick":
-        md += ["**This is the `--quick` sweep**: a few configurations on a few hundred images for a couple of epochs, "
-               "to test the pipeline. Its accuracies say nothing about the formats; run the full sweep for those.", ""]
+        md += ["**These are `--quick` sizes** (a few hundred training images, a couple of epochs, a few hundred test "
+               "images): they exercise the pipeline and every configuration, and their accuracies say nothing about "
+               "the formats. The full sweep (`python3 tools/reproduce/reproduce.py --jobs 2`, about 2.5 hours on 2 "
+               "cores, see Budget) replaces this page with the real numbers.", ""]
     md.append("## Setup")
     md.append("")
     for name, s in settings.items():
@@ -664,7 +678,7 @@ def write_report(data, docs_dir, plots):
               "schedule and bytes as `mpirun`). *kB sent/step*: bytes one rank sends per optimizer step "
               "(the largest over ranks, all buckets and the APS exponent exchange), in 1000s. *ms/step*: median "
               "wall time of a training step (all simulated ranks' forward, backward, encode, all-reduce and "
-              "update) after the first logging interval, on this machine. *± x*: sample standard deviation over "
+              "update) after the first logging interval, on this machine (with `--jobs 2`, two runs share it). *± x*: sample standard deviation over "
               "seeds (n runs). *Δ fp32*: difference of the mean to fp32's, in points.")
     md.append("")
 
@@ -674,6 +688,17 @@ def write_report(data, docs_dir, plots):
     seg = table(data, "segmentation", "miou", "mIoU")
     if seg:
         md += ["## Segmentation: small FCN, Fashion-MNIST segmentation, final test mIoU", ""] + seg + [""]
+    widened = [r for r in data["runs"] if r.get("widened")]
+    if widened:
+        md += ["Layers whose format `hybrid_auto` widened (count, and the steps at which it happened):", ""]
+        for r in widened:
+            groups = {}
+            for step, _, before, after in r["widened"]:
+                groups.setdefault(f"{before} -> {after}", []).append(step)
+            text = "; ".join(f"{len(steps)} x {change} (steps {min(steps)}-{max(steps)})"
+                             for change, steps in groups.items())
+            md.append(f"- `{r['id']}`: {text}")
+        md.append("")
     failed = [r for r in data["runs"] if r["status"] == "failed"]
     if failed:
         md.append("¹ Failed runs (the metrics files and logs are under the sweep's `--out` directory):")
@@ -697,7 +722,7 @@ def write_report(data, docs_dir, plots):
     md += ["## Regenerating", "",
            "```sh",
            "cmake --build build --target aps_train",
-           "python3 tools/reproduce/reproduce.py                  # every run, then this page (resumable)",
+           "python3 tools/reproduce/reproduce.py --jobs 2         # every run, then this page (resumable)",
            "python3 tools/reproduce/reproduce.py --only 'r64-*'   # one setting",
            "python3 tools/reproduce/reproduce.py --report-only    # this page from existing metrics",
            "python3 tools/reproduce/reproduce.py --quick          # minutes; writes under out/reproduce-quick",
@@ -736,6 +761,20 @@ def parse_args(argv):
     return args
 
 
+def command_line(args):
+    """The command that reproduces this sweep's runs, for the report's first line."""
+    words = ["python3", "tools/reproduce/reproduce.py"]
+    if args.quick:
+        words.append("--quick")
+    if args.jobs != 1:
+        words += ["--jobs", str(args.jobs)]
+    for pattern in args.only:
+        words += ["--only", shlex.quote(pattern)]
+    if Path(args.sweep).resolve() != DEFAULT_SWEEP:
+        words += ["--sweep", args.sweep]
+    return " ".join(words)
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -764,7 +803,8 @@ def main(argv=None):
             if not (Path(args.out) / "metrics").is_dir() and summary.exists():
                 data = json.loads(summary.read_text())  # the committed collection
             else:
-                data = collect(sweep, runs, args.out, args.quick)
+                data = collect(sweep, runs, args.out, args.quick, command_line(args), load_sweep(args.sweep, False),
+                               args.sweep)
         else:
             if not Path(args.aps_train).exists():
                 raise SweepError(f"aps_train not found at '{args.aps_train}': build it "
@@ -772,7 +812,8 @@ def main(argv=None):
             start = time.monotonic()
             failed = run_sweep(runs, args)
             print(f"sweep: {len(runs)} runs in {time.monotonic() - start:.0f} s", flush=True)
-            data = collect(sweep, runs, args.out, args.quick)
+            data = collect(sweep, runs, args.out, args.quick, command_line(args), load_sweep(args.sweep, False),
+                               args.sweep)
         images = write_report(data, args.docs, not args.no_plots)
         print(f"wrote {Path(args.docs) / 'RESULTS.md'} and {len(images)} plots in {Path(args.docs) / 'results'}")
         if failed:
