@@ -25,7 +25,7 @@ def check(condition, message):
         sys.exit(1)
 
 
-def reproduce(args, out, docs, aps_train, extra=()):
+def reproduce(args, out, docs, aps_train, extra=(), expect_rc=0):
     # Two runs at a time, one thread each: the cheapest way through on 2 cores.
     cmd = [sys.executable, str(SCRIPT), "--quick", "--jobs", "2", "--out", str(out), "--docs", str(docs),
            "--aps-train", aps_train, *extra]
@@ -33,8 +33,8 @@ def reproduce(args, out, docs, aps_train, extra=()):
     start = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True)
     print(p.stdout + p.stderr, flush=True)
-    check(p.returncode == 0, f"reproduce.py exited with {p.returncode}")
-    return p.stdout, time.monotonic() - start
+    check(p.returncode == expect_rc, f"reproduce.py exited with {p.returncode}, expected {expect_rc}")
+    return p.stdout + p.stderr, time.monotonic() - start
 
 
 def png_size(path):
@@ -103,6 +103,19 @@ def main():
     again = (docs / "RESULTS.md").read_text()
     strip = lambda t: [l for l in t.splitlines() if l.startswith("|")]
     check(strip(again) == strip(text), "--report-only wrote different tables")
+    # A configuration aps_train rejects fails its run, not the sweep: the others still run, the
+    # report marks the cell and quotes the error, and the exit status says something failed.
+    sweep["variants"].append({"name": "bogus", "label": "bogus format", "family": "e4m3", "settings": ["r8"],
+                              "seeds": [1], "set": {"precision.format": "e9m9"}})
+    bad_sweep = work / "bad_sweep.json"
+    bad_sweep.write_text(json.dumps(sweep))
+    bad_docs = work / "bad_docs"
+    output, _ = reproduce(args, out, bad_docs, args.aps_train,
+                          ["--sweep", str(bad_sweep), "--only", "r8-bogus-s1,r8-fp32-s1"], expect_rc=1)
+    check("r8-bogus-s1: failed" in output and "r8-fp32-s1: skipped" in output, "the failed run was not reported")
+    bad = (bad_docs / "RESULTS.md").read_text()
+    check(re.search(r"\| bogus format \| failed¹ \|", bad), "RESULTS.md does not mark the failed run")
+    check("e9m9" in bad, "RESULTS.md does not quote the failed run's error")
     print(f"PASS: {len(expected)} quick runs in {first_seconds:.0f} s; rerun {second_seconds:.1f} s")
 
 
