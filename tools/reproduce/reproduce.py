@@ -672,7 +672,9 @@ def write_report(data, docs_dir, plots):
         keys = s["set"]
         desc = ", ".join(f"`{k}={yaml_value(v)}`" for k, v in keys.items() if not k.startswith("logging")
                          and k not in ("precision.stats_window",))
-        md.append(f"- **{name}**: {s['title']}. Base `{s['config']}` with {desc}.")
+        world, batch = int(keys["comm.world_size"]), int(keys["data.batch_size"])
+        md.append(f"- **{name}**: {s['title']}. {s.get('note', '')} This report: {world} ranks x {batch} = global "
+                  f"batch {world * batch}; base `{s['config']}` with {desc}.")
     md.append("")
     md.append("Every run is one `aps_train` process simulating all ranks (`comm.backend=sim`: the same collective "
               "schedule and bytes as `mpirun`). *kB sent/step*: bytes one rank sends per optimizer step "
