@@ -154,7 +154,7 @@ def is_complete(path):
 
 
 def command(run, aps_train, out, threads):
-    cmd = [str(aps_train), "--config", run.config]
+    cmd = [str(Path(aps_train).resolve()), "--config", run.config]  # runs in the repository root
     overrides = dict(run.overrides)
     overrides["logging.metrics_file"] = str(metrics_path(out, run).resolve())
     if threads > 0:
