@@ -67,7 +67,8 @@ class Run:
                 raise SweepError(f"sweep: setting '{setting_name}' must set '{key}' (the report needs the global batch)")
         self.world = int(self.overrides["comm.world_size"])
         self.setting_is_seg = setting["table"] == "segmentation"
-        self.heatmap = variant.get("heatmap")  # keep per-layer statistics for the heat maps
+        # Per-layer statistics are kept for the heat maps (one seed's: they are the bulk of summary.json).
+        self.heatmap = variant.get("heatmap") if seed == variant["seeds"][0] else None
         self.global_batch = int(self.overrides["data.batch_size"]) * self.world
 
 
