@@ -137,7 +137,7 @@ std::vector<ConfigKey> buildSchema() {
        {},
        "add the quantisation residual to the next step's gradient"},
       {"precision.kahan", K::Bool, "false", 0, 0, {}, "Kahan summation in the allgather algorithm"},
-      {"precision.nonfinite", K::Enum, "skip", 0, 0, {"skip", "stop"}, "on NaN/inf gradients: skip the step or stop"},
+      {"precision.nonfinite", K::Enum, "skip", 0, 0, {"skip", "stop"}, "on NaN/inf gradients: skip the step (and lower the loss scale) or stop"},
       {"precision.stats_window", K::Int, "50", 1, 1e9, {}, "steps per quantisation statistics window"},
 
       {"comm.backend",

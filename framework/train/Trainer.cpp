@@ -506,7 +506,11 @@ bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats&
   }
   bool stepped = true;
   if (!finite) {
-    APS_CHECK(config.precision.nonfinite != "stop",
+    // With loss scaling an overflow is routine (the scale backs off): `stop` then fires only
+    // when the loss itself is not finite or the scale cannot back off any further.
+    const bool diverged = !lossScaler || !std::isfinite(loss) ||
+                          lossScaler->state().scale <= lossScaler->options().minScale;
+    APS_CHECK(config.precision.nonfinite != "stop" || !diverged,
               "step {}: a gradient holds NaN or inf on some rank (precision.nonfinite = stop)", globalStep);
     if (lossScaler) {
       spdlog::warn("step {}: non-finite gradient, step skipped, loss scale now {}", globalStep, lossScaler->scale());
