@@ -235,6 +235,9 @@ void fill(TrainConfig& c) {
   p.hybridAuto = get<bool>(r, "precision.hybrid_auto");
   p.hybridUnderflow = get<double>(r, "precision.hybrid_underflow");
   p.hybridSaturation = get<double>(r, "precision.hybrid_saturation");
+  p.lossScaling = get<std::string>(r, "precision.loss_scaling");
+  p.lossScale = get<double>(r, "precision.loss_scale");
+  p.stochasticUpdate = get<bool>(r, "precision.stochastic_update");
   p.errorFeedback = get<bool>(r, "precision.error_feedback");
   p.kahan = get<bool>(r, "precision.kahan");
   p.nonfinite = get<std::string>(r, "precision.nonfinite");

@@ -42,6 +42,9 @@ struct TrainConfig {
     std::vector<HybridRule> hybrid;
     bool hybridAuto = false, errorFeedback = false, kahan = false;
     double hybridUnderflow = 0, hybridSaturation = 0;  // hybrid_auto's thresholds
+    std::string lossScaling;                           // 16-bit compute: dynamic, static, none
+    double lossScale = 0;                              // its initial (or fixed) scale
+    bool stochasticUpdate = false;                     // pure modes: stochastic rounding of weights
     int64_t statsWindow = 0;
   };
   struct Comm {

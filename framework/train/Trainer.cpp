@@ -8,6 +8,7 @@
 #include "data/DatasetRecipes.h"
 #include "data/DistributedSampler.h"
 #include "data/Loader.h"
+#include "framework/autograd/ComputePrecision.h"
 #include "framework/autograd/Engine.h"
 #include "framework/autograd/Function.h"
 #include "framework/autograd/GradMode.h"
@@ -19,6 +20,7 @@
 #include "framework/optim/AdamW.h"
 #include "framework/optim/ConstantLr.h"
 #include "framework/optim/CosineLr.h"
+#include "framework/optim/DynamicLossScaler.h"
 #include "framework/optim/Lars.h"
 #include "framework/optim/LrScheduler.h"
 #include "framework/optim/MultiStepLr.h"
@@ -94,7 +96,9 @@ struct Trainer::State {
   std::vector<std::unique_ptr<data::Loader>> loaders;  // one per local rank
   int64_t stepsPerEpoch = 0, totalSteps = 0;
 
-  std::vector<nn::Dropout*> dropouts;  // their masks depend on (step, rank) only
+  std::vector<nn::Dropout*> dropouts;                    // their masks depend on (step, rank) only
+  autograd::ComputePrecision compute;                    // precision.compute
+  std::unique_ptr<optim::DynamicLossScaler> lossScaler;  // 16-bit compute only
 
   std::vector<precision::CodecSpec> specs;                                     // per wire-format id
   std::vector<int> formatOf;                                                   // per parameter
@@ -263,8 +267,20 @@ void Trainer::State::setupOptimizer() {
 
 void Trainer::State::setupPrecisionAndComm() {
   const auto& p = config.precision;
-  APS_CHECK(p.compute == "fp32", "{}: precision.compute = {} is not supported by the CPU trainer yet (use fp32)",
-            config.sourceFile, p.compute);
+  compute = autograd::ComputePrecision::parse(p.compute);
+  if (!compute.isFp32()) {
+    // 16-bit compute (autograd/ComputePrecision.h): loss scaling keeps small gradients above
+    // the format's underflow; pure modes store weights and optimizer state in 16 bits.
+    if (p.lossScaling != "none") {
+      optim::DynamicLossScaler::Options o;
+      o.initialScale = p.lossScale;
+      if (p.lossScaling == "static") o.growthFactor = o.backoffFactor = 1.0;
+      o.minScale = std::min(o.minScale, o.initialScale);
+      o.maxScale = std::max(o.maxScale, o.initialScale);
+      lossScaler = std::make_unique<optim::DynamicLossScaler>(o);
+    }
+    if (compute.isPure()) optimizer->setStorageFormat(compute.format(), p.stochasticUpdate, config.seed);
+  }
 
   const auto rounding = precision::parseRoundingMode(p.rounding);
   auto specOf = [&](const YAML::Node& node) {
@@ -456,10 +472,12 @@ bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats&
     for (nn::Dropout* d : dropouts) d->setNextStream(static_cast<uint64_t>(globalStep * world + firstRank + local));
     const Tensor images = Tensor::fromVector(std::span<const float>(batch.images), batch.imageShape);
     const Tensor labels = Tensor::fromVector(std::span<const int64_t>(batch.labels), batch.labelShape);
+    autograd::ComputePrecisionGuard precisionGuard(compute);
     const Tensor logits = model->forward(images);
     const Tensor loss = ops::crossEntropy(logits, labels, {0.0f, info.segmentation ? 255 : -100});
     lossSum += loss.item();
-    autograd::backward(loss);  // gradient-ready hooks hand each gradient to the reducer
+    // Gradient-ready hooks hand each (loss-scaled) gradient to the reducer.
+    autograd::backward(loss, lossScaler ? lossScaler->rootGradient() : Tensor());
     if (local + 1 < localRanks) model->zeroGrad();
     if (local == 0 && localRanks > 1) {
       for (const auto& b : model->namedBuffers()) rankZeroBuffers.push_back({b.name, b.tensor.clone()});
@@ -480,11 +498,25 @@ bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats&
     mpi->allReduce(&l, 1, comm::ReduceOp::Sum);
     loss = l / world;
   }
+  bool finite = !comm.nonFinite;
+  if (lossScaler) {
+    // The reduced gradients are the same on every rank, so every rank decides alike.
+    const bool unscaledFinite = lossScaler->unscaleGradients(params, compute.parameterFormat());
+    finite = lossScaler->update(finite && unscaledFinite);
+  }
   bool stepped = true;
-  if (comm.nonFinite) {
-    APS_CHECK(config.precision.nonfinite != "stop",
+  if (!finite) {
+    // With loss scaling an overflow is routine (the scale backs off): `stop` then fires only
+    // when the loss itself is not finite or the scale cannot back off any further.
+    const bool diverged = !lossScaler || !std::isfinite(loss) ||
+                          lossScaler->state().scale <= lossScaler->options().minScale;
+    APS_CHECK(config.precision.nonfinite != "stop" || !diverged,
               "step {}: a gradient holds NaN or inf on some rank (precision.nonfinite = stop)", globalStep);
-    spdlog::warn("step {}: non-finite gradient on some rank, step skipped", globalStep);
+    if (lossScaler) {
+      spdlog::warn("step {}: non-finite gradient, step skipped, loss scale now {}", globalStep, lossScaler->scale());
+    } else {
+      spdlog::warn("step {}: non-finite gradient on some rank, step skipped", globalStep);
+    }
     ++skipped;
     stepped = false;
   } else {
@@ -555,6 +587,7 @@ void Trainer::State::logInterval(IntervalStats& interval) {
                 {"bytes_sent_per_step", interval.bytes},
                 {"skipped_steps", skipped},
                 {"autoscale", scales},
+                {"loss_scale", lossScaler ? lossScaler->scale() : 1.0f},
                 {"layers", layers}});
   interval = {};
 }
@@ -592,6 +625,7 @@ void Trainer::State::trainEpoch() {
 TrainSummary Trainer::State::evaluate() {
   model->eval();
   autograd::NoGradGuard noGrad;
+  autograd::ComputePrecisionGuard precisionGuard(compute);
   const int64_t classes = config.model.numClasses;
   int64_t size = testSet->size();
   if (config.data.testSamples > 0) size = std::min(size, config.data.testSamples);
@@ -709,6 +743,10 @@ void Trainer::State::savePrecisionState(Checkpoint& c) {
   NamedTensors out;
   out.push_back({"statistics", int64Tensor(scaling->statisticsState())});
   out.push_back({"widenings", int64Tensor(widenings)});
+  if (lossScaler) {
+    const auto st = lossScaler->state();
+    out.push_back({"loss_scale", int64Tensor({std::bit_cast<int64_t>(st.scale), st.goodSteps, st.skippedSteps})});
+  }
   for (const auto& [name, scaler] : autoscalers) {
     const auto state = scaler->state();
     out.push_back({"autoscale." + name, int64Tensor({std::bit_cast<int64_t>(state.mu), state.step})});
@@ -772,6 +810,11 @@ void Trainer::State::restorePrecisionState(const Checkpoint& c, const std::strin
     widenings[l] = widened[l];
   }
   if (rebuild) buildReducer();
+  if (lossScaler) {
+    const auto v = int64Values(section, "loss_scale", path);
+    APS_CHECK(v.size() == 3, "checkpoint '{}': precision.loss_scale has {} values", path, v.size());
+    lossScaler->setState({std::bit_cast<double>(v[0]), v[1], v[2]});
+  }
   for (const auto& [name, scaler] : autoscalers) {
     const auto v = int64Values(section, "autoscale." + name, path);
     APS_CHECK(v.size() == 2, "checkpoint '{}': precision.autoscale.{} has {} values", path, name, v.size());

@@ -61,5 +61,46 @@ TEST(PerfModel, FitRecoversTheParameters) {
   EXPECT_THROW(parseBenchJsonLines("{not json\n"), Error);
 }
 
+TEST(PerfModel, StepTimeHidesBucketsBehindBackwardExceptTheLast) {
+  AllReducePerfModel model;
+  // Network only (no codec term): alpha 10 us, 1 GB/s; fit on exact synthetic records.
+  std::string jsonl;
+  for (int64_t n : {int64_t{1} << 12, int64_t{1} << 20, int64_t{1} << 24}) {
+    const AlgorithmCost c = algorithmCost("native", 4, n, 4.0);
+    jsonl += fmt::format(
+        R"({{"bench":"allreduce","backend":"mpi","algorithm":"native/fp32","codec":"fp32","ranks":4,"elements":{},"time_s":{},"bytes_sent_per_rank":{}}})"
+        "\n",
+        n, 10e-6 * c.messages + 1e-9 * c.bytes, static_cast<uint64_t>(c.bytes));
+  }
+  model.fit(parseBenchJsonLines(jsonl), {{"fp32", 4.0}});
+  const AllReducePerfModel::Key key{"native", "fp32"};
+  StepShape shape;
+  shape.elements = 4 << 20;  // 4 buckets of 1M values
+  shape.bucketElements = 1 << 20;
+  shape.layers = 100;
+  shape.forwardSeconds = 0.01;
+  const double bucket = model.predict(key, 4, 1 << 20, 4.0);
+  // No backward to hide behind: everything is exposed.
+  StepPrediction p = predictStep(model, key, 4, 4.0, shape);
+  EXPECT_NEAR(p.commSeconds, 4 * bucket, 1e-9);
+  EXPECT_NEAR(p.exposedSeconds, p.commSeconds, 1e-9);
+  EXPECT_NEAR(p.stepSeconds, 0.01 + p.commSeconds, 1e-9);
+  // A long backward hides all but the last bucket.
+  shape.backwardSeconds = 1.0;
+  p = predictStep(model, key, 4, 4.0, shape);
+  EXPECT_NEAR(p.exposedSeconds, bucket, 1e-9);
+  EXPECT_NEAR(p.stepSeconds, 1.01 + bucket, 1e-9);
+  // A short one hides that much.
+  shape.backwardSeconds = bucket;
+  p = predictStep(model, key, 4, 4.0, shape);
+  EXPECT_NEAR(p.exposedSeconds, 3 * bucket, 1e-9);
+  // APS: one agreement per bucket, (N-1) messages each, 4 bytes per layer to each other rank.
+  shape.aps = true;
+  const StepPrediction withAps = predictStep(model, key, 4, 4.0, shape);
+  EXPECT_NEAR(withAps.commSeconds - p.commSeconds, model.alpha() * 3 * 4 + model.beta() * 3 * 4 * 100, 1e-9);
+  // One rank: nothing to communicate.
+  EXPECT_EQ(predictStep(model, key, 1, 4.0, shape).exposedSeconds, 0.0);
+}
+
 }  // namespace
 }  // namespace aps::perfmodel

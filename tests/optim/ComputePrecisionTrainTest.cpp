@@ -79,16 +79,18 @@ std::shared_ptr<nn::Sequential> makeModel() {
 struct Result {
   double firstLoss = 0, lastLoss = 0, accuracy = 0;
   int64_t notRepresentable = 0;  // parameter, gradient and state values off the format (pure)
+  int64_t skippedSteps = 0;
+  float finalScale = 0;
 };
 
-Result train(const std::string& mode, bool stochastic = false) {
+Result train(const std::string& mode, bool stochastic = false, double initialScale = 65536.0) {
   const ag::ComputePrecision precision = ag::ComputePrecision::parse(mode);
   const Dataset trainSet = makeDataset(kBatch * 16, 2), testSet = makeDataset(512, 3);
   auto model = makeModel();
   NamedTensors params = model->namedParameters();
   optim::Sgd sgd(params, {.lr = 0.05, .momentum = 0.9});
   if (precision.isPure()) sgd.setStorageFormat(precision.format(), stochastic, 17);
-  optim::DynamicLossScaler scaler;
+  optim::DynamicLossScaler scaler({.initialScale = initialScale});
   const ag::ComputeFormat f = precision.parameterFormat();
   auto offFormat = [&](const Tensor& t) {
     return t.dtype() == aps::DType::Float32 ? ag::countNotRepresentable(t, f) : 0;
@@ -130,6 +132,8 @@ Result train(const std::string& mode, bool stochastic = false) {
   for (int64_t i = 0; i < testSet.labels.numel(); ++i)
     correct += predicted.data<int64_t>()[i] == testSet.labels.data<int64_t>()[i];
   r.accuracy = static_cast<double>(correct) / static_cast<double>(testSet.labels.numel());
+  r.skippedSteps = scaler.state().skippedSteps;
+  r.finalScale = scaler.scale();
   return r;
 }
 
@@ -164,6 +168,16 @@ TEST_F(ComputePrecisionTrain, PureModesLearnWithStochasticRounding) {
     EXPECT_GT(r.accuracy, fp32().accuracy - 0.05);
     EXPECT_EQ(r.notRepresentable, 0);
   }
+}
+
+// A scale too large for fp16 makes backward overflow: those steps are skipped and the scale
+// halves until the gradients fit, and training goes on to learn.
+TEST_F(ComputePrecisionTrain, LossScalerBacksOffFromOverflowAndStillLearns) {
+  const Result r = train("fp16_mixed", false, 0x1p24);
+  EXPECT_GT(r.skippedSteps, 0);
+  EXPECT_LT(r.finalScale, 0x1p24f);
+  EXPECT_LT(r.lastLoss, 0.3 * r.firstLoss);
+  EXPECT_GT(r.accuracy, fp32().accuracy - 0.05);
 }
 
 }  // namespace

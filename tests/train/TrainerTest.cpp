@@ -1,6 +1,7 @@
 // The trainer end to end on simulated ranks: it learns, resumes bit-identically, reports its
 // metrics and refuses inputs it cannot train on.
 #include "framework/core/Error.h"
+#include "framework/tensor/HalfFloat.h"
 #include "framework/train/Checkpoint.h"
 #include "framework/train/Trainer.h"
 #include "precision/HybridPolicy.h"
@@ -201,6 +202,63 @@ TEST_F(TrainerTest, PrecisionStateResumesBitIdentically) {
     std::string diff;
     EXPECT_TRUE(bitIdentical(straight, resumed.modelState(), &diff)) << "first difference: " << diff;
   }
+}
+
+// precision.compute: the 16-bit modes train (FP16-throughout and mixed precision), pure modes
+// keep every weight a 16-bit value, and the loss scaler's state resumes bit-identically.
+TEST_F(TrainerTest, SixteenBitComputeModesLearn) {
+  for (const std::string mode : {"fp16_mixed", "bf16_pure"}) {
+    SCOPED_TRACE(mode);
+    auto config = smallConfig(
+        "sim", 2,
+        {"epochs=2", "data.train_samples=1024", "data.batch_size=16", "optimizer.lr=0.1", "precision.format=e4m3",
+         "precision.scaling=aps", "precision.compute=" + mode, "logging.metrics_file=" + path(mode + ".jsonl")});
+    Trainer trainer(config, nullptr);
+    const TrainSummary summary = trainer.run();
+    const auto losses = trainLosses(path(mode + ".jsonl"));
+    ASSERT_EQ(static_cast<int64_t>(losses.size()), summary.steps);
+    double first = 0, last = 0;
+    for (int i = 0; i < 8; ++i) {
+      first += losses[static_cast<size_t>(i)] / 8;
+      last += losses[losses.size() - 1 - static_cast<size_t>(i)] / 8;
+    }
+    EXPECT_LT(last, 0.6 * first);
+    EXPECT_GT(summary.top1, 0.3);
+    if (mode == "bf16_pure") {
+      for (const auto& p : trainer.modelState()) {
+        if (p.name.find("running_") != std::string::npos || p.tensor.dtype() != DType::Float32) continue;
+        const Tensor t = p.tensor.contiguous();
+        for (int64_t i = 0; i < t.numel(); ++i) {
+          const float v = t.data<float>()[i];
+          ASSERT_EQ(bfloat16BitsToFloat(floatToBFloat16Bits(v)), v) << p.name << "[" << i << "] is not a bf16 value";
+        }
+      }
+    }
+  }
+}
+
+TEST_F(TrainerTest, PureFp16WithStochasticUpdatesResumesBitIdentically) {
+  const std::vector<std::string> common{"model.name=convnet",          "epochs=2",
+                                        "precision.compute=fp16_pure", "precision.stochastic_update=true",
+                                        "precision.loss_scale=1e9",    "precision.format=e5m2",
+                                        "precision.scaling=aps"};
+  NamedTensors straight;
+  {
+    Trainer trainer(smallConfig("sim", 2, common), nullptr);
+    const auto summary = trainer.run();
+    EXPECT_GT(summary.skippedSteps, 0);  // a scale of 1e9 overflows fp16 at first: halved until it fits
+    straight = trainer.modelState();
+  }
+  auto first = common;
+  first.insert(first.end(), {"max_steps=21", "checkpoint.dir=" + path("ckpt")});
+  {
+    Trainer trainer(smallConfig("sim", 2, first), nullptr);
+    trainer.run();
+  }
+  Trainer resumed(smallConfig("sim", 2, common), nullptr);
+  resumed.run(listCheckpoints(path("ckpt")).back());
+  std::string diff;
+  EXPECT_TRUE(bitIdentical(straight, resumed.modelState(), &diff)) << "first difference: " << diff;
 }
 
 // Every JSON line of a metrics file.

@@ -144,4 +144,32 @@ double AllReducePerfModel::predict(const Key& key, int ranks, int64_t elements, 
   return alpha_ * c.messages + beta_ * c.bytes + g->second * c.work;
 }
 
+StepPrediction predictStep(const AllReducePerfModel& model, const AllReducePerfModel::Key& key, int ranks,
+                           double bytesPerValue, const StepShape& shape) {
+  APS_CHECK(shape.elements >= 0 && shape.layers >= 0 && shape.bucketElements >= 0, "perfmodel: negative step shape");
+  StepPrediction p;
+  const double compute = shape.forwardSeconds + shape.backwardSeconds;
+  if (ranks <= 1 || shape.elements == 0) {
+    p.stepSeconds = compute;
+    return p;
+  }
+  const int64_t cap = shape.bucketElements > 0 ? std::min(shape.bucketElements, shape.elements) : shape.elements;
+  const int64_t full = shape.elements / cap, rest = shape.elements % cap;
+  const int64_t buckets = full + (rest > 0 ? 1 : 0);
+  const double tFull = model.predict(key, ranks, cap, bytesPerValue);
+  const double tRest = rest > 0 ? model.predict(key, ranks, rest, bytesPerValue) : 0.0;
+  double aps = 0.0;
+  if (shape.aps) {
+    const double n1 = ranks - 1.0;
+    aps =
+        model.alpha() * n1 * static_cast<double>(buckets) + model.beta() * n1 * 4.0 * static_cast<double>(shape.layers);
+  }
+  p.commSeconds = static_cast<double>(full) * tFull + tRest + aps;
+  // The last bucket reduced holds the first layers: ready only when backward ends.
+  const double last = (rest > 0 ? tRest : tFull) + aps / static_cast<double>(buckets);
+  p.exposedSeconds = std::max(last, p.commSeconds - shape.backwardSeconds);
+  p.stepSeconds = compute + p.exposedSeconds;
+  return p;
+}
+
 }  // namespace aps::perfmodel

@@ -73,4 +73,30 @@ class AllReducePerfModel {
   double medianRelativeError_ = 0.0;
 };
 
+// One training step of data-parallel SGD with bucketed, overlapped gradient all-reduce
+// (comm/GradientReducer): the gradient is split into buckets (the last one reduced, holding
+// the first layers, only starts when backward ends), each reduced on the communication thread
+// while backward goes on. APS adds one small all-reduce per bucket (an all-gather of one fp32
+// exponent per layer: N-1 messages, (N-1) * 4 * layers bytes).
+struct StepShape {
+  int64_t elements = 0;          // gradient values
+  int64_t layers = 0;            // parameter tensors (APS exponents)
+  int64_t bucketElements = 0;    // values per bucket (cap); 0: one bucket
+  double forwardSeconds = 0.0;   // per step, per rank
+  double backwardSeconds = 0.0;  // per step, per rank
+  bool aps = false;
+};
+
+struct StepPrediction {
+  double commSeconds = 0.0;     // all buckets, plus APS's agreements
+  double exposedSeconds = 0.0;  // not hidden behind backward
+  double stepSeconds = 0.0;     // forward + backward + exposed
+};
+
+// Overlap: bucket k's all-reduce can start once backward has produced it; with the
+// communication thread busy back to back, what stays exposed is at least the last bucket's
+// time and at least the total minus the backward time it can hide behind.
+StepPrediction predictStep(const AllReducePerfModel& model, const AllReducePerfModel::Key& key, int ranks,
+                           double bytesPerValue, const StepShape& shape);
+
 }  // namespace aps::perfmodel

@@ -3,12 +3,14 @@
 // over fp32 for 1..1024 ranks (the APS paper proposes such a model; its exact formula is
 // unconfirmed, PAPERS.md section 1, so this one states its terms in PerfModel.h).
 #include "framework/core/Error.h"
+#include "models/ModelRegistry.h"
 #include "precision/CodecSpec.h"
 #include "tools/aps_perfmodel/PerfModel.h"
 #include "tools/common/ToolMain.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -55,9 +57,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> calibration;
   std::string size = "100M";
   std::vector<int> ranks{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
-  double bandwidthGBps = 0.0, latencyUs = -1.0, computeMs = 0.0;
-  std::string baseline = "native", csvPath;
-  bool includeSim = false;
+  double bandwidthGBps = 0.0, latencyUs = -1.0, forwardMs = 0.0, backwardMs = 0.0, bucketMb = 25.0;
+  std::string baseline = "native", csvPath, modelName;
+  std::vector<std::string> validate;
+  bool includeSim = false, aps = false;
   app.add_option("--calibration", calibration, "aps_bench_comm --format json output (repeatable)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -68,7 +71,14 @@ int main(int argc, char** argv) {
   app.add_option("--baseline", baseline, "fp32 reference: native or mpi_allreduce")
       ->check(CLI::IsMember({"native", "mpi_allreduce"}))
       ->capture_default_str();
-  app.add_option("--compute-ms", computeMs, "compute time per step; adds the step-time speedup (no overlap)");
+  app.add_option("--model", modelName, "take the gradient size and layer count of this model (overrides --size)");
+  app.add_option("--forward-ms", forwardMs, "forward time per step and rank (for the step time)");
+  app.add_option("--backward-ms", backwardMs, "backward time per step and rank; bucket all-reduces overlap it");
+  app.add_option("--bucket-mb", bucketMb, "gradient bucket cap in MiB (comm.bucket_mb)")->capture_default_str();
+  app.add_flag("--aps", aps, "add APS's per-layer exponent agreement (one small all-reduce per bucket)");
+  app.add_option("--validate", validate,
+                 "aps_bench_comm JSON measured on the target cluster: print predicted vs measured time")
+      ->check(CLI::ExistingFile);
   app.add_option("--csv", csvPath, "also write the predictions as CSV");
   app.add_flag("--include-sim", includeSim, "calibrate on --sim records too");
   return runTool(app, argc, argv, [&] {
@@ -93,27 +103,65 @@ int main(int argc, char** argv) {
       fmt::print("target network: alpha = {:.2f} us/message, bandwidth = {:.3f} GB/s\n", model.alpha() * 1e6,
                  1e-9 / model.beta());
     }
-    const int64_t elements = parseBytes(size) / 4;
+    int64_t elements = parseBytes(size) / 4, layers = 1;
+    if (!modelName.empty()) {
+      const auto params = models::createModel(modelName)->namedParameters();
+      elements = 0;
+      for (const auto& p : params) elements += p.tensor.numel();
+      layers = static_cast<int64_t>(params.size());
+      fmt::print("model {}: {} gradient values in {} tensors\n", modelName, elements, layers);
+    }
+    if (!validate.empty()) {
+      fmt::print("\n{:>6} {:>28} {:>12} {:>12} {:>12} {:>8}\n", "ranks", "algorithm", "values", "measured_ms",
+                 "predicted_ms", "error");
+      std::vector<double> errors;
+      for (const std::string& path : validate) {
+        for (const BenchRecord& r : parseBenchJsonLines(readFile(path), includeSim)) {
+          const AllReducePerfModel::Key key{algorithmFamily(r.algorithm), r.codec};
+          if (!model.knows(key)) continue;
+          if (!bpv.count(r.codec)) bpv[r.codec] = bytesPerValue(r.codec);
+          const double t = model.predict(key, r.ranks, r.elements, bpv.at(r.codec));
+          const double e = (t - r.seconds) / r.seconds;
+          errors.push_back(std::fabs(e));
+          fmt::print("{:>6} {:>28} {:>12} {:>12.2f} {:>12.2f} {:>+7.1f}%\n", r.ranks, r.algorithm, r.elements,
+                     r.seconds * 1e3, t * 1e3, 100.0 * e);
+        }
+      }
+      APS_CHECK(!errors.empty(), "perfmodel: no record of the --validate files matches a calibrated algorithm");
+      std::sort(errors.begin(), errors.end());
+      fmt::print("validation: {} records, median |error| {:.1f}%, max {:.1f}%\n", errors.size(),
+                 100.0 * errors[errors.size() / 2], 100.0 * errors.back());
+    }
+    StepShape shape;
+    shape.elements = elements;
+    shape.layers = layers;
+    shape.bucketElements = static_cast<int64_t>(bucketMb * 1048576.0 / 4.0);
+    shape.forwardSeconds = forwardMs * 1e-3;
+    shape.backwardSeconds = backwardMs * 1e-3;
     const AllReducePerfModel::Key base{baseline, "fp32"};
     APS_CHECK(model.knows(base), "perfmodel: the calibration has no '{}' fp32 records for the baseline", baseline);
 
-    std::string csv = "ranks,algorithm,codec,bytes_sent_per_rank,time_s,speedup_vs_fp32,step_speedup\n";
-    fmt::print("\n{:>6} {:>18} {:>28} {:>16} {:>12} {:>10} {:>10}\n", "ranks", "algorithm", "codec", "sent_per_rank",
-               "time_ms", "speedup", "step_spd");
+    std::string csv =
+        "ranks,algorithm,codec,bytes_sent_per_rank,comm_s,exposed_s,step_s,comm_speedup_vs_fp32,step_speedup\n";
+    fmt::print("\n{:>6} {:>18} {:>28} {:>16} {:>10} {:>10} {:>10} {:>8} {:>8}\n", "ranks", "algorithm", "codec",
+               "sent_per_rank", "comm_ms", "exposed_ms", "step_ms", "comm_x", "step_x");
     for (int n : ranks) {
       APS_CHECK(n >= 1, "--ranks: {} is not a rank count", n);
-      const double tBase = model.predict(base, n, elements, 4.0);
+      StepShape fp32Shape = shape;
+      fp32Shape.aps = false;  // fp32 needs no scaling
+      const StepPrediction pBase = predictStep(model, base, n, 4.0, fp32Shape);
       for (const auto& [key, g] : model.gamma()) {
         const double b = bpv.at(key.codec);
-        const double t = model.predict(key, n, elements, b);
+        StepShape mine = shape;
+        mine.aps = aps && key.codec != "fp32";
+        const StepPrediction p = predictStep(model, key, n, b, mine);
         const double sent = n > 1 ? algorithmCost(key.algorithm, n, elements, b).bytes : 0.0;
-        const double speedup = t > 0.0 ? tBase / t : 1.0;
-        const double c = computeMs * 1e-3;
-        const double step = (c + t) > 0.0 ? (c + tBase) / (c + t) : 1.0;
-        fmt::print("{:>6} {:>18} {:>28} {:>16.0f} {:>12.3f} {:>10.2f} {:>10.2f}\n", n, key.algorithm, key.codec, sent,
-                   t * 1e3, speedup, step);
-        csv +=
-            fmt::format("{},{},{},{:.0f},{:.9g},{:.6g},{:.6g}\n", n, key.algorithm, key.codec, sent, t, speedup, step);
+        const double speedup = p.commSeconds > 0.0 ? pBase.commSeconds / p.commSeconds : 1.0;
+        const double step = p.stepSeconds > 0.0 ? pBase.stepSeconds / p.stepSeconds : 1.0;
+        fmt::print("{:>6} {:>18} {:>28} {:>16.0f} {:>10.3f} {:>10.3f} {:>10.3f} {:>8.2f} {:>8.2f}\n", n, key.algorithm,
+                   key.codec, sent, p.commSeconds * 1e3, p.exposedSeconds * 1e3, p.stepSeconds * 1e3, speedup, step);
+        csv += fmt::format("{},{},{},{:.0f},{:.9g},{:.9g},{:.9g},{:.6g},{:.6g}\n", n, key.algorithm, key.codec, sent,
+                           p.commSeconds, p.exposedSeconds, p.stepSeconds, speedup, step);
       }
     }
     if (!csvPath.empty()) {
