@@ -66,6 +66,11 @@ CodecSpec CodecSpec::fromYaml(const YAML::Node& node) {
   if (node.IsScalar()) return parse(node.as<std::string>());
   APS_CHECK(node.IsMap(), "codec: expected a name or a map");
   CodecSpec spec;
+  // A bare format map ({exponent_bits: 3, mantissa_bits: 4, ...}) is a float codec of it.
+  if (!node["type"] && !node["format"] && !node["block_size"] && !node["rounding"]) {
+    spec.format = FloatFormat::fromYaml(node);
+    return spec;
+  }
   if (node["type"]) {
     const auto type = node["type"].as<std::string>();
     if (!parseDettmersKind(type, spec.kind)) {

@@ -285,9 +285,10 @@ void Trainer::State::setupPrecisionAndComm() {
   const auto rounding = precision::parseRoundingMode(p.rounding);
   auto specOf = [&](const YAML::Node& node) {
     precision::CodecSpec spec = precision::CodecSpec::fromYaml(node);
-    // The config's rounding applies unless the format names its own ("e4m3:stochastic").
-    if (spec.kind == precision::CodecSpec::Kind::Float && node.IsScalar() &&
-        node.Scalar().find(':') == std::string::npos) {
+    // The config's rounding applies unless the format names its own ("e4m3:stochastic",
+    // {format: ..., rounding: ...}).
+    const bool ownRounding = node.IsScalar() ? node.Scalar().find(':') != std::string::npos : bool(node["rounding"]);
+    if (spec.kind == precision::CodecSpec::Kind::Float && !ownRounding) {
       spec.rounding = rounding;
     }
     return spec;

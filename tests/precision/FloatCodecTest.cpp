@@ -116,6 +116,12 @@ TEST(CodecSpec, ParsesNamesAndYaml) {
   EXPECT_THROW(makeCodec("dettmers_dynamic/block0"), aps::Error);
   EXPECT_THROW(makeCodec("e4m3/block8"), aps::Error);
   EXPECT_THROW(CodecSpec::fromYaml(YAML::Load("{type: float, blok: 3}")), aps::Error);
+  // A bare format map, as precision.format takes it in a config.
+  const auto bare = CodecSpec::fromYaml(YAML::Load("{exponent_bits: 3, mantissa_bits: 2}"));
+  EXPECT_EQ(bare.kind, CodecSpec::Kind::Float);
+  EXPECT_EQ(bare.format.exponentBits, 3);
+  EXPECT_EQ(bare.format.mantissaBits, 2);
+  EXPECT_THROW(CodecSpec::fromYaml(YAML::Load("{exponent_bits: 9, mantissa_bits: 2}")), aps::Error);
 }
 
 }  // namespace
