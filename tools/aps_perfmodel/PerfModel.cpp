@@ -72,13 +72,16 @@ void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
                              const std::map<std::string, double>& bytesPerValue) {
   APS_CHECK(!records.empty(), "perfmodel: no all-reduce records to calibrate from");
   gamma_.clear();
+  // Columns: 0 alpha, 1 beta, 2 MPI's alpha, 3 MPI's beta, then one gamma per (algorithm, codec).
+  constexpr int kFirstGamma = 4;
+  auto isMpi = [](const Key& key) { return key.algorithm == "mpi_allreduce"; };
   std::map<Key, int> column;
   for (const BenchRecord& r : records) {
     const Key key{algorithmFamily(r.algorithm), r.codec};
-    if (!column.count(key)) column.emplace(key, 2 + static_cast<int>(column.size()));
+    if (!isMpi(key) && !column.count(key)) column.emplace(key, kFirstGamma + static_cast<int>(column.size()));
   }
   const auto rows = static_cast<Eigen::Index>(records.size());
-  const auto cols = static_cast<Eigen::Index>(2 + column.size());
+  const auto cols = static_cast<Eigen::Index>(kFirstGamma + column.size());
   Eigen::MatrixXd a = Eigen::MatrixXd::Zero(rows, cols);
   Eigen::VectorXd b = Eigen::VectorXd::Ones(rows);
   for (Eigen::Index i = 0; i < rows; ++i) {
@@ -90,9 +93,15 @@ void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
     // Measured bytes beat the formula when the benchmark reports them.
     const double bytes = r.bytesSentPerRank > 0 ? static_cast<double>(r.bytesSentPerRank) : c.bytes;
     // Rows divided by the measured time: least squares on relative error.
-    a(i, 0) = c.messages / r.seconds;
-    a(i, 1) = bytes / r.seconds;
-    a(i, column.at({algorithmFamily(r.algorithm), r.codec})) = c.work / r.seconds;
+    const Key key{algorithmFamily(r.algorithm), r.codec};
+    if (isMpi(key)) {
+      a(i, 2) = c.messages / r.seconds;
+      a(i, 3) = bytes / r.seconds;
+    } else {
+      a(i, 0) = c.messages / r.seconds;
+      a(i, 1) = bytes / r.seconds;
+      a(i, column.at(key)) = c.work / r.seconds;
+    }
   }
   // Non-negative least squares by active set: drop negative coefficients and refit. Columns
   // are scaled to unit norm first so the solver sees a well-conditioned problem.
@@ -124,7 +133,13 @@ void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
   }
   alpha_ = x(0);
   beta_ = x(1);
+  mpiAlpha_ = x(2);
+  mpiBeta_ = x(3);
   for (const auto& [key, col] : column) gamma_[key] = x(col);
+  for (const BenchRecord& r : records) {
+    const Key key{algorithmFamily(r.algorithm), r.codec};
+    if (isMpi(key)) gamma_[key] = 0.0;  // known, with no codec term
+  }
 
   std::vector<double> errors;
   for (const BenchRecord& r : records) {
@@ -141,6 +156,7 @@ double AllReducePerfModel::predict(const Key& key, int ranks, int64_t elements, 
             key.codec);
   if (ranks <= 1) return 0.0;  // nothing to communicate
   const AlgorithmCost c = algorithmCost(key.algorithm, ranks, elements, bytesPerValue);
+  if (key.algorithm == "mpi_allreduce") return mpiAlpha_ * c.messages + mpiBeta_ * c.bytes;
   return alpha_ * c.messages + beta_ * c.bytes + g->second * c.work;
 }
 

@@ -39,9 +39,12 @@ AlgorithmCost algorithmCost(const std::string& family, int ranks, int64_t elemen
 
 // An alpha-beta-gamma model (Hockney's alpha-beta model plus a compute term):
 //   T(alg, codec, N, n) = alpha * messages + beta * bytes + gamma[alg, codec] * work
-// alpha (s per message) and beta (s per byte) are shared by all algorithms (one network),
-// gamma (s per value) is per algorithm and codec (the codec's CPU speed). Fitted by
-// non-negative least squares on relative error, so small and large sizes weigh alike.
+// alpha (s per message) and beta (s per byte) are shared by aps's algorithms (one network,
+// one transport: comm's exchange rounds), gamma (s per value) is per algorithm and codec (the
+// codec's CPU speed). MPI_Allreduce is a black box (the MPI library picks its algorithm,
+// segmenting and protocol per size), so it gets its own alpha and beta, measured on the same
+// network, and no gamma. Fitted by non-negative least squares on relative error, so small
+// and large sizes weigh alike.
 class AllReducePerfModel {
  public:
   struct Key {
@@ -55,7 +58,12 @@ class AllReducePerfModel {
 
   double alpha() const { return alpha_; }
   double beta() const { return beta_; }
+  double mpiAlpha() const { return mpiAlpha_; }
+  double mpiBeta() const { return mpiBeta_; }
+  // A target network: aps's alpha and beta become these, MPI_Allreduce's scale alike.
   void setNetwork(double alpha, double beta) {
+    if (alpha_ > 0.0) mpiAlpha_ *= alpha / alpha_;
+    if (beta_ > 0.0) mpiBeta_ *= beta / beta_;
     alpha_ = alpha;
     beta_ = beta;
   }
@@ -69,6 +77,8 @@ class AllReducePerfModel {
  private:
   double alpha_ = 0.0;
   double beta_ = 0.0;
+  double mpiAlpha_ = 0.0;
+  double mpiBeta_ = 0.0;
   std::map<Key, double> gamma_;
   double medianRelativeError_ = 0.0;
 };

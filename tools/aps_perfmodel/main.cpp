@@ -95,6 +95,9 @@ int main(int argc, char** argv) {
     fmt::print("calibrated on {} records: alpha = {:.2f} us/message, beta = {:.3f} GB/s, median fit error {:.1f}%\n",
                records.size(), model.alpha() * 1e6, model.beta() > 0 ? 1e-9 / model.beta() : 0.0,
                100.0 * model.medianRelativeError());
+    if (model.mpiBeta() > 0.0)
+      fmt::print("  MPI_Allreduce: alpha = {:.2f} us/message, beta = {:.3f} GB/s\n", model.mpiAlpha() * 1e6,
+                 1e-9 / model.mpiBeta());
     for (const auto& [key, g] : model.gamma())
       fmt::print("  gamma {:>18} {:>28}: {:.3f} ns/value\n", key.algorithm, key.codec, g * 1e9);
     if (bandwidthGBps > 0.0 || latencyUs >= 0.0) {
