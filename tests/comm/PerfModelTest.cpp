@@ -37,16 +37,26 @@ TEST(PerfModel, FitRecoversTheParameters) {
             "\n",
             family, codec, codec, ranks, n, t, static_cast<uint64_t>(c.bytes));
       }
+  // MPI_Allreduce: its own (slower) protocol on the same network.
+  for (int64_t n : {int64_t{1} << 10, int64_t{1} << 16, int64_t{1} << 22}) {
+    const AlgorithmCost c = algorithmCost("mpi_allreduce", 4, n, 4.0);
+    jsonl += fmt::format(
+        R"({{"bench":"allreduce","backend":"mpi","algorithm":"mpi_allreduce","codec":"fp32","ranks":4,"elements":{},"time_s":{}}})"
+        "\n",
+        n, 50e-6 * c.messages + c.bytes / 1e9);
+  }
   jsonl +=
       R"({"bench":"allreduce","backend":"sim","algorithm":"ring/e4m3","codec":"e4m3","ranks":2,"elements":1,"time_s":5,"bytes_sent_per_rank":1})"
       "\n";
   const auto records = parseBenchJsonLines(jsonl);
-  ASSERT_EQ(records.size(), 27u) << "sim records are skipped";
+  ASSERT_EQ(records.size(), 30u) << "sim records are skipped";
   AllReducePerfModel model;
   model.fit(records, bpv);
   EXPECT_NEAR(model.alpha(), alpha, alpha * 1e-3);
   EXPECT_NEAR(model.beta(), beta, beta * 1e-3);
   EXPECT_NEAR(model.gamma().at({"two_shot", "e4m3"}), 3e-9, 3e-12);
+  EXPECT_NEAR(model.mpiAlpha(), 50e-6, 50e-9);
+  EXPECT_NEAR(model.mpiBeta(), 1e-9, 1e-12);
   EXPECT_LT(model.medianRelativeError(), 1e-6);
   // Predictions are the cost terms under the fitted parameters; with a slow codec on a fast
   // network the 1-byte format loses to fp32, on a slow network it wins.
