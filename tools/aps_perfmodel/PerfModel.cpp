@@ -68,6 +68,71 @@ AlgorithmCost algorithmCost(const std::string& family, int ranks, int64_t elemen
   APS_FAIL("perfmodel: unknown algorithm '{}' (ring, two_shot, allgather_*, native, mpi_allreduce)", family);
 }
 
+// min ||A x - b|| subject to x >= 0: Lawson and Hanson's active-set algorithm ("Solving
+// Least Squares Problems", 1974, ch. 23). Columns are scaled to unit norm first (the terms
+// differ by many orders of magnitude); all-zero columns stay 0.
+Eigen::VectorXd nonNegativeLeastSquares(const Eigen::MatrixXd& a, const Eigen::VectorXd& b) {
+  const Eigen::Index cols = a.cols();
+  Eigen::VectorXd scale = Eigen::VectorXd::Ones(cols);
+  Eigen::MatrixXd m = a;
+  for (Eigen::Index j = 0; j < cols; ++j) {
+    const double n = a.col(j).norm();
+    if (n > 0.0) {
+      scale(j) = n;
+      m.col(j) /= n;
+    }
+  }
+  std::vector<bool> passive(static_cast<size_t>(cols), false);
+  Eigen::VectorXd x = Eigen::VectorXd::Zero(cols);
+  auto solvePassive = [&]() {
+    std::vector<Eigen::Index> idx;
+    for (Eigen::Index j = 0; j < cols; ++j)
+      if (passive[static_cast<size_t>(j)]) idx.push_back(j);
+    Eigen::MatrixXd sub(m.rows(), static_cast<Eigen::Index>(idx.size()));
+    for (size_t k = 0; k < idx.size(); ++k) sub.col(static_cast<Eigen::Index>(k)) = m.col(idx[k]);
+    const Eigen::VectorXd y = sub.colPivHouseholderQr().solve(b);
+    Eigen::VectorXd z = Eigen::VectorXd::Zero(cols);
+    for (size_t k = 0; k < idx.size(); ++k) z(idx[k]) = y(static_cast<Eigen::Index>(k));
+    return z;
+  };
+  constexpr double kTolerance = 1e-12;
+  for (int outer = 0; outer < 3 * static_cast<int>(cols) + 10; ++outer) {
+    const Eigen::VectorXd w = m.transpose() * (b - m * x);
+    Eigen::Index best = -1;
+    for (Eigen::Index j = 0; j < cols; ++j) {
+      if (!passive[static_cast<size_t>(j)] && a.col(j).norm() > 0.0 && w(j) > kTolerance &&
+          (best < 0 || w(j) > w(best)))
+        best = j;
+    }
+    if (best < 0) break;
+    passive[static_cast<size_t>(best)] = true;
+    for (int inner = 0; inner < 3 * static_cast<int>(cols) + 10; ++inner) {
+      const Eigen::VectorXd z = solvePassive();
+      double step = 1.0;
+      bool feasible = true;
+      for (Eigen::Index j = 0; j < cols; ++j) {
+        if (passive[static_cast<size_t>(j)] && z(j) <= kTolerance) {
+          feasible = false;
+          step = std::min(step, x(j) / std::max(x(j) - z(j), kTolerance));
+        }
+      }
+      if (feasible) {
+        x = z;
+        break;
+      }
+      x += step * (z - x);
+      for (Eigen::Index j = 0; j < cols; ++j) {
+        if (passive[static_cast<size_t>(j)] && x(j) <= kTolerance) {
+          passive[static_cast<size_t>(j)] = false;
+          x(j) = 0.0;
+        }
+      }
+    }
+  }
+  for (Eigen::Index j = 0; j < cols; ++j) x(j) = std::max(0.0, x(j)) / scale(j);
+  return x;
+}
+
 void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
                              const std::map<std::string, double>& bytesPerValue) {
   APS_CHECK(!records.empty(), "perfmodel: no all-reduce records to calibrate from");
@@ -103,34 +168,7 @@ void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
       a(i, column.at(key)) = c.work / r.seconds;
     }
   }
-  // Non-negative least squares by active set: drop negative coefficients and refit. Columns
-  // are scaled to unit norm first so the solver sees a well-conditioned problem.
-  std::vector<bool> active(static_cast<size_t>(cols), true);
-  Eigen::VectorXd x = Eigen::VectorXd::Zero(cols);
-  for (int round = 0; round < cols; ++round) {
-    std::vector<Eigen::Index> idx;
-    for (Eigen::Index j = 0; j < cols; ++j)
-      if (active[static_cast<size_t>(j)] && a.col(j).norm() > 0.0) idx.push_back(j);
-    Eigen::MatrixXd sub(rows, static_cast<Eigen::Index>(idx.size()));
-    Eigen::VectorXd scale(static_cast<Eigen::Index>(idx.size()));
-    for (size_t k = 0; k < idx.size(); ++k) {
-      scale(static_cast<Eigen::Index>(k)) = a.col(idx[k]).norm();
-      sub.col(static_cast<Eigen::Index>(k)) = a.col(idx[k]) / scale(static_cast<Eigen::Index>(k));
-    }
-    const Eigen::VectorXd y = sub.colPivHouseholderQr().solve(b);
-    x.setZero();
-    bool negative = false;
-    for (size_t k = 0; k < idx.size(); ++k) {
-      const double v = y(static_cast<Eigen::Index>(k)) / scale(static_cast<Eigen::Index>(k));
-      if (v < 0.0) {
-        active[static_cast<size_t>(idx[k])] = false;
-        negative = true;
-      } else {
-        x(idx[k]) = v;
-      }
-    }
-    if (!negative) break;
-  }
+  const Eigen::VectorXd x = nonNegativeLeastSquares(a, b);
   alpha_ = x(0);
   beta_ = x(1);
   mpiAlpha_ = x(2);

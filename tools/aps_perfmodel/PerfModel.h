@@ -1,5 +1,7 @@
 #pragma once
 
+#include <Eigen/Dense>
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -20,6 +22,9 @@ struct BenchRecord {
 // Parses aps_bench_comm JSON lines; lines with another "bench" or backend "sim" are skipped
 // unless includeSim. Throws aps::Error naming the line on malformed input.
 std::vector<BenchRecord> parseBenchJsonLines(const std::string& text, bool includeSim = false);
+
+// min ||A x - b|| subject to x >= 0 (Lawson-Hanson), used by AllReducePerfModel::fit.
+Eigen::VectorXd nonNegativeLeastSquares(const Eigen::MatrixXd& a, const Eigen::VectorXd& b);
 
 // The shape of an algorithm at N ranks for n fp32 values: messages a rank sends one after
 // another (latency terms), bytes it sends, and values its CPU touches (codec work).
