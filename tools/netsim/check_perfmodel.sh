@@ -5,7 +5,7 @@
 # default) is both the speed target and the model's validation point (--validate).
 #
 #   tools/netsim/check_perfmodel.sh [--build build] [--ranks 4] [--rate 1gbit] [--out out/netsim]
-#                                   [--sizes "1M 4M 16M"] [--target 100M] [--iterations 3]
+#                                   [--sizes "16M 32M 64M"] [--target 100M] [--iterations 3]
 # Needs root (network namespaces); prints the measured table, the model's calibration and its
 # error on the target size. Everything measured is kept under --out as JSON lines.
 set -euo pipefail
@@ -13,7 +13,7 @@ build=build
 ranks=4
 rate=1gbit
 out=out/netsim
-sizes="1M 4M 16M"
+sizes="16M 32M 64M"
 target=100M
 iterations=3
 while [[ $# -gt 0 ]]; do
