@@ -26,6 +26,7 @@
 #include "framework/optim/StepLr.h"
 #include "framework/optim/WarmupLr.h"
 #include "framework/train/Checkpoint.h"
+#include "framework/train/FaultInjection.h"
 #include "models/ModelRegistry.h"
 #include "models/Weights.h"
 #include "precision/ApsScaler.h"
@@ -98,6 +99,7 @@ struct Trainer::State {
 
   int64_t epoch = 0, batchInEpoch = 0, globalStep = 0, skipped = 0;
   std::ofstream metrics;
+  const FaultInjection faults = FaultInjection::fromEnvironment();  // tests only; empty otherwise
 
   bool isRoot() const { return firstRank == 0; }
 
@@ -319,8 +321,10 @@ void Trainer::State::setupPrecisionAndComm() {
   scaling->install(options);
   reducer = std::make_unique<comm::GradientReducer>(*transport, std::move(grads), algorithms, formatOf, options);
   for (size_t i = 0; i < params.size(); ++i) {
-    autograd::addGradReadyHook(params[i].tensor,
-                               [this, i](Tensor&) { reducer->markReady(static_cast<int>(i), currentLocal); });
+    autograd::addGradReadyHook(params[i].tensor, [this, i](Tensor& leaf) {
+      faults.poisonGradient(firstRank + currentLocal, globalStep, static_cast<int64_t>(i), leaf);
+      reducer->markReady(static_cast<int>(i), currentLocal);
+    });
   }
   for (size_t i = 0; i < params.size(); ++i) {
     spdlog::debug("wire format of {}: {}", params[i].name, codecNames[static_cast<size_t>(formatOf[i])]);
@@ -355,6 +359,7 @@ void Trainer::State::broadcastBuffersFromRankZero() {
 
 bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats& interval) {
   const auto start = Clock::now();
+  faults.beforeStep(firstRank, localRanks, globalStep);
   double lossSum = 0;
   NamedTensors rankZeroBuffers;
   for (int local = 0; local < localRanks; ++local) {
