@@ -3,6 +3,7 @@
 #include "framework/core/Error.h"
 #include "models/Fcn.h"
 #include "models/ResNet.h"
+#include "models/SmallConvNet.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -77,6 +78,9 @@ const std::vector<Entry>& entries() {
     t.push_back({{"fcn_resnet20", "FCN on a dilated CIFAR ResNet-20, output stride 2 (small, for CPUs)",
                   kCityscapesClasses, true},
                  [](const ModelOptions& o) { return buildFcn(fcnResNet20Backbone(), o); }});
+    t.push_back(
+        {{"convnet", "small CNN without batch norm (2 convs, global pooling, linear; for tests)", kCifarClasses, false},
+         [](const ModelOptions& o) { return std::make_shared<SmallConvNet>(o.inChannels, o.numClasses, o.seed); }});
     return t;
   }();
   return table;

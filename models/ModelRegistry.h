@@ -26,7 +26,7 @@ struct ModelInfo {
 // resnet44, resnet56, resnet110, resnet18_cifar), the torchvision ResNets (resnet18, resnet34,
 // resnet50, resnet101, resnet152) and the FCNs (fcn_resnet18_d8, fcn_resnet50_d8: output stride
 // 8; fcn_resnet20: CIFAR ResNet-20 with stage 3 dilated, output stride 2, for CPU runs on
-// small images). Default classes: 10 (CIFAR models), 1000 (ImageNet), 19 (FCNs, Cityscapes).
+// small images), and convnet (a small CNN without batch norm). Default classes: 10 (CIFAR models), 1000 (ImageNet), 19 (FCNs, Cityscapes).
 const std::vector<ModelInfo>& modelCatalog();
 std::vector<std::string> modelNames();
 // Throws aps::Error listing the known names when `name` is unknown.

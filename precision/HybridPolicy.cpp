@@ -107,6 +107,8 @@ FloatFormat HybridPolicy::widen(const FloatFormat& format) {
   return format;
 }
 
+void HybridPolicy::widenLayer(size_t layer) { assigned_.at(layer) = widen(assigned_.at(layer)); }
+
 std::vector<size_t> HybridPolicy::adapt(LayerStatistics& stats) {
   std::vector<size_t> widened;
   if (!auto_.enabled) return widened;

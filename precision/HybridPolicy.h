@@ -55,6 +55,9 @@ class HybridPolicy {
   // Applies the automatic rule to every assigned layer; returns the layers that widened
   // (and restarts their windows in `stats`).
   std::vector<size_t> adapt(LayerStatistics& stats);
+  // Moves `layer` one step up the ladder, as adapt() does; data-parallel ranks apply the
+  // decisions rank 0 took, so every rank keeps the same formats.
+  void widenLayer(size_t layer);
 
   // The next format up the ladder for `format`; `format` itself when nothing is wider.
   static FloatFormat widen(const FloatFormat& format);

@@ -2,6 +2,7 @@
 
 #include "framework/core/Error.h"
 
+#include <bit>
 #include <cmath>
 
 namespace aps::precision {
@@ -45,6 +46,44 @@ void LayerStatistics::record(size_t layer, const QuantizationCounts& step) {
   auto& h = history_.at(layer);
   h.push_back(step);
   while (static_cast<int>(h.size()) > window_) h.pop_front();
+}
+
+std::vector<int64_t> LayerStatistics::serialize() const {
+  std::vector<int64_t> out;
+  for (const auto& h : history_) {
+    out.push_back(static_cast<int64_t>(h.size()));
+    for (const auto& c : h) {
+      out.insert(out.end(), {c.total, c.nonzero, c.flushed, c.saturated, std::bit_cast<int64_t>(c.errorSquared),
+                             std::bit_cast<int64_t>(c.inputSquared)});
+    }
+  }
+  return out;
+}
+
+void LayerStatistics::restore(const std::vector<int64_t>& values) {
+  size_t at = 0;
+  auto take = [&] {
+    APS_CHECK(at < values.size(), "layer statistics: the saved state ends early ({} values for {} layers)",
+              values.size(), history_.size());
+    return values[at++];
+  };
+  for (auto& h : history_) {
+    const int64_t steps = take();
+    APS_CHECK(steps >= 0 && steps <= window_, "layer statistics: a saved window of {} steps (window is {})", steps,
+              window_);
+    h.clear();
+    for (int64_t i = 0; i < steps; ++i) {
+      QuantizationCounts c;
+      c.total = take();
+      c.nonzero = take();
+      c.flushed = take();
+      c.saturated = take();
+      c.errorSquared = std::bit_cast<double>(take());
+      c.inputSquared = std::bit_cast<double>(take());
+      h.push_back(c);
+    }
+  }
+  APS_CHECK(at == values.size(), "layer statistics: the saved state has {} values, {} expected", values.size(), at);
 }
 
 QuantizationCounts LayerStatistics::window(size_t layer) const {

@@ -39,6 +39,12 @@ class LayerStatistics {
   size_t layers() const { return history_.size(); }
   int windowSize() const { return window_; }
 
+  // The whole window history as integers, for checkpoints: per layer its step count, then
+  // six values per step (total, nonzero, flushed, saturated, and the two sums of squares
+  // as the bits of their doubles). restore() takes what serialize() gave, exactly.
+  std::vector<int64_t> serialize() const;
+  void restore(const std::vector<int64_t>& values);
+
  private:
   int window_;
   std::vector<std::deque<QuantizationCounts>> history_;

@@ -1,5 +1,7 @@
 #include "framework/autograd/AccumulateGrad.h"
 
+#include "framework/autograd/ComputePrecision.h"
+#include "framework/autograd/FormatRounding.h"
 #include "framework/autograd/GradAccumulation.h"
 #include "framework/core/Error.h"
 
@@ -11,6 +13,8 @@ std::shared_ptr<Node> AccumulateGrad::of(const Tensor& leaf) {
   auto& slots = leaf.impl().autograd();
   if (auto existing = slots.gradAccumulator.lock()) return existing;
   auto node = std::make_shared<AccumulateGrad>(leaf.implPtr());
+  // Mixed precision accumulates into fp32 master gradients; pure keeps them 16-bit.
+  node->setGradFormat(ComputePrecision::current().parameterFormat());
   slots.gradAccumulator = node;
   return node;
 }
@@ -24,6 +28,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& gradOutputs) {
     Tensor grad = leaf.grad();
     if (grad.defined()) {
       addInto(grad, incoming);
+      roundInPlace(grad, gradFormat());  // the sum of 16-bit gradients, rounded (pure modes)
     } else {
       leaf.setGrad(incoming.clone());
     }

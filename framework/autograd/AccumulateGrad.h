@@ -7,7 +7,9 @@ namespace aps::autograd {
 // The sink of a leaf tensor: adds the incoming gradient into leaf.grad (in place when a
 // grad exists, so a grad that is a view into a flat bucket buffer stays one), then runs the
 // leaf's gradient-ready hooks. The engine runs it once all contributions are summed, so the
-// hooks see the final gradient of this backward pass.
+// hooks see the final gradient of this backward pass. Its gradFormat() is the parameter
+// format of the compute precision it was created under: in pure modes the accumulated
+// gradient is rounded to it.
 class AccumulateGrad : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);

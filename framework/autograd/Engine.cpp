@@ -1,5 +1,6 @@
 #include "framework/autograd/Engine.h"
 
+#include "framework/autograd/FormatRounding.h"
 #include "framework/autograd/Function.h"
 #include "framework/autograd/GradAccumulation.h"
 #include "framework/autograd/GradMode.h"
@@ -22,7 +23,31 @@ void accumulate(NodeState& state, const Node& node, uint32_t slot, const Tensor&
   if (state.inputs.empty()) state.inputs.resize(node.numOutputs());
   APS_ASSERT(slot < state.inputs.size());
   Tensor& current = state.inputs[slot];
-  current = current.defined() ? addGradients(current, grad) : grad;
+  if (!current.defined()) {
+    current = grad;
+    return;
+  }
+  current = addGradients(current, grad);
+  roundInPlace(current, node.gradFormat());  // a sum of gradients is an op too
+}
+
+// Rounds each gradient a node produced to the format of the tensor it is the gradient of
+// (ComputePrecision.h). A closure may return one tensor for several inputs (or the
+// gradient it received): such a tensor is copied first when its targets' formats differ.
+void roundGradients(std::vector<Tensor>& grads, const std::vector<Edge>& edges) {
+  for (size_t i = 0; i < grads.size() && i < edges.size(); ++i) {
+    if (!grads[i].defined() || !edges[i].valid()) continue;
+    const ComputeFormat format = edges[i].fn->gradFormat();
+    if (format == ComputeFormat::Fp32) continue;
+    for (size_t j = 0; j < grads.size() && j < edges.size(); ++j) {
+      if (j == i || !grads[j].defined() || !grads[i].sharesStorage(grads[j])) continue;
+      if (!edges[j].valid() || edges[j].fn->gradFormat() != format) {
+        grads[i] = grads[i].clone();
+        break;
+      }
+    }
+    roundInPlace(grads[i], format);
+  }
 }
 
 struct LaterFirst {
@@ -46,7 +71,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradR
       APS_CHECK(root.numel() == 1, "backward: root of shape {} is not a scalar; pass its gradient", root.shapeString());
       grad = Tensor::ones(root.sizes());
     } else {
-      grad = gradRoots[i];
+      grad = gradRoots[i].clone();  // closures may pass it on, and gradients are rounded in place
       APS_CHECK(grad.sizes() == root.sizes(), "backward: gradient of shape {} for a root of shape {}",
                 grad.shapeString(), root.shapeString());
     }
@@ -82,6 +107,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradR
     if (!retainGraph) node->releaseSaved();
     const auto& edges = node->nextEdges();
     APS_ASSERT(outputs.size() == edges.size() || outputs.empty());
+    roundGradients(outputs, edges);
     for (size_t i = 0; i < edges.size(); ++i) {
       const Edge& edge = edges[i];
       if (!edge.valid()) continue;

@@ -1,6 +1,7 @@
 #include "framework/autograd/Function.h"
 
 #include "framework/autograd/AccumulateGrad.h"
+#include "framework/autograd/FormatRounding.h"
 #include "framework/autograd/GradMode.h"
 #include "framework/core/Error.h"
 
@@ -53,9 +54,28 @@ void recordHistory(Tensor& output, const std::shared_ptr<Node>& node, const std:
   slots.outputNr = 0;
 }
 
+namespace {
+// Rounds an op's output to the current compute format; returns the format it now holds.
+ComputeFormat roundOutput(Tensor& output, const std::vector<Tensor>& inputs, OpPrecision precision) {
+  const ComputePrecision current = ComputePrecision::current();
+  if (current.isFp32() || output.dtype() != DType::Float32) return ComputeFormat::Fp32;
+  for (const Tensor& input : inputs) {
+    if (input.defined() && output.sharesStorage(input)) return formatOf(input);
+  }
+  if (precision == OpPrecision::Fp32WhenMixed && current.isMixed()) return ComputeFormat::Fp32;
+  roundInPlace(output, current.format());
+  return current.format();
+}
+}  // namespace
+
 Tensor& recordFunction(Tensor& output, const char* name, const std::vector<Tensor>& inputs,
-                       FunctionNode::Backward backward) {
-  if (needsGrad(inputs)) recordHistory(output, std::make_shared<FunctionNode>(name, std::move(backward)), inputs);
+                       FunctionNode::Backward backward, OpPrecision precision) {
+  const ComputeFormat format = roundOutput(output, inputs, precision);
+  if (needsGrad(inputs)) {
+    auto node = std::make_shared<FunctionNode>(name, std::move(backward));
+    node->setGradFormat(format);
+    recordHistory(output, node, inputs);
+  }
   return output;
 }
 

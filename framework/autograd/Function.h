@@ -1,5 +1,6 @@
 #pragma once
 
+#include "framework/autograd/ComputePrecision.h"
 #include "framework/autograd/Node.h"
 
 #include <functional>
@@ -34,9 +35,14 @@ Edge gradientEdge(const Tensor& t);
 // Makes `output` the result of `node` applied to `inputs` (history for backward).
 void recordHistory(Tensor& output, const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs);
 
-// Records a FunctionNode when needsGrad(inputs); otherwise does nothing. Returns output.
+// Records a FunctionNode when needsGrad(inputs). Every op calls it once with its fresh
+// output, so this is where compute precision rounds forward outputs (ComputePrecision.h):
+// under a 16-bit mode the output is rounded in place to the format (with or without grad
+// mode), unless it is a view sharing an input's storage (it then holds the input's values)
+// or the op is autocast's fp32 kind in a mixed mode. The node remembers the output's
+// format for the engine. Returns output.
 Tensor& recordFunction(Tensor& output, const char* name, const std::vector<Tensor>& inputs,
-                       FunctionNode::Backward backward);
+                       FunctionNode::Backward backward, OpPrecision precision = OpPrecision::Compute);
 
 // Registers fn to run once `leaf`'s gradient is final in each backward pass that reaches it
 // (after accumulation into leaf.grad()). This is where data parallelism attaches.

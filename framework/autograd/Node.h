@@ -1,5 +1,6 @@
 #pragma once
 
+#include "framework/autograd/ComputeFormat.h"
 #include "framework/tensor/Tensor.h"
 
 #include <cstdint>
@@ -40,12 +41,17 @@ class Node {
   uint64_t sequenceNr() const { return sequenceNr_; }
   const std::vector<Edge>& nextEdges() const { return next_; }
   void addNextEdge(Edge edge) { next_.push_back(std::move(edge)); }
+  // The format of the tensor this node produced (ComputePrecision.h): the engine rounds the
+  // gradients flowing into this node to it. Fp32 (no rounding) unless set.
+  ComputeFormat gradFormat() const { return gradFormat_; }
+  void setGradFormat(ComputeFormat format) { gradFormat_ = format; }
 
  private:
   std::string name_;
   uint32_t numOutputs_;
   uint64_t sequenceNr_;
   std::vector<Edge> next_;
+  ComputeFormat gradFormat_ = ComputeFormat::Fp32;
 };
 
 }  // namespace aps::autograd

@@ -1,12 +1,14 @@
 #include "framework/ops/Conv.h"
 
 #include "framework/autograd/Function.h"
+#include "framework/ops/Autocast.h"
 #include "framework/ops/Checks.h"
 #include "framework/ops/cpu/Kernels.h"
 
 namespace aps::ops {
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
+Tensor conv2d(const Tensor& xIn, const Tensor& weightIn, const Tensor& biasIn, const Conv2dOptions& o) {
+  const Tensor x = autocastInput(xIn), weight = autocastInput(weightIn), bias = autocastInput(biasIn);
   checkFloat("conv2d", "input", x);
   checkFloat("conv2d", "weight", weight);
   checkRank("conv2d", "input", x, 4);

@@ -2,6 +2,7 @@
 
 #include "framework/autograd/Function.h"
 #include "framework/core/Parallel.h"
+#include "framework/ops/Autocast.h"
 #include "framework/ops/Checks.h"
 
 #include <Eigen/Core>
@@ -35,7 +36,8 @@ Tensor columnSums(const Tensor& g) {
 }
 }  // namespace
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& xIn, const Tensor& weightIn, const Tensor& biasIn) {
+  const Tensor x = autocastInput(xIn), weight = autocastInput(weightIn), bias = autocastInput(biasIn);
   checkFloat("linear", "input", x);
   checkFloat("linear", "weight", weight);
   checkRank("linear", "input", x, 2);
@@ -75,7 +77,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   });
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& aIn, const Tensor& bIn) {
+  const Tensor a = autocastInput(aIn), b = autocastInput(bIn);
   checkFloat("matmul", "first input", a);
   checkFloat("matmul", "second input", b);
   checkRank("matmul", "first input", a, 2);

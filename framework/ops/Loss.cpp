@@ -33,12 +33,15 @@ Tensor crossEntropy(const Tensor& logits, const Tensor& targets, const CrossEntr
   const float loss = cpu::crossEntropyForward(probs.data<float>(), cl.data<float>(), ct.data<int64_t>(), s,
                                               o.labelSmoothing, o.ignoreIndex);
   Tensor out = Tensor::scalar(loss);
-  return autograd::recordFunction(out, "CrossEntropyBackward", {logits}, [=](const Tensor& g) {
-    Tensor gx = Tensor::empty(probs.sizes());
-    cpu::crossEntropyBackward(gx.data<float>(), probs.data<float>(), ct.data<int64_t>(), s, o.labelSmoothing,
-                              o.ignoreIndex, g.item());
-    return std::vector<Tensor>{gx};
-  });
+  return autograd::recordFunction(
+      out, "CrossEntropyBackward", {logits},
+      [=](const Tensor& g) {
+        Tensor gx = Tensor::empty(probs.sizes());
+        cpu::crossEntropyBackward(gx.data<float>(), probs.data<float>(), ct.data<int64_t>(), s, o.labelSmoothing,
+                                  o.ignoreIndex, g.item());
+        return std::vector<Tensor>{gx};
+      },
+      autograd::OpPrecision::Fp32WhenMixed);  // autocast runs losses in fp32
 }
 
 }  // namespace aps::ops

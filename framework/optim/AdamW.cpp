@@ -15,7 +15,7 @@ AdamW::AdamW(NamedTensors params, const AdamWOptions& options)
   APS_CHECK(options.weightDecay >= 0.0, "AdamW: weight decay must be >= 0, got {}", options.weightDecay);
 }
 
-void AdamW::step() {
+void AdamW::update() {
   countStep();
   const double t = static_cast<double>(stepCount());
   const float b1 = static_cast<float>(options_.beta1), b2 = static_cast<float>(options_.beta2);

@@ -18,7 +18,9 @@ struct AdamWOptions {
 class AdamW : public Optimizer {
  public:
   AdamW(NamedTensors params, const AdamWOptions& options);
-  void step() override;
+
+ protected:
+  void update() override;
 
  private:
   AdamWOptions options_;

@@ -45,7 +45,7 @@ double Lars::localLr(size_t i) const {
   return options_.trustCoefficient * wNorm / (gNorm + options_.weightDecay * wNorm + options_.eps);
 }
 
-void Lars::step() {
+void Lars::update() {
   const float momentum = static_cast<float>(options_.momentum);
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& param = params_[i].tensor;

@@ -20,9 +20,11 @@ struct LarsOptions {
 class Lars : public Optimizer {
  public:
   Lars(NamedTensors params, const LarsOptions& options);
-  void step() override;
   // The trust ratio of parameter i for its current weights and gradient (for logging).
   double localLr(size_t i) const;
+
+ protected:
+  void update() override;
 
  private:
   LarsOptions options_;

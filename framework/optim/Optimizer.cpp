@@ -1,5 +1,6 @@
 #include "framework/optim/Optimizer.h"
 
+#include "framework/autograd/FormatRounding.h"
 #include "framework/core/Error.h"
 
 #include <set>
@@ -15,6 +16,35 @@ Optimizer::Optimizer(std::string typeName, NamedTensors params, double lr)
               "{}: parameter '{}' must be a contiguous float32 tensor", typeName_, p.name);
     APS_CHECK(names.insert(p.name).second, "{}: parameter name '{}' appears twice", typeName_, p.name);
   }
+}
+
+void Optimizer::step() {
+  update();
+  roundToStorageFormat(stochastic_);
+}
+
+void Optimizer::setStorageFormat(autograd::ComputeFormat format, bool stochastic, uint64_t seed) {
+  storageFormat_ = format;
+  stochastic_ = stochastic;
+  roundingSeed_ = seed;
+  roundToStorageFormat(false);  // the initial cast: nearest-even
+}
+
+void Optimizer::roundToStorageFormat(bool stochastic) {
+  if (storageFormat_ == autograd::ComputeFormat::Fp32) return;
+  uint64_t id = 0;  // parameters in order, then state entries in key order
+  auto round = [&](Tensor& t) {
+    APS_ASSERT(id < (uint64_t{1} << 20));
+    if (stochastic) {
+      autograd::roundStochastic(t.data<float>(), t.numel(), storageFormat_, roundingSeed_,
+                                static_cast<uint64_t>(steps_) << 20 | id);
+    } else {
+      autograd::roundNearestEven(t.data<float>(), t.numel(), storageFormat_);
+    }
+    ++id;
+  };
+  for (auto& p : params_) round(p.tensor);
+  for (auto& [key, tensor] : state_) round(tensor);
 }
 
 void Optimizer::setLr(double lr) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "framework/autograd/ComputeFormat.h"
 #include "framework/tensor/NamedTensor.h"
 
 #include <cstdint>
@@ -19,8 +20,19 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One update from the parameters' current gradients (parameters without one are skipped).
-  virtual void step() = 0;
+  // One update from the parameters' current gradients (parameters without one are skipped),
+  // then the rounding of setStorageFormat.
+  void step();
+
+  // Pure 16-bit training (autograd/ComputePrecision.h, fp16_pure / bf16_pure): parameters and
+  // optimizer state are stored as values of `format`, with no fp32 copy. Rounds them now
+  // (nearest-even) and after every step: each update is one fused op that reads 16-bit
+  // values, computes in fp32 and stores 16-bit results, as a fused GPU optimizer kernel on
+  // half tensors does. Stochastic rounding (Gupta et al. 2015) of the stored results makes
+  // small updates survive in expectation; element i of tensor t after step s draws
+  // randomBits32(seed, s << 20 | t, i), so runs and resumes are reproducible.
+  void setStorageFormat(autograd::ComputeFormat format, bool stochastic = false, uint64_t seed = 0);
+  autograd::ComputeFormat storageFormat() const { return storageFormat_; }
 
   double lr() const { return lr_; }
   void setLr(double lr);
@@ -33,6 +45,8 @@ class Optimizer {
   void loadStateDict(const NamedTensors& state);
 
  protected:
+  // The optimizer's arithmetic: one update of every parameter with a gradient.
+  virtual void update() = 0;
   // Weight decay applies to a parameter unless the optimizer was told to exclude biases and
   // normalisation parameters, which are exactly the 1-D parameters (bias, BN weight/bias).
   static bool isBiasOrNorm(const Tensor& param) { return param.dim() <= 1; }
@@ -46,7 +60,12 @@ class Optimizer {
   double lr_;
 
  private:
+  void roundToStorageFormat(bool stochastic);
+
   int64_t steps_ = 0;
+  autograd::ComputeFormat storageFormat_ = autograd::ComputeFormat::Fp32;
+  bool stochastic_ = false;
+  uint64_t roundingSeed_ = 0;
   std::map<std::string, Tensor> state_;  // "<kind>.<param name>"
 };
 

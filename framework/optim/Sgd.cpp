@@ -14,7 +14,7 @@ Sgd::Sgd(NamedTensors params, const SgdOptions& options)
             options.momentum, options.dampening);
 }
 
-void Sgd::step() {
+void Sgd::update() {
   const float lr = static_cast<float>(lr_);
   const float momentum = static_cast<float>(options_.momentum);
   const float dampening = static_cast<float>(options_.dampening);

@@ -18,7 +18,9 @@ struct SgdOptions {
 class Sgd : public Optimizer {
  public:
   Sgd(NamedTensors params, const SgdOptions& options);
-  void step() override;
+
+ protected:
+  void update() override;
 
  private:
   SgdOptions options_;

@@ -235,6 +235,8 @@ void fill(TrainConfig& c) {
     p.hybrid.push_back({rule["pattern"].as<std::string>(), YAML::Clone(rule["format"])});
   }
   p.hybridAuto = get<bool>(r, "precision.hybrid_auto");
+  p.hybridUnderflow = get<double>(r, "precision.hybrid_underflow");
+  p.hybridSaturation = get<double>(r, "precision.hybrid_saturation");
   p.errorFeedback = get<bool>(r, "precision.error_feedback");
   p.kahan = get<bool>(r, "precision.kahan");
   p.nonfinite = get<std::string>(r, "precision.nonfinite");

@@ -41,6 +41,7 @@ struct TrainConfig {
     YAML::Node format;
     std::vector<HybridRule> hybrid;
     bool hybridAuto = false, errorFeedback = false, kahan = false;
+    double hybridUnderflow = 0, hybridSaturation = 0;  // hybrid_auto's thresholds
     int64_t statsWindow = 0;
   };
   struct Comm {

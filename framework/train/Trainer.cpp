@@ -14,6 +14,7 @@
 #include "framework/core/Error.h"
 #include "framework/core/Logging.h"
 #include "framework/core/Parallel.h"
+#include "framework/nn/Dropout.h"
 #include "framework/ops/Loss.h"
 #include "framework/optim/AdamW.h"
 #include "framework/optim/ConstantLr.h"
@@ -31,17 +32,20 @@
 #include "models/Weights.h"
 #include "precision/ApsScaler.h"
 #include "precision/CodecSpec.h"
+#include "precision/Fp8LmScaler.h"
 #include "precision/HybridPolicy.h"
 
 #include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 namespace aps::train {
 
@@ -91,8 +95,14 @@ struct Trainer::State {
   std::vector<std::unique_ptr<data::Loader>> loaders;  // one per local rank
   int64_t stepsPerEpoch = 0, totalSteps = 0;
 
-  std::vector<precision::CodecSpec> specs;  // per wire-format id
-  std::vector<int> formatOf;                // per parameter
+  std::vector<nn::Dropout*> dropouts;  // their masks depend on (step, rank) only
+
+  std::vector<precision::CodecSpec> specs;                                     // per wire-format id
+  std::vector<int> formatOf;                                                   // per parameter
+  std::vector<precision::CodecSpec> paramSpecs;                                // per parameter (before ids)
+  std::unique_ptr<precision::HybridPolicy> policy;                             // precision.hybrid_auto
+  std::vector<int64_t> widenings;                                              // per parameter, by the automatic rule
+  std::map<std::string, std::shared_ptr<precision::Fp8LmScaler>> autoscalers;  // per codec name
   std::shared_ptr<comm::BucketScaling> scaling;
   std::unique_ptr<comm::GradientReducer> reducer;
   int currentLocal = 0;
@@ -109,6 +119,10 @@ struct Trainer::State {
   void setupData();
   void setupOptimizer();
   void setupPrecisionAndComm();
+  void buildReducer();
+  void adaptFormats();
+  void savePrecisionState(Checkpoint& c);
+  void restorePrecisionState(const Checkpoint& c, const std::string& path);
   void restore(const std::string& path);
   void save();
   void trainEpoch();
@@ -160,6 +174,9 @@ void Trainer::State::setupModel() {
   // Gradients exist from the start, so backward accumulates in place and the reducer's
   // buffer views stay valid for the whole run.
   for (auto& p : params) p.tensor.setGrad(Tensor::zeros(p.tensor.sizes()));
+  for (auto& [name, module] : model->namedModules()) {
+    if (auto* d = dynamic_cast<nn::Dropout*>(module)) dropouts.push_back(d);
+  }
 }
 
 void Trainer::State::setupData() {
@@ -250,10 +267,6 @@ void Trainer::State::setupPrecisionAndComm() {
   const auto& p = config.precision;
   APS_CHECK(p.compute == "fp32", "{}: precision.compute = {} is not supported by the CPU trainer yet (use fp32)",
             config.sourceFile, p.compute);
-  APS_CHECK(!p.errorFeedback, "{}: precision.error_feedback is not wired into the trainer yet", config.sourceFile);
-  APS_CHECK(p.scaling != "autoscale", "{}: precision.scaling = autoscale is not wired into the trainer yet",
-            config.sourceFile);
-  APS_CHECK(!p.hybridAuto, "{}: precision.hybrid_auto is not wired into the trainer yet", config.sourceFile);
 
   const auto rounding = precision::parseRoundingMode(p.rounding);
   auto specOf = [&](const YAML::Node& node) {
@@ -268,46 +281,92 @@ void Trainer::State::setupPrecisionAndComm() {
   std::vector<precision::CodecSpec> ruleSpecs;
   for (const auto& rule : p.hybrid) ruleSpecs.push_back(specOf(rule.format));
   const precision::CodecSpec defaultSpec = specOf(p.format);
-  // Format ids: 0 is the default; each rule that matches something gets its own.
-  specs = {defaultSpec};
-  std::vector<int> ruleId(p.hybrid.size(), -1);
+  // Every parameter's format: the first matching rule, else the default.
   for (const auto& param : params) {
-    int id = 0;
+    precision::CodecSpec spec = defaultSpec;
     for (size_t r = 0; r < p.hybrid.size(); ++r) {
-      if (!precision::HybridPolicy::globMatch(p.hybrid[r].pattern, param.name)) continue;
-      if (ruleId[r] < 0) {
-        ruleId[r] = static_cast<int>(specs.size());
-        specs.push_back(ruleSpecs[r]);
+      if (precision::HybridPolicy::globMatch(p.hybrid[r].pattern, param.name)) {
+        spec = ruleSpecs[r];
+        break;
       }
-      id = ruleId[r];
-      break;
     }
-    formatOf.push_back(id);
+    paramSpecs.push_back(spec);
   }
+  const bool floatOnly = std::all_of(paramSpecs.begin(), paramSpecs.end(), [](const precision::CodecSpec& c) {
+    return c.kind == precision::CodecSpec::Kind::Float;
+  });
+  APS_CHECK(floatOnly || (!p.errorFeedback && p.scaling != "autoscale" && !p.hybridAuto),
+            "{}: precision.error_feedback, scaling = autoscale and hybrid_auto need float wire formats (not "
+            "Dettmers' types)",
+            config.sourceFile);
+  if (p.hybridAuto) {
+    std::vector<precision::HybridPolicy::Rule> rules;  // each parameter resolved above: one rule per name
+    for (size_t i = 0; i < params.size(); ++i) rules.push_back({params[i].name, paramSpecs[i].format});
+    precision::HybridPolicy::AutoWiden widen{true, p.hybridUnderflow, p.hybridSaturation};
+    policy = std::make_unique<precision::HybridPolicy>(defaultSpec.format, std::move(rules), widen);
+    std::vector<std::string> names;
+    for (const auto& param : params) names.push_back(param.name);
+    policy->assign(names);
+  }
+  widenings.assign(params.size(), 0);
+  buildReducer();
+  for (size_t i = 0; i < params.size(); ++i) {
+    autograd::addGradReadyHook(params[i].tensor, [this, i](Tensor& leaf) {
+      faults.poisonGradient(firstRank + currentLocal, globalStep, static_cast<int64_t>(i), leaf);
+      reducer->markReady(static_cast<int>(i), currentLocal);
+    });
+  }
+}
 
-  const auto mode = precision::parseScalingMode(p.scaling);
+// (Re)builds the wire formats, the scaling hooks and the bucket reducer from paramSpecs: at
+// start-up, and whenever hybrid precision widens a layer (buckets group by format).
+void Trainer::State::buildReducer() {
+  const auto& p = config.precision;
+  specs.clear();
+  formatOf.clear();
+  std::vector<std::string> codecNames;
+  for (const auto& spec : paramSpecs) {
+    const std::string name = precision::makeCodec(spec)->name();
+    auto at = std::find(codecNames.begin(), codecNames.end(), name);
+    if (at == codecNames.end()) {
+      codecNames.push_back(name);
+      specs.push_back(spec);
+      at = codecNames.end() - 1;
+    }
+    formatOf.push_back(static_cast<int>(at - codecNames.begin()));
+  }
+  const auto mode = p.scaling == "autoscale" ? precision::ScalingMode::None : precision::parseScalingMode(p.scaling);
   comm::AllReduceOptions reduceOptions;
   reduceOptions.kind = comm::parseAllReduceKind(config.comm.algorithm);
   reduceOptions.kahan = p.kahan;
   std::vector<std::shared_ptr<const comm::AllReduceAlgorithm>> algorithms;
   std::vector<comm::BucketScaling::FormatScaling> perFormat;
-  std::vector<std::string> codecNames;
-  for (const auto& spec : specs) {
+  for (size_t f = 0; f < specs.size(); ++f) {
+    const auto& spec = specs[f];
     std::shared_ptr<const precision::Codec> codec = precision::makeCodec(spec);
-    codecNames.push_back(codec->name());
     algorithms.push_back(comm::makeAllReduce(reduceOptions, codec));
-    comm::BucketScaling::FormatScaling f;
+    comm::BucketScaling::FormatScaling fs;
     if (spec.kind == precision::CodecSpec::Kind::Float && !spec.format.isFp32()) {
-      f.format = spec.format;
-      f.rounding = spec.rounding;
-      if (mode != precision::ScalingMode::None) {
-        f.scaler = std::make_shared<precision::ApsScaler>(spec.format, world, mode);
+      fs.format = spec.format;
+      fs.rounding = spec.rounding;
+      fs.errorFeedback = p.errorFeedback;
+      if (p.scaling == "autoscale") {
+        auto& scaler = autoscalers[codecNames[f]];
+        if (!scaler) scaler = std::make_shared<precision::Fp8LmScaler>(spec.format, world);
+        fs.autoscaler = scaler;
+      } else if (mode != precision::ScalingMode::None) {
+        fs.scaler = std::make_shared<precision::ApsScaler>(spec.format, world, mode);
       }
     }
-    perFormat.push_back(f);
+    perFormat.push_back(fs);
   }
-  scaling = std::make_shared<comm::BucketScaling>(perFormat, params.size(), static_cast<int>(p.statsWindow));
-
+  reducer.reset();  // its communication thread ends before the hooks change
+  if (!scaling) {
+    scaling =
+        std::make_shared<comm::BucketScaling>(perFormat, params.size(), static_cast<int>(p.statsWindow), localRanks);
+  } else {
+    scaling->setFormats(perFormat);
+  }
   std::vector<std::vector<comm::NamedGradient>> grads(static_cast<size_t>(localRanks));
   for (auto& g : grads) {
     for (const auto& param : params) g.push_back({param.name, param.tensor.grad().buffer()});
@@ -320,20 +379,53 @@ void Trainer::State::setupPrecisionAndComm() {
   options.seed = config.seed;
   scaling->install(options);
   reducer = std::make_unique<comm::GradientReducer>(*transport, std::move(grads), algorithms, formatOf, options);
+  reducer->setStep(static_cast<uint64_t>(globalStep));
+  const bool perLayer = specs.size() > 1 || policy;  // hybrid precision: say what each layer got
   for (size_t i = 0; i < params.size(); ++i) {
-    autograd::addGradReadyHook(params[i].tensor, [this, i](Tensor& leaf) {
-      faults.poisonGradient(firstRank + currentLocal, globalStep, static_cast<int64_t>(i), leaf);
-      reducer->markReady(static_cast<int>(i), currentLocal);
-    });
-  }
-  for (size_t i = 0; i < params.size(); ++i) {
-    spdlog::debug("wire format of {}: {}", params[i].name, codecNames[static_cast<size_t>(formatOf[i])]);
+    spdlog::log(perLayer ? spdlog::level::info : spdlog::level::debug, "wire format of {}: {}", params[i].name,
+                codecNames[static_cast<size_t>(formatOf[i])]);
   }
   for (size_t f = 0; f < specs.size(); ++f) {
     int64_t count = 0;
     for (int id : formatOf) count += id == static_cast<int>(f) ? 1 : 0;
-    spdlog::info("wire format {}: {} parameter tensors, scaling {}", codecNames[f], count, p.scaling);
+    spdlog::info("wire format {}: {} parameter tensors, scaling {}{}", codecNames[f], count, p.scaling,
+                 p.errorFeedback ? ", error feedback" : "");
   }
+}
+
+// Hybrid precision's automatic rule (precision/HybridPolicy.h) on rank 0's statistics; every
+// rank applies rank 0's decisions, so formats (and buckets) stay the same everywhere.
+void Trainer::State::adaptFormats() {
+  if (!policy) return;
+  std::vector<size_t> widened;
+  if (isRoot()) widened = scaling->adapt(*policy);
+  if (mpi && world > 1) {
+    std::vector<uint8_t> flags(params.size(), 0);
+    for (size_t l : widened) flags[l] = 1;
+    mpi->broadcast(flags.data(), flags.size(), 0);
+    if (!isRoot()) {
+      for (size_t l = 0; l < flags.size(); ++l) {
+        if (!flags[l]) continue;
+        policy->widenLayer(l);
+        widened.push_back(l);
+      }
+    }
+  }
+  if (widened.empty()) return;
+  for (size_t l : widened) {
+    const precision::FloatFormat before = paramSpecs[l].format;
+    paramSpecs[l].format = policy->formatOf(l);
+    ++widenings[l];
+    // Decided after step globalStep + 1 (counting from 1, as the train records do).
+    spdlog::info("step {}: hybrid precision widens {} from {} to {}", globalStep + 1, params[l].name, before.name,
+                 paramSpecs[l].format.name);
+    writeMetrics({{"type", "format"},
+                  {"step", globalStep + 1},
+                  {"name", params[l].name},
+                  {"from", before.name},
+                  {"to", paramSpecs[l].format.name}});
+  }
+  buildReducer();
 }
 
 void Trainer::State::writeMetrics(const nlohmann::json& line) {
@@ -365,6 +457,8 @@ bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats&
   for (int local = 0; local < localRanks; ++local) {
     const data::Batch& batch = batches[static_cast<size_t>(local)];
     currentLocal = local;
+    // Dropout masks depend on (step, rank) only: the same under sim and mpi, and on resume.
+    for (nn::Dropout* d : dropouts) d->setNextStream(static_cast<uint64_t>(globalStep * world + firstRank + local));
     const Tensor images = Tensor::fromVector(std::span<const float>(batch.images), batch.imageShape);
     const Tensor labels = Tensor::fromVector(std::span<const int64_t>(batch.labels), batch.labelShape);
     const Tensor logits = model->forward(images);
@@ -383,6 +477,7 @@ bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats&
   }
   const double computeSeconds = secondsSince(start);
   const comm::StepCommStats comm = reducer->wait();  // the reduced, averaged gradients are in place
+  scaling->finishStep(*transport);                   // FP8-LM autoscale: mu for the next step
 
   double loss = lossSum / localRanks;
   if (mpi && world > 1) {
@@ -405,6 +500,7 @@ bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats&
   scheduler->advance();
   broadcastBuffersFromRankZero();
   model->zeroGrad();
+  adaptFormats();
 
   interval.steps += 1;
   interval.images += static_cast<int64_t>(batches[0].size()) * world;
@@ -449,6 +545,8 @@ void Trainer::State::logInterval(IntervalStats& interval) {
                       {"saturated", c.saturatedFraction()},
                       {"rel_error", c.relativeError()}});
   }
+  nlohmann::json scales = nlohmann::json::object();  // FP8-LM's mu per wire format
+  for (const auto& [name, scaler] : autoscalers) scales[name] = scaler->state().mu;
   writeMetrics({{"type", "train"},
                 {"epoch", epoch},
                 {"step", globalStep},
@@ -461,6 +559,7 @@ void Trainer::State::logInterval(IntervalStats& interval) {
                 {"exposed_comm_s", interval.exposed},
                 {"bytes_sent_per_step", interval.bytes},
                 {"skipped_steps", skipped},
+                {"autoscale", scales},
                 {"layers", layers}});
   interval = {};
 }
@@ -593,10 +692,125 @@ void Trainer::State::report(const TrainSummary& summary, const char* type) {
                 {"seconds", summary.seconds}});
 }
 
+namespace {
+Tensor int64Tensor(const std::vector<int64_t>& values) {
+  return Tensor::fromVector(std::span<const int64_t>(values), {static_cast<int64_t>(values.size())});
+}
+std::vector<int64_t> int64Values(const NamedTensors& section, const std::string& name, const std::string& path) {
+  for (const auto& t : section) {
+    if (t.name != name) continue;
+    APS_CHECK(t.tensor.dtype() == DType::Int64, "checkpoint '{}': precision.{} is not int64", path, name);
+    const Tensor c = t.tensor.contiguous();
+    return {c.data<int64_t>(), c.data<int64_t>() + c.numel()};
+  }
+  APS_FAIL("checkpoint '{}' has no precision.{} (written by another configuration?)", path, name);
+}
+}  // namespace
+
+// Precision state for bit-identical resume: the statistics windows (they drive hybrid
+// precision's decisions), how often each layer was widened, each autoscaler's mu, and every
+// rank's error-feedback residuals (rank r's in "precision.residual.<r>", gathered to rank 0).
+void Trainer::State::savePrecisionState(Checkpoint& c) {
+  NamedTensors out;
+  out.push_back({"statistics", int64Tensor(scaling->statisticsState())});
+  out.push_back({"widenings", int64Tensor(widenings)});
+  for (const auto& [name, scaler] : autoscalers) {
+    const auto state = scaler->state();
+    out.push_back({"autoscale." + name, int64Tensor({std::bit_cast<int64_t>(state.mu), state.step})});
+  }
+  if (config.precision.errorFeedback) {
+    // Which residuals exist (the same on every rank), then each rank's, back to back.
+    std::vector<int64_t> present;
+    int64_t total = 0;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const auto n = static_cast<int64_t>(scaling->residual(0, static_cast<int>(i)).size());
+      present.push_back(n);
+      total += n;
+    }
+    out.push_back({"residual_sizes", int64Tensor(present)});
+    auto flat = [&](int local) {
+      std::vector<float> v;
+      v.reserve(static_cast<size_t>(total));
+      for (size_t i = 0; i < params.size(); ++i) {
+        const auto& r = scaling->residual(local, static_cast<int>(i));
+        v.insert(v.end(), r.begin(), r.end());
+      }
+      return v;
+    };
+    const Shape shape{total};
+    if (mpi && world > 1) {
+      std::vector<float> mine = flat(0);
+      if (!isRoot()) {
+        mpi->send(mine.data(), mine.size() * sizeof(float), 0, 7);
+      } else {
+        out.push_back({"residual.0", Tensor::fromVector(std::span<const float>(mine), shape)});
+        for (int r = 1; r < world; ++r) {
+          mpi->recv(mine.data(), mine.size() * sizeof(float), r, 7);
+          out.push_back({fmt::format("residual.{}", r), Tensor::fromVector(std::span<const float>(mine), shape)});
+        }
+      }
+    } else {
+      for (int local = 0; local < localRanks; ++local) {
+        const std::vector<float> v = flat(local);
+        out.push_back(
+            {fmt::format("residual.{}", firstRank + local), Tensor::fromVector(std::span<const float>(v), shape)});
+      }
+    }
+  }
+  c.addSection("precision", out);
+}
+
+void Trainer::State::restorePrecisionState(const Checkpoint& c, const std::string& path) {
+  const NamedTensors section = c.section("precision");
+  scaling->setStatisticsState(int64Values(section, "statistics", path));
+  const std::vector<int64_t> widened = int64Values(section, "widenings", path);
+  APS_CHECK(widened.size() == params.size(), "checkpoint '{}': precision.widenings has {} entries for {} parameters",
+            path, widened.size(), params.size());
+  bool rebuild = false;
+  for (size_t l = 0; l < params.size(); ++l) {
+    for (int64_t k = widenings[l]; k < widened[l]; ++k) {
+      APS_CHECK(policy != nullptr, "checkpoint '{}' widened layer {} but hybrid_auto is off", path, params[l].name);
+      policy->widenLayer(l);
+      paramSpecs[l].format = policy->formatOf(l);
+      rebuild = true;
+    }
+    widenings[l] = widened[l];
+  }
+  if (rebuild) buildReducer();
+  for (const auto& [name, scaler] : autoscalers) {
+    const auto v = int64Values(section, "autoscale." + name, path);
+    APS_CHECK(v.size() == 2, "checkpoint '{}': precision.autoscale.{} has {} values", path, name, v.size());
+    scaler->setState({std::bit_cast<double>(v[0]), v[1]});
+  }
+  if (config.precision.errorFeedback) {
+    const std::vector<int64_t> sizes = int64Values(section, "residual_sizes", path);
+    APS_CHECK(sizes.size() == params.size(), "checkpoint '{}': residuals of {} parameters, the model has {}", path,
+              sizes.size(), params.size());
+    for (int local = 0; local < localRanks; ++local) {
+      const std::string name = fmt::format("residual.{}", firstRank + local);
+      const auto it =
+          std::find_if(section.begin(), section.end(), [&](const NamedTensor& t) { return t.name == name; });
+      APS_CHECK(it != section.end(), "checkpoint '{}' has no precision.{} (written with fewer ranks?)", path, name);
+      const Tensor t = it->tensor.contiguous();
+      const float* at = t.data<float>();
+      int64_t used = 0;
+      for (size_t i = 0; i < params.size(); ++i) used += sizes[i];
+      APS_CHECK(t.numel() == used, "checkpoint '{}': precision.{} has {} values, {} expected", path, name, t.numel(),
+                used);
+      for (size_t i = 0; i < params.size(); ++i) {
+        scaling->setResidual(local, static_cast<int>(i), std::vector<float>(at, at + sizes[i]));
+        at += sizes[i];
+      }
+    }
+  }
+}
+
 void Trainer::State::save() {
-  if (config.checkpoint.dir.empty() || !isRoot()) return;
-  std::filesystem::create_directories(config.checkpoint.dir);
+  if (config.checkpoint.dir.empty()) return;
   Checkpoint c;
+  savePrecisionState(c);  // collective: every rank sends its error-feedback residuals
+  if (!isRoot()) return;
+  std::filesystem::create_directories(config.checkpoint.dir);
   c.configHash = resumeHash(config);
   c.modelName = config.model.name;
   c.epoch = epoch;
@@ -625,6 +839,7 @@ void Trainer::State::restore(const std::string& path) {
   epoch = c.epoch;
   batchInEpoch = c.batchInEpoch;
   globalStep = c.globalStep;
+  restorePrecisionState(c, path);
   reducer->setStep(static_cast<uint64_t>(globalStep));  // stochastic rounding streams continue
   spdlog::info("resumed from {} at epoch {} step {}", path, epoch, globalStep);
 }
@@ -658,6 +873,12 @@ TrainSummary Trainer::run(const std::string& resumeFrom) {
     s.metrics.open(s.config.logging.metricsFile, resumeFrom.empty() ? std::ios::trunc : std::ios::app);
     APS_CHECK(s.metrics.good(), "cannot write metrics file '{}'", s.config.logging.metricsFile);
   }
+  nlohmann::json formats = nlohmann::json::array();
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    formats.push_back({{"name", s.params[i].name},
+                       {"format", precision::makeCodec(s.specs[static_cast<size_t>(s.formatOf[i])])->name()}});
+  }
+  s.writeMetrics({{"type", "formats"}, {"step", s.globalStep}, {"layers", formats}});
   spdlog::info("training {} on {} ({} ranks x batch {}, {} steps per epoch, {} steps)", s.config.model.name,
                s.config.data.dataset, s.world, s.config.data.batchSize, s.stepsPerEpoch, s.totalSteps);
   const auto start = Clock::now();

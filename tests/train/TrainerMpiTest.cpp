@@ -61,5 +61,43 @@ TEST(TrainerMpi, SimMatchesMpiWithStochasticE5m2RingAndHybrid) {
                        "precision.hybrid=[{pattern: 'fc.*', format: fp16}]", "max_steps=4"});
 }
 
+TEST(TrainerMpi, SimMatchesMpiWithErrorFeedbackAndHybridAuto) {
+  expectSimMatchesMpi({"model.name=convnet", "precision.format=e3m0", "precision.scaling=aps",
+                       "precision.error_feedback=true", "precision.hybrid_auto=true", "precision.stats_window=2",
+                       "precision.hybrid_underflow=0.2", "max_steps=8"});
+}
+
+TEST(TrainerMpi, SimMatchesMpiWithAutoscale) {
+  expectSimMatchesMpi({"model.name=convnet", "precision.format=e4m3", "precision.scaling=autoscale", "max_steps=6"});
+}
+
+// Every rank's error-feedback residual travels to rank 0's checkpoint and back: a run stopped
+// and resumed under mpirun ends with the bits of an uninterrupted one.
+TEST(TrainerMpi, ResumeWithErrorFeedbackIsBitIdentical) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST not installed";
+  auto mpi = world();
+  const int n = mpi->size();
+  const std::string dir = (std::filesystem::temp_directory_path() / "aps-mpi-ef-resume").string();
+  if (mpi->rank() == 0) std::filesystem::remove_all(dir);
+  mpi->barrier();
+  const std::vector<std::string> common{"model.name=convnet", "precision.format=e3m0", "precision.scaling=aps",
+                                        "precision.error_feedback=true"};
+  Trainer straight(smallConfig("mpi", n, common), mpi);
+  straight.run();
+  auto first = common;
+  first.insert(first.end(), {"max_steps=5", "checkpoint.dir=" + dir});
+  {
+    Trainer stopped(smallConfig("mpi", n, first), mpi);
+    stopped.run();
+  }
+  mpi->barrier();
+  Trainer resumed(smallConfig("mpi", n, common), mpi);
+  resumed.run(dir + "/checkpoint-0000000005.safetensors");
+  std::string diff;
+  EXPECT_TRUE(bitIdentical(straight.modelState(), resumed.modelState(), &diff)) << "first difference: " << diff;
+  mpi->barrier();
+  if (mpi->rank() == 0) std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace aps::train

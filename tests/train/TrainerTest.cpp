@@ -3,12 +3,15 @@
 #include "framework/core/Error.h"
 #include "framework/train/Checkpoint.h"
 #include "framework/train/Trainer.h"
+#include "precision/HybridPolicy.h"
 #include "tests/train/TrainerTestSupport.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 namespace aps::train {
 namespace {
@@ -153,8 +156,9 @@ TEST_F(TrainerTest, HybridRulesGiveLayersTheirOwnFormat) {
   // The per-layer statistics name fc and conv1 layers with 16-bit formats: nothing flushed.
   std::ifstream in(path("m.jsonl"));
   std::string line;
-  std::getline(in, line);
-  const auto j = nlohmann::json::parse(line);
+  nlohmann::json j;
+  while (std::getline(in, line) && (j = nlohmann::json::parse(line)).at("type") != "train") {
+  }
   bool sawFc = false;
   for (const auto& layer : j.at("layers")) {
     if (layer.at("name") == "fc.weight") {
@@ -163,6 +167,123 @@ TEST_F(TrainerTest, HybridRulesGiveLayersTheirOwnFormat) {
     }
   }
   EXPECT_TRUE(sawFc);
+}
+
+// Error-feedback residuals, FP8-LM's mu and hybrid precision's widened formats and statistics
+// windows are checkpointed: stopping mid-epoch and resuming gives the same bits.
+TEST_F(TrainerTest, PrecisionStateResumesBitIdentically) {
+  const std::vector<std::vector<std::string>> variants{
+      {"precision.format=e3m0", "precision.scaling=aps", "precision.error_feedback=true"},
+      {"precision.format=e4m3", "precision.scaling=autoscale"},
+      {"precision.format=e3m0", "precision.hybrid_auto=true", "precision.stats_window=3",
+       "precision.hybrid_underflow=0.2"}};
+  for (size_t v = 0; v < variants.size(); ++v) {
+    SCOPED_TRACE("variant " + std::to_string(v));
+    auto common = variants[v];
+    common.insert(common.end(), {"model.name=convnet", "epochs=2"});
+    NamedTensors straight;
+    {
+      Trainer trainer(smallConfig("sim", 2, common), nullptr);
+      trainer.run();
+      straight = trainer.modelState();
+    }
+    auto first = common;
+    first.push_back("max_steps=21");
+    first.push_back("checkpoint.dir=" + path("ckpt" + std::to_string(v)));
+    {
+      Trainer trainer(smallConfig("sim", 2, first), nullptr);
+      trainer.run();
+    }
+    const auto checkpoints = listCheckpoints(path("ckpt" + std::to_string(v)));
+    ASSERT_FALSE(checkpoints.empty());
+    Trainer resumed(smallConfig("sim", 2, common), nullptr);
+    resumed.run(checkpoints.back());
+    std::string diff;
+    EXPECT_TRUE(bitIdentical(straight, resumed.modelState(), &diff)) << "first difference: " << diff;
+  }
+}
+
+// Every JSON line of a metrics file.
+std::vector<nlohmann::json> metricLines(const std::string& file) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+TEST_F(TrainerTest, HybridAutoWidensLayersThatUnderflow) {
+  // E3M0 without scaling flushes most small gradients: the automatic rule moves those layers
+  // up the ladder (e3m0 -> e4m3 -> e5m2 ...), says so in the metrics, and training goes on.
+  Trainer trainer(smallConfig("sim", 2,
+                              {"model.name=convnet", "precision.format=e3m0", "precision.hybrid_auto=true",
+                               "precision.stats_window=2", "max_steps=12", "logging.metrics_file=" + path("m.jsonl")}),
+                  nullptr);
+  EXPECT_EQ(trainer.run().steps, 12);
+  const auto lines = metricLines(path("m.jsonl"));
+  ASSERT_FALSE(lines.empty());
+  ASSERT_EQ(lines[0].at("type"), "formats");  // every layer's format at start-up
+  EXPECT_EQ(lines[0].at("layers").size(), 6u);
+  for (const auto& layer : lines[0].at("layers")) EXPECT_EQ(layer.at("format"), "e3m0");
+  int widened = 0;
+  std::map<std::string, std::string> current;  // each layer's format as the records go
+  for (const auto& layer : lines[0].at("layers")) current[layer.at("name")] = layer.at("format");
+  for (const auto& j : lines) {
+    if (j.at("type") != "format") continue;
+    ++widened;
+    const std::string from = j.at("from"), to = j.at("to");
+    EXPECT_EQ(from, current[j.at("name")]);
+    EXPECT_EQ(to, precision::HybridPolicy::widen(precision::FloatFormat::preset(from)).name);  // one rung up
+    current[j.at("name")] = to;
+    EXPECT_GE(j.at("step").get<int64_t>(), 2);  // after a full window of statistics
+  }
+  EXPECT_GT(widened, 0);
+}
+
+TEST_F(TrainerTest, AutoscaleReportsMuPerFormat) {
+  Trainer trainer(smallConfig("sim", 2,
+                              {"model.name=convnet", "precision.format=e4m3", "precision.scaling=autoscale",
+                               "max_steps=8", "logging.metrics_file=" + path("m.jsonl")}),
+                  nullptr);
+  trainer.run();
+  int seen = 0;
+  for (const auto& j : metricLines(path("m.jsonl"))) {
+    if (j.at("type") != "train") continue;
+    const double mu = j.at("autoscale").at("e4m3").get<double>();
+    // Small gradients never reach e4m3's max: mu grows by 2^(1/1000) per step.
+    EXPECT_NEAR(mu, std::exp2((j.at("step").get<double>()) / 1000.0), 1e-6);
+    ++seen;
+  }
+  EXPECT_EQ(seen, 8);
+}
+
+// Data parallelism is exact in exact arithmetic for a model without batch norm: 4 ranks x 8
+// with fp32 `native` sync take the same steps as one process with batch 32 on the same
+// samples, up to float rounding of the different summation order.
+TEST_F(TrainerTest, NativeFp32MatchesOneProcessOnTheCombinedBatch) {
+  const std::vector<std::string> common{"model.name=convnet", "max_steps=6", "comm.algorithm=native",
+                                        "precision.format=fp32", "optimizer.lr=0.2"};
+  Trainer parallel(smallConfig("sim", 4, common), nullptr);
+  parallel.run();
+  auto single = common;
+  single.push_back("data.batch_size=32");
+  Trainer one(smallConfig("sim", 1, single), nullptr);
+  one.run();
+  const NamedTensors a = parallel.modelState(), b = one.modelState();
+  ASSERT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Tensor x = a[i].tensor.contiguous(), y = b[i].tensor.contiguous();
+    double diff = 0, norm = 0;
+    for (int64_t k = 0; k < x.numel(); ++k) {
+      diff = std::max(diff, static_cast<double>(std::fabs(x.data<float>()[k] - y.data<float>()[k])));
+      norm = std::max(norm, static_cast<double>(std::fabs(y.data<float>()[k])));
+    }
+    worst = std::max(worst, diff / norm);
+  }
+  EXPECT_LT(worst, 1e-5);
+  // And training moved the weights (the comparison is not vacuous).
+  Trainer untrained(smallConfig("sim", 1, {"model.name=convnet"}), nullptr);
+  EXPECT_FALSE(bitIdentical(untrained.modelState(), b));
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
 // aps_bench_train: training-step throughput on random data, for comparison with PyTorch
 // (torch_bench.py, compare.sh). One step = forward, mean cross-entropy, backward, SGD
-// (momentum 0.9) update, as in a real training loop. Prints one JSON line.
+// (momentum 0.9) update, as in a real training loop. Prints one JSON line. --compute runs
+// the step in a 16-bit compute precision (autograd/ComputePrecision.h) with loss scaling.
+#include "framework/autograd/ComputePrecision.h"
 #include "framework/autograd/Engine.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/core/Rng.h"
 #include "framework/ops/Loss.h"
+#include "framework/optim/DynamicLossScaler.h"
 #include "framework/optim/Sgd.h"
 #include "models/ModelRegistry.h"
 #include "tools/common/ToolMain.h"
@@ -55,7 +58,7 @@ double peakRssMiB() {
 int main(int argc, char** argv) {
   CLI::App app{"Measures training steps per second of a registry model on random data; prints one JSON line",
                "aps_bench_train"};
-  std::string name = "resnet20", input = "3x32x32";
+  std::string name = "resnet20", input = "3x32x32", compute = "fp32";
   int64_t batch = 128, numClasses = 0;
   int threads = 1, steps = 20, warmup = 2;
   app.add_option("--model", name, "model name (aps_model --list)");
@@ -65,13 +68,18 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU threads")->check(CLI::PositiveNumber);
   app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed steps first (buffers, caches)")->check(CLI::NonNegativeNumber);
+  app.add_option("--compute", compute, "precision.compute: fp32, fp16_mixed, fp16_pure, bf16_mixed, bf16_pure");
   return aps::runTool(app, argc, argv, [&] {
+    const auto precision = aps::autograd::ComputePrecision::parse(compute);
     const std::vector<int64_t> image = parseImageShape(input);
     aps::setNumThreads(threads);
     const aps::models::ModelInfo& info = aps::models::modelInfo(name);
     auto model = aps::models::createModel(name, {.numClasses = numClasses, .inChannels = image[0], .seed = 1});
     const int64_t classes = numClasses > 0 ? numClasses : info.defaultNumClasses;
-    aps::optim::Sgd sgd(model->namedParameters(), {.lr = 0.01, .momentum = 0.9, .weightDecay = 5e-4});
+    const aps::NamedTensors params = model->namedParameters();
+    aps::optim::Sgd sgd(params, {.lr = 0.01, .momentum = 0.9, .weightDecay = 5e-4});
+    if (precision.isPure()) sgd.setStorageFormat(precision.format());
+    aps::optim::DynamicLossScaler scaler;
 
     aps::Rng rng(7);
     const aps::Tensor x = aps::Tensor::randn({batch, image[0], image[1], image[2]}, rng);
@@ -84,9 +92,18 @@ int main(int argc, char** argv) {
     float loss = 0.0f;
     auto step = [&] {
       sgd.zeroGrad();
-      const aps::Tensor l = aps::ops::crossEntropy(model->forward(x), y);
-      aps::autograd::backward(l);
-      sgd.step();
+      aps::Tensor l;
+      {
+        aps::autograd::ComputePrecisionGuard guard(precision);
+        l = aps::ops::crossEntropy(model->forward(x), y);
+      }
+      if (precision.isFp32()) {
+        aps::autograd::backward(l);
+        sgd.step();
+      } else {
+        aps::autograd::backward(l, scaler.rootGradient());
+        if (scaler.update(scaler.unscaleGradients(params, precision.parameterFormat()))) sgd.step();
+      }
       loss = l.item();
     };
     for (int i = 0; i < warmup; ++i) step();
@@ -96,10 +113,11 @@ int main(int argc, char** argv) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double cpu = cpuSeconds() - cpuStart;
     fmt::print(
-        "{{\"tool\": \"aps_bench_train\", \"model\": \"{}\", \"input\": \"{}\", \"batch\": {}, \"threads\": {}, "
+        "{{\"tool\": \"aps_bench_train\", \"model\": \"{}\", \"compute\": \"{}\", \"input\": \"{}\", \"batch\": {}, "
+        "\"threads\": {}, "
         "\"steps\": {}, \"step_ms\": {:.2f}, \"images_per_s\": {:.1f}, \"cpu_ms_per_step\": {:.2f}, "
         "\"peak_rss_mib\": {:.1f}, \"last_loss\": {:.4f}}}\n",
-        name, input, batch, threads, steps, 1e3 * seconds / steps, static_cast<double>(batch) * steps / seconds,
-        1e3 * cpu / steps, peakRssMiB(), loss);
+        name, precision.name(), input, batch, threads, steps, 1e3 * seconds / steps,
+        static_cast<double>(batch) * steps / seconds, 1e3 * cpu / steps, peakRssMiB(), loss);
   });
 }

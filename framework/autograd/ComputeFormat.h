@@ -1,0 +1,15 @@
+#pragma once
+
+#include <cstdint>
+
+namespace aps::autograd {
+
+// The number format a tensor's values are kept in when training computes in 16 bits
+// (precision.compute). Values stay in float32 storage on the CPU; a tensor "in" Fp16 or
+// BFloat16 holds only values exactly representable in that format (IEEE 754 binary16 with
+// subnormals, inf and NaN; bfloat16 = the top 16 bits of binary32).
+enum class ComputeFormat : uint8_t { Fp32, Fp16, BFloat16 };
+
+const char* computeFormatName(ComputeFormat format);  // "fp32", "fp16", "bf16"
+
+}  // namespace aps::autograd

@@ -1,0 +1,111 @@
+// Error feedback and FP8-LM's automatic scaler around the gradient reducer on simulated ranks:
+// what quantization drops comes back in later steps, and mu settles where nothing saturates.
+#include "comm/BucketScaling.h"
+#include "comm/GradientReducer.h"
+#include "comm/SimTransport.h"
+#include "framework/core/Rng.h"
+#include "precision/CodecSpec.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace aps::comm {
+namespace {
+
+// `steps` all-reduces of the same per-rank gradients `fill(rank, i)` through e4m3 two_shot;
+// returns the reduced gradients of every step and rank: [step][rank][value].
+std::vector<std::vector<std::vector<float>>> run(int world, int steps, int64_t n,
+                                                 const std::function<float(int, int64_t)>& fill,
+                                                 BucketScaling::FormatScaling format,
+                                                 BucketScaling** scalingOut = nullptr) {
+  SimTransport transport(world);
+  std::vector<std::vector<float>> grads(static_cast<size_t>(world), std::vector<float>(static_cast<size_t>(n)));
+  std::vector<std::vector<NamedGradient>> named(static_cast<size_t>(world));
+  for (int k = 0; k < world; ++k) named[static_cast<size_t>(k)] = {{"w", {grads[static_cast<size_t>(k)].data(), n}}};
+  auto codec = std::shared_ptr<const precision::Codec>(precision::makeCodec("e4m3"));
+  auto algorithm = std::shared_ptr<const AllReduceAlgorithm>(makeAllReduce({}, codec));
+  ReducerOptions options;
+  options.average = true;
+  static std::shared_ptr<BucketScaling> keep;
+  keep = std::make_shared<BucketScaling>(std::vector<BucketScaling::FormatScaling>{format}, 1, 4, world);
+  keep->install(options);
+  if (scalingOut) *scalingOut = keep.get();
+  GradientReducer reducer(transport, std::move(named), {algorithm}, {}, options);
+  std::vector<std::vector<std::vector<float>>> out;
+  for (int s = 0; s < steps; ++s) {
+    for (int k = 0; k < world; ++k)
+      for (int64_t i = 0; i < n; ++i) grads[static_cast<size_t>(k)][static_cast<size_t>(i)] = fill(k, i);
+    for (int k = 0; k < world; ++k) reducer.markReady(0, k);
+    reducer.wait();
+    keep->finishStep(transport);
+    out.push_back(grads);
+  }
+  return out;
+}
+
+TEST(ErrorFeedback, ValuesBelowTheFormatArriveOverLaterSteps) {
+  const precision::FloatFormat e4m3 = precision::FloatFormat::preset("e4m3");
+  const float g = std::ldexp(1.0f, -12);  // an eighth of e4m3's smallest subnormal: always flushed
+  const int steps = 40;
+  for (bool feedback : {false, true}) {
+    BucketScaling::FormatScaling f;
+    f.format = e4m3;
+    f.errorFeedback = feedback;
+    const auto out = run(
+        2, steps, 16, [&](int, int64_t) { return g; }, f);
+    double sent = 0;
+    for (const auto& step : out) {
+      sent += step[0][0];
+      EXPECT_EQ(step[0], step[1]);  // every rank holds the same bits
+    }
+    if (!feedback) {
+      EXPECT_EQ(sent, 0.0);  // plain e4m3 loses all of it
+    } else {
+      // All of it arrives, up to what is still held back: less than one subnormal step.
+      EXPECT_NEAR(sent, steps * g, std::ldexp(1.0, -9)) << "sent " << sent << " of " << steps * g;
+      EXPECT_GT(sent, 0.5 * steps * g);
+    }
+  }
+}
+
+TEST(ErrorFeedback, KeepsEachSimulatedRanksOwnResidual) {
+  const precision::FloatFormat e4m3 = precision::FloatFormat::preset("e4m3");
+  BucketScaling::FormatScaling f;
+  f.format = e4m3;
+  f.errorFeedback = true;
+  BucketScaling* scaling = nullptr;
+  // Rank 0 sends 1.0625 (rounds to 1: residual 0.0625), rank 1 sends 0.
+  run(
+      2, 1, 4, [](int rank, int64_t) { return rank == 0 ? 1.0625f : 0.0f; }, f, &scaling);
+  EXPECT_EQ(scaling->residual(0, 0), std::vector<float>(4, 0.0625f));
+  EXPECT_EQ(scaling->residual(1, 0), std::vector<float>(4, 0.0f));
+}
+
+TEST(Fp8LmAutoscale, HalvesMuUntilNothingSaturatesThenAveragesExactly) {
+  const precision::FloatFormat e4m3 = precision::FloatFormat::preset("e4m3");
+  BucketScaling::FormatScaling f;
+  f.format = e4m3;
+  f.autoscaler = std::make_shared<precision::Fp8LmScaler>(e4m3, 2);
+  Rng rng(3);
+  std::vector<float> values(4096);
+  for (float& v : values) v = 2000.0f * rng.normal();  // far beyond e4m3's max (448)
+  const auto out = run(
+      2, 12, 4096, [&](int rank, int64_t i) { return values[static_cast<size_t>(i)] * (rank + 1); }, f);
+  const double mu = f.autoscaler->state().mu;
+  EXPECT_LT(mu, 1.0 / 16);  // halved on every saturating step
+  EXPECT_EQ(f.autoscaler->state().step, 12);
+  // The last step's mean is 1.5 * value within two e4m3 roundings (each rank's value, then
+  // the sum: 2^-4 relative each) where the value is not tiny: nothing is clipped at the max.
+  double worst = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double exact = 1.5 * values[i];
+    if (std::fabs(exact) < 1.0) continue;
+    worst = std::max(worst, std::fabs(out.back()[0][i] - exact) / std::fabs(exact));
+  }
+  EXPECT_LT(worst, 0.13);
+  EXPECT_EQ(out.back()[0], out.back()[1]);
+}
+
+}  // namespace
+}  // namespace aps::comm
