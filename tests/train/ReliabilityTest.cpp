@@ -2,6 +2,16 @@
 // every simulated rank, or stopping the run under precision.nonfinite = stop, and never
 // reaching the weights), a full disk while writing a checkpoint (reported naming the file,
 // the previous checkpoint intact) and an unreadable data file (reported naming it).
+#include "framework/autograd/ComputePrecision.h"
+#include "framework/autograd/Engine.h"
+#include "framework/autograd/Function.h"
+#include "framework/autograd/GradMode.h"
+#include "framework/nn/Linear.h"
+#include "framework/nn/ReLU.h"
+#include "framework/nn/Sequential.h"
+#include "framework/ops/Loss.h"
+#include "framework/optim/DynamicLossScaler.h"
+#include "framework/optim/Sgd.h"
 #include "framework/train/Checkpoint.h"
 #include "framework/train/FaultInjection.h"
 #include "framework/train/Trainer.h"
@@ -137,6 +147,66 @@ TEST(PoisonedGradients, SimStopsUnderPolicyStopNamingTheStep) {
   const std::string message = errorOf([&] { trainer.run(); });
   EXPECT_NE(message.find("step 2: a gradient holds NaN or inf"), std::string::npos) << message;
   EXPECT_TRUE(allFinite(trainer.modelState()));
+}
+
+// aps_train has no loss scaling yet (optim::DynamicLossScaler is used by the compute-precision
+// loop only), so the scaler's side of the policy is checked on that loop: with fp16 mixed
+// precision and the same injected faults (through the same gradient-ready hook the trainer
+// uses), each poisoned step, and only those, is skipped and halves the loss scale, and the
+// weights are finite after every step.
+TEST(PoisonedGradients, LossScalerSkipsPoisonedStepsAndLowersTheScale) {
+  namespace ag = autograd;
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  Rng init(3);
+  auto model = std::make_shared<nn::Sequential>();
+  model->add(std::make_shared<nn::Linear>(16, 32, init));
+  model->add(std::make_shared<nn::ReLU>());
+  model->add(std::make_shared<nn::Linear>(32, 4, init));
+  NamedTensors params = model->namedParameters();
+  constexpr int64_t kSteps = 40;
+  std::string spec;
+  std::set<int64_t> poisoned;
+  for (int i = 0; i < 8; ++i) {
+    const int64_t step = std::uniform_int_distribution<int64_t>(0, kSteps - 1)(rng);
+    const auto param = std::uniform_int_distribution<size_t>(0, params.size() - 1)(rng);
+    spec += fmt::format("{}@rank=0,step={},param={};", rng() % 2 ? "nan" : "inf", step, param);
+    poisoned.insert(step);
+  }
+  SCOPED_TRACE(spec);
+  const FaultInjection faults = FaultInjection::parse(spec);
+  int64_t step = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    ag::addGradReadyHook(params[i].tensor,
+                         [&, i](Tensor& leaf) { faults.poisonGradient(0, step, static_cast<int64_t>(i), leaf); });
+  }
+  optim::Sgd sgd(params, {.lr = 0.05, .momentum = 0.9});
+  optim::DynamicLossScaler scaler({.initialScale = 1024.0, .growthInterval = 1000});
+  const ag::ComputePrecision precision = ag::ComputePrecision::parse("fp16_mixed");
+  Rng data(5);
+  const Tensor x = Tensor::randn({8, 16}, data);
+  const Tensor y = Tensor::fromVector(std::span<const int64_t>(std::vector<int64_t>{0, 1, 2, 3, 0, 1, 2, 3}), {8});
+  for (step = 0; step < kSteps; ++step) {
+    sgd.zeroGrad();
+    Tensor loss;
+    {
+      ag::ComputePrecisionGuard guard(precision);
+      loss = ops::crossEntropy(model->forward(x), y);
+    }
+    ag::backward(loss, scaler.rootGradient());
+    const float scaleBefore = scaler.scale();
+    const bool finite = scaler.unscaleGradients(params, precision.parameterFormat());
+    const bool applied = scaler.update(finite);
+    EXPECT_EQ(applied, !poisoned.contains(step)) << "step " << step;
+    EXPECT_EQ(scaler.scale(), applied ? scaleBefore : scaleBefore / 2) << "step " << step;
+    if (applied) {
+      ag::NoGradGuard noGrad;
+      sgd.step();
+    }
+    ASSERT_TRUE(allFinite(model->stateDict())) << "non-finite weights after step " << step;
+  }
+  EXPECT_EQ(scaler.state().skippedSteps, static_cast<int64_t>(poisoned.size()));
 }
 
 Checkpoint smallCheckpoint(int64_t step, int64_t floats) {
