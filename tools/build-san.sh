@@ -11,6 +11,8 @@ if [ ! -f build-san/build.ninja ]; then
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DAPS_WITH_CUDA=OFF \
     -DAPS_SANITIZE=address,undefined -DAPS_FUZZ=ON -DAPS_WERROR=ON
 fi
-targets=()
-for t in "$@"; do targets+=(--target "$t"); done
-cmake --build build-san "${targets[@]}"
+if [ $# -gt 0 ]; then
+  cmake --build build-san --target "$@"
+else
+  cmake --build build-san
+fi

@@ -57,7 +57,7 @@ void expectSameSkipsEverywhere(const std::vector<std::string>& precision) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   constexpr int64_t kSteps = 8;
-  const auto params = static_cast<int64_t>(models::createModel("resnet20", {10, 1, 1})->namedParameters().size());
+  const auto params = static_cast<int64_t>(models::createModel("convnet", {10, 1, 1})->namedParameters().size());
   std::string spec;
   std::set<int64_t> steps;
   for (int i = 0; i < 3; ++i) {
@@ -69,7 +69,7 @@ void expectSameSkipsEverywhere(const std::vector<std::string>& precision) {
   }
   SCOPED_TRACE(spec);
   auto extra = precision;
-  extra.push_back("max_steps=" + std::to_string(kSteps));
+  extra.insert(extra.end(), {"model.name=convnet", "max_steps=" + std::to_string(kSteps)});
   InjectedFaults faults(spec);
   Trainer trainer(smallConfig("mpi", n, extra), mpi);
   const TrainSummary summary = trainer.run();
@@ -96,7 +96,8 @@ TEST(PoisonedGradientsMpi, EveryRankStopsUnderPolicyStop) {
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST not installed";
   auto mpi = world();
   InjectedFaults faults(fmt::format("nan@rank={},step=3,param=2", mpi->size() - 1));
-  Trainer trainer(smallConfig("mpi", mpi->size(), {"max_steps=6", "precision.nonfinite=stop"}), mpi);
+  Trainer trainer(smallConfig("mpi", mpi->size(), {"model.name=convnet", "max_steps=6", "precision.nonfinite=stop"}),
+                  mpi);
   const std::string message = testsupport::errorOf([&] { trainer.run(); });
   EXPECT_NE(message.find("step 3: a gradient holds NaN or inf"), std::string::npos)
       << "rank " << mpi->rank() << ": " << message;
