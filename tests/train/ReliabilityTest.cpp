@@ -2,6 +2,7 @@
 // every simulated rank, or stopping the run under precision.nonfinite = stop, and never
 // reaching the weights), a full disk while writing a checkpoint (reported naming the file,
 // the previous checkpoint intact) and an unreadable data file (reported naming it).
+#include "data/ImageDecode.h"
 #include "framework/autograd/ComputePrecision.h"
 #include "framework/autograd/Engine.h"
 #include "framework/autograd/Function.h"
@@ -322,6 +323,32 @@ TEST(UnreadableData, FolderOrTruncatedFileInPlaceOfDataIsNamed) {
   const std::string truncated = errorOf([&] { Trainer(config, nullptr).dryRun(); });
   EXPECT_NE(truncated.find((dir / "train-images-idx3-ubyte.gz").string()), std::string::npos) << truncated;
   EXPECT_NE(truncated.find("truncated"), std::string::npos) << truncated;
+  fs::remove_all(dir);
+}
+
+// Found by fuzzing (tests/fuzz/corpus/image/regression-*): 178 bytes that OpenCV's DICOM
+// reader turned into a multi-gigabyte allocation, and a PNG header promising 10^10 pixels.
+// Both are refused before decoding, naming the file.
+TEST(UnreadableData, ImagesOtherThanJpegOrPngOrTooLargeAreRefused) {
+  const fs::path corpus = fs::path(APS_SOURCE_DIR) / "tests" / "fuzz" / "corpus" / "image";
+  const fs::path dir = fs::temp_directory_path() / ("aps-badimage-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  for (const char* name : {"regression-dicom-oom", "regression-png-huge-header"}) {
+    std::ifstream in(corpus / name, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    ASSERT_FALSE(bytes.empty()) << name;
+    std::ofstream(dir / name, std::ios::binary) << bytes.substr(1);  // the harness's mode byte
+  }
+  data::LabelMap labels;
+  const std::string dicom = (dir / "regression-dicom-oom").string();
+  EXPECT_NE(errorOf([&] {
+              data::decodeLabelFile(dicom, data::LabelEncoding::kIndex, 19, labels);
+            }).find(dicom + ": not a JPEG or PNG file"),
+            std::string::npos);
+  const std::string huge = (dir / "regression-png-huge-header").string();
+  data::Image image;
+  EXPECT_NE(errorOf([&] { data::decodeImageFile(huge, image); }).find(huge + ": image size 100000x100000 exceeds"),
+            std::string::npos);
   fs::remove_all(dir);
 }
 
