@@ -43,12 +43,15 @@ for p in "${parsers[@]}"; do
   log="$build/tests/fuzz/artifacts/$p/campaign.log"
   before=$(find "$build/tests/fuzz/artifacts/$p" -type f ! -name '*.log' | wc -l)
   echo "fuzz.sh: $p for ${seconds}s (log $log)"
-  # -jobs runs independent fuzzing processes sharing the corpus folder.
+  # -jobs runs independent fuzzing processes sharing the corpus folder, each logging to
+  # fuzz-<n>.log in the current folder (collected below).
+  parallel=()
+  [ "$jobs" -gt 1 ] && parallel=(-jobs="$jobs" -workers="$jobs")
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     "$build/tests/fuzz/fuzz_$p" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -jobs="$jobs" -workers="$jobs" -artifact_prefix="$build/tests/fuzz/artifacts/$p/" "$corpus/$p" \
+    "${parallel[@]}" -artifact_prefix="$build/tests/fuzz/artifacts/$p/" "$corpus/$p" \
     "tests/fuzz/corpus/$p" >"$log" 2>&1 || true
-  if [ "$jobs" -gt 1 ]; then cat fuzz-*.log >>"$log" 2>/dev/null && rm -f fuzz-*.log; fi
+  for f in fuzz-*.log; do [ -f "$f" ] && cat "$f" >>"$log" && rm -f "$f"; done
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
   after=$(find "$build/tests/fuzz/artifacts/$p" -type f ! -name '*.log' | wc -l)
   findings=$((after - before))
