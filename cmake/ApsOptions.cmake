@@ -5,6 +5,7 @@ option(APS_BUILD_TESTS "Build the tests" ON)
 option(APS_WERROR "Treat warnings as errors" OFF)
 option(APS_NATIVE "Compile for the host CPU (-march=native)" ON)
 set(APS_SANITIZE "" CACHE STRING "Sanitizers to build with, e.g. address,undefined")
+option(APS_FUZZ "Build the libFuzzer harnesses under tests/fuzz (clang only; pair with APS_SANITIZE)" OFF)
 
 if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
   set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
@@ -29,6 +30,19 @@ endif()
 
 if(APS_SANITIZE)
   add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${APS_SANITIZE}> $<$<COMPILE_LANGUAGE:CXX>:-fno-omit-frame-pointer>
-                      $<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize-recover=all>)
+                      $<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize-recover=all>
+                      # instrumentation keeps clang from vectorising '#pragma omp simd' loops,
+                      # which it reports as a warning (an error under APS_WERROR)
+                      $<$<COMPILE_LANG_AND_ID:CXX,Clang>:-Wno-pass-failed>)
   add_link_options(-fsanitize=${APS_SANITIZE})
+endif()
+
+# libFuzzer (https://llvm.org/docs/LibFuzzer.html): every target gets coverage
+# instrumentation (fuzzer-no-link) so the harnesses see edges inside the parsers; only the
+# harnesses link the fuzzer's main (tests/fuzz/CMakeLists.txt).
+if(APS_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "APS_FUZZ=ON needs clang (libFuzzer): configure with -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
 endif()

@@ -3,6 +3,8 @@
 #include "data/FileBytes.h"
 #include "framework/core/Error.h"
 
+#include <fmt/ranges.h>
+
 #include <cstring>
 
 namespace aps::data {
@@ -25,10 +27,13 @@ std::vector<int64_t> parseIdx(const std::string& path, int rank, std::vector<uin
   APS_CHECK(bytes.size() >= header, "{}: truncated idx header ({} bytes, need {})", path, bytes.size(), header);
   std::vector<int64_t> dims(static_cast<size_t>(rank));
   size_t payload = 1;
+  bool overflow = false;
   for (int d = 0; d < rank; ++d) {
     dims[static_cast<size_t>(d)] = bigEndian32(bytes.data() + 4 + 4 * d);
-    payload *= static_cast<size_t>(dims[static_cast<size_t>(d)]);
+    // Three 32-bit sizes can multiply past 64 bits; a wrapped product could match the file.
+    overflow = __builtin_mul_overflow(payload, static_cast<size_t>(dims[static_cast<size_t>(d)]), &payload) || overflow;
   }
+  APS_CHECK(!overflow, "{}: idx header sizes {} overflow 64 bits", path, fmt::join(dims, "x"));
   APS_CHECK(bytes.size() - header >= payload, "{}: truncated idx file: header promises {} data bytes, file has {}",
             path, payload, bytes.size() - header);
   APS_CHECK(bytes.size() - header == payload, "{}: {} unexpected bytes after the idx data", path,
@@ -49,6 +54,9 @@ IdxSource::IdxSource(const std::string& imagesPath, const std::string& labelsPat
   APS_CHECK(imageDims[0] == labelDims[0], "idx image/label count mismatch: {} has {} images, {} has {} labels",
             imagesPath, imageDims[0], labelsPath, labelDims[0]);
   APS_CHECK(imageDims[1] > 0 && imageDims[2] > 0, "{}: empty image size {}x{}", imagesPath, imageDims[1], imageDims[2]);
+  constexpr int64_t kMaxSide = 1 << 15;  // height_ and width_ are ints; H*W must fit one
+  APS_CHECK(imageDims[1] <= kMaxSide && imageDims[2] <= kMaxSide, "{}: image size {}x{} exceeds {}x{}", imagesPath,
+            imageDims[1], imageDims[2], kMaxSide, kMaxSide);
   count_ = imageDims[0];
   height_ = static_cast<int>(imageDims[1]);
   width_ = static_cast<int>(imageDims[2]);

@@ -37,6 +37,47 @@ struct VocColourTable {
   }
 };
 
+// Images larger than this are refused before decoding: a few header bytes can otherwise make
+// the decoder allocate gigabytes (found by fuzzing). 2^28 pixels is 16384 x 16384.
+constexpr uint64_t kMaxPixels = uint64_t{1} << 28;
+
+uint32_t bigEndian(const uint8_t* p, int bytes) {
+  uint32_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+// Width and height from a PNG's IHDR chunk (ISO/IEC 15948, 11.2.2) or a JPEG's first SOFn
+// frame header (ITU-T T.81, B.2.2); false when the header does not say.
+bool headerSize(const std::vector<uint8_t>& bytes, bool png, uint64_t& width, uint64_t& height) {
+  const size_t n = bytes.size();
+  if (png) {
+    if (n < 24) return false;
+    width = bigEndian(&bytes[16], 4);
+    height = bigEndian(&bytes[20], 4);
+    return true;
+  }
+  for (size_t at = 2; at + 4 <= n;) {
+    if (bytes[at] != 0xFF) return false;
+    const uint8_t marker = bytes[at + 1];
+    if (marker == 0xFF) {  // fill byte
+      ++at;
+      continue;
+    }
+    const size_t length = bigEndian(&bytes[at + 2], 2);
+    const bool frame = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
+    if (frame) {
+      if (at + 9 > n) return false;
+      height = bigEndian(&bytes[at + 5], 2);
+      width = bigEndian(&bytes[at + 7], 2);
+      return true;
+    }
+    if (length < 2) return false;
+    at += 2 + length;
+  }
+  return false;
+}
+
 // The bytes of an image file, checked to be complete: OpenCV's JPEG decoder returns a partly
 // grey image for a truncated file (libjpeg only warns), so a JPEG must contain its EOI marker
 // (FF D9, which cannot occur inside entropy-coded data: ITU-T T.81, B.1.1.5) and a PNG its IEND
@@ -50,10 +91,22 @@ cv::Mat decodeCompleteFile(const std::string& path, int flags, const char* what)
     const auto tail = bytes.begin() + static_cast<std::ptrdiff_t>(tailStart);
     return std::search(tail, bytes.end(), marker.begin(), marker.end()) != bytes.end();
   };
-  if (n >= 2 && bytes[0] == 0xFF && bytes[1] == 0xD8) {
+  // The signatures OpenCV's own decoders require: JPEG SOI + a marker, PNG's 8 bytes.
+  static constexpr uint8_t kPngSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  const bool jpeg = n >= 3 && bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF;
+  const bool png = n >= 8 && std::equal(kPngSignature, kPngSignature + 8, bytes.begin());
+  // Only the formats aps reads (image folders, Cityscapes and VOC hold JPEG and PNG): OpenCV
+  // would otherwise try every decoder it has (DICOM, JPEG 2000, ...) on arbitrary bytes.
+  APS_CHECK(jpeg || png, "cannot decode {} {}: not a JPEG or PNG file", what, path);
+  if (jpeg) {
     APS_CHECK(tailHas({0xFF, 0xD9}), "{}: truncated JPEG file (no end-of-image marker)", path);
-  } else if (n >= 8 && bytes[0] == 0x89 && bytes[1] == 'P' && bytes[2] == 'N' && bytes[3] == 'G') {
+  } else {
     APS_CHECK(tailHas({'I', 'E', 'N', 'D'}), "{}: truncated PNG file (no IEND chunk)", path);
+  }
+  uint64_t width = 0, height = 0;
+  if (headerSize(bytes, png, width, height)) {
+    APS_CHECK(width * height <= kMaxPixels, "{}: image size {}x{} exceeds the {}-pixel limit", path, width, height,
+              kMaxPixels);
   }
   const cv::Mat raw(1, static_cast<int>(n), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
   cv::Mat decoded;

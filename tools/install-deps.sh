@@ -9,6 +9,9 @@ PACKAGES=(
   zlib1g-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
+  # the sanitizer and fuzzing build (tools/build-san.sh): clang, its sanitizer and libFuzzer
+  # runtimes, its OpenMP, llvm-symbolizer for readable reports
+  clang libclang-rt-14-dev libomp-dev llvm
   dataset-fashion-mnist
   python3-matplotlib
 )

@@ -4,9 +4,12 @@
 #include "framework/io/Safetensors.h"
 
 #include <fmt/format.h>
+#include <signal.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <filesystem>
 
 namespace aps::train {
@@ -101,7 +104,10 @@ Checkpoint loadCheckpoint(const std::string& path) {
   APS_CHECK(crc == checksumOf(c.tensors), "checkpoint '{}' is corrupt: checksum mismatch", path);
   const auto hash = meta.find("config_hash");
   APS_CHECK(hash != meta.end(), "checkpoint '{}': metadata has no 'config_hash'", path);
-  c.configHash = std::stoull(hash->second, nullptr, 16);
+  const std::string& hex = hash->second;
+  const auto [end, error] = std::from_chars(hex.data(), hex.data() + hex.size(), c.configHash, 16);
+  APS_CHECK(!hex.empty() && error == std::errc() && end == hex.data() + hex.size(),
+            "checkpoint '{}': metadata 'config_hash' = '{}' is not a hexadecimal number", path, hex);
   const auto model = meta.find("model");
   c.modelName = model == meta.end() ? "" : model->second;
   c.epoch = parseInt(meta, "epoch", path);
@@ -130,6 +136,21 @@ std::vector<std::string> listCheckpoints(const std::string& dir) {
 void pruneCheckpoints(const std::string& dir, int64_t keep) {
   auto all = listCheckpoints(dir);
   for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i) std::filesystem::remove(all[i]);
+  // A run killed while writing leaves its temporary file ("<checkpoint>.tmp.<pid>") behind;
+  // the checkpoint it was writing never appeared. Remove those of processes that are gone.
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    const auto tmp = name.find(".safetensors.tmp.");
+    if (!name.starts_with("checkpoint-") || tmp == std::string::npos) continue;
+    const std::string pidText = name.substr(tmp + 17);
+    int pid = 0;
+    const auto [end, error] = std::from_chars(pidText.data(), pidText.data() + pidText.size(), pid);
+    if (error != std::errc() || end != pidText.data() + pidText.size() || pid <= 0) continue;
+    if (::kill(pid, 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      std::filesystem::remove(entry.path(), ignored);
+    }
+  }
 }
 
 }  // namespace aps::train

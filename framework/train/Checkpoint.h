@@ -41,7 +41,8 @@ std::string checkpointPath(const std::string& dir, int64_t globalStep);
 // The checkpoints in `dir`, oldest first (by step).
 std::vector<std::string> listCheckpoints(const std::string& dir);
 
-// Deletes all but the newest `keep` checkpoints in `dir`.
+// Deletes all but the newest `keep` checkpoints in `dir`, and the temporary files that runs
+// killed while writing a checkpoint left behind.
 void pruneCheckpoints(const std::string& dir, int64_t keep);
 
 }  // namespace aps::train

@@ -79,7 +79,9 @@ class Validator {
 
   void checkKeys(const YAML::Node& map, const std::string& prefix) {
     for (const auto& entry : map) {
-      const std::string key = entry.first.as<std::string>();
+      APS_CHECK(entry.first.IsScalar(), "{}: a key under '{}' is {}, not a name", where(source_, entry.first),
+                prefix.empty() ? "the top level" : prefix, describe(entry.first));
+      const std::string key = entry.first.Scalar();
       const std::string path = prefix.empty() ? key : prefix + "." + key;
       if (findConfigKey(path) != nullptr) continue;
       if (isConfigSection(path)) {

@@ -29,6 +29,7 @@
 #include "framework/optim/StepLr.h"
 #include "framework/optim/WarmupLr.h"
 #include "framework/train/Checkpoint.h"
+#include "framework/train/FaultInjection.h"
 #include "models/ModelRegistry.h"
 #include "models/Weights.h"
 #include "precision/ApsScaler.h"
@@ -112,6 +113,7 @@ struct Trainer::State {
 
   int64_t epoch = 0, batchInEpoch = 0, globalStep = 0, skipped = 0;
   std::ofstream metrics;
+  const FaultInjection faults = FaultInjection::fromEnvironment();  // tests only; empty otherwise
 
   bool isRoot() const { return firstRank == 0; }
 
@@ -326,8 +328,10 @@ void Trainer::State::setupPrecisionAndComm() {
   widenings.assign(params.size(), 0);
   buildReducer();
   for (size_t i = 0; i < params.size(); ++i) {
-    autograd::addGradReadyHook(params[i].tensor,
-                               [this, i](Tensor&) { reducer->markReady(static_cast<int>(i), currentLocal); });
+    autograd::addGradReadyHook(params[i].tensor, [this, i](Tensor& leaf) {
+      faults.poisonGradient(firstRank + currentLocal, globalStep, static_cast<int64_t>(i), leaf);
+      reducer->markReady(static_cast<int>(i), currentLocal);
+    });
   }
 }
 
@@ -464,6 +468,7 @@ void Trainer::State::broadcastBuffersFromRankZero() {
 
 bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats& interval) {
   const auto start = Clock::now();
+  faults.beforeStep(firstRank, localRanks, globalStep);
   double lossSum = 0;
   NamedTensors rankZeroBuffers;
   for (int local = 0; local < localRanks; ++local) {

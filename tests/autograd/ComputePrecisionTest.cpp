@@ -72,10 +72,10 @@ TEST(ComputePrecision, ParsesEveryModeAndNamesBadValues) {
 TEST(ComputePrecision, GuardIsScopedAndNests) {
   EXPECT_TRUE(ComputePrecision::current().isFp32());
   {
-    ag::ComputePrecisionGuard outer(ComputePrecision(Mode::Fp16Pure));
+    ag::ComputePrecisionGuard outer{ComputePrecision(Mode::Fp16Pure)};
     EXPECT_EQ(ComputePrecision::current().mode(), Mode::Fp16Pure);
     {
-      ag::ComputePrecisionGuard inner(ComputePrecision(Mode::Bf16Mixed));
+      ag::ComputePrecisionGuard inner{ComputePrecision(Mode::Bf16Mixed)};
       EXPECT_EQ(ComputePrecision::current().mode(), Mode::Bf16Mixed);
     }
     EXPECT_EQ(ComputePrecision::current().mode(), Mode::Fp16Pure);
@@ -175,7 +175,7 @@ TEST(ComputePrecision, OpOutputsAreRoundedUnderAGuardOnly) {
 }
 
 TEST(ComputePrecision, ViewOutputsAreNotRoundedAndLeaveTheirInputAlone) {
-  ag::ComputePrecisionGuard guard(ComputePrecision(Mode::Fp16Mixed));
+  ag::ComputePrecisionGuard guard{ComputePrecision(Mode::Fp16Mixed)};
   Tensor w = Tensor::fromVector({0.1f, 0.2f}, {2});
   w.setRequiresGrad();
   Tensor view = w.detach();  // shares w's storage, as a reshape does
@@ -211,7 +211,7 @@ TEST(ComputePrecision, BackwardRoundsGradientsByTheFormatOfTheirTensor) {
 TEST(ComputePrecision, SharedGradientsAreCopiedBeforeRoundingForDifferentFormats) {
   // An fp32 op (its incoming gradient is fp32) hands one gradient tensor to an fp32 master
   // leaf x and to a 16-bit activation h.
-  ag::ComputePrecisionGuard guard(ComputePrecision(Mode::Fp16Mixed));
+  ag::ComputePrecisionGuard guard{ComputePrecision(Mode::Fp16Mixed)};
   Tensor x = Tensor::fromVector({1.0f}, {1});
   Tensor w = Tensor::fromVector({1.0f}, {1});
   x.setRequiresGrad();

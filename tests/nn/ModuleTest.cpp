@@ -222,9 +222,10 @@ TEST(Module, GradReadyHooksWithGradientsInAFlatBuffer) {
     Tensor p = param;
     p.setGrad(flat.narrow(0, offset, p.numel()).view(p.sizes()));
     offset += p.numel();
-    aps::autograd::addGradReadyHook(p, [&calls, &seen, name](Tensor& leaf) {
-      ++calls[name];
-      seen[name] = leaf.grad().toFloatVector();
+    // A copy: clang 14 cannot capture a structured binding.
+    aps::autograd::addGradReadyHook(p, [&calls, &seen, key = name](Tensor& leaf) {
+      ++calls[key];
+      seen[key] = leaf.grad().toFloatVector();
     });
   }
   Tensor x = Tensor::randn({2, 3, 8, 8}, rng);

@@ -106,7 +106,7 @@ TEST(ComputePrecisionOps, Conv2dPureOutputAndInputGradientAreRounded) {
 
 TEST(ComputePrecisionOps, ElementwiseOutputsAreRounded) {
   const Tensor a = Tensor::fromVector({1.0f, 1024.0f}, {2}), b = Tensor::fromVector({0x1p-11f, 0.5f}, {2});
-  ag::ComputePrecisionGuard guard(ComputePrecision(Mode::Fp16Pure));
+  ag::ComputePrecisionGuard guard{ComputePrecision(Mode::Fp16Pure)};
   // 1 + 2^-11 is a tie between 1 and 1 + 2^-10: even is 1; 1024.5 ties to 1024.
   EXPECT_EQ(ops::add(a, b).toFloatVector(), (std::vector<float>{1.0f, 1024.0f}));
 }

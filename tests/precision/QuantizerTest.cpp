@@ -153,7 +153,9 @@ void hardwareFp16(const float* in, uint16_t* out, size_t n) {
     const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
   }
-  for (size_t i = n - n % 8; i < n; ++i) out[i] = _cvtss_sh(in[i], _MM_FROUND_TO_NEAREST_INT);
+  for (size_t i = n - n % 8; i < n; ++i) {  // _cvtss_sh without clang's C99 compound literal
+    out[i] = static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(in[i]), _MM_FROUND_TO_NEAREST_INT), 0));
+  }
 }
 
 void expectFp16Agrees(const Quantizer& q, const std::vector<float>& xs) {

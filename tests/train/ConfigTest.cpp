@@ -66,6 +66,10 @@ TEST(Config, UnknownKeyNamesFileLineAndSuggests) {
               {"exp.yaml:3", "unknown key 'optimizer.lrr'", "did you mean 'optimizer.lr'"});
   expectError("modle: {name: resnet20}\n", {"exp.yaml:1", "'modle'", "did you mean 'model'"});
   expectError("lr: 0.1\n", {"unknown key 'lr'", "did you mean 'optimizer.lr'"});
+  // Found by fuzzing (tests/fuzz/corpus/config/regression-non-scalar-key.yaml): a list as a
+  // key threw yaml-cpp's bad conversion instead of aps::Error.
+  expectError("? [1, 2]\n: 3\n", {"exp.yaml:1", "a key under 'the top level' is a list, not a name"});
+  expectError("data: {{a: 1}: 2}\n", {"a key under 'data' is a map"});
 }
 
 TEST(Config, WrongTypesAreReportedWithTheKey) {

@@ -136,7 +136,8 @@ TEST(GradientCheck, Pools) {
 TEST(GradientCheck, AdaptiveAvgPoolAndUpsample) {
   const int64_t n = 1, c = 2, h = 5, w = 7;
   const std::vector<float> x = randomVector(static_cast<size_t>(n * c * h * w), 10);
-  for (auto [outH, outW] : {std::pair<int64_t, int64_t>{3, 4}, {9, 11}}) {
+  for (const auto& size : {std::pair<int64_t, int64_t>{3, 4}, {9, 11}}) {
+    const int64_t outH = size.first, outW = size.second;  // lambdas below capture them (clang 14)
     const size_t outSize = static_cast<size_t>(n * c * outH * outW);
     const std::vector<float> g = randomVector(outSize, 11);
     std::vector<float> gx(x.size());

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Long libFuzzer campaigns over aps's parsers of outside input (tests/fuzz/<parser>/).
+#   tools/fuzz.sh [-t SECONDS_PER_PARSER] [-c CORPUS_ROOT] [-b BUILD_DIR] [-j JOBS] [PARSER...]
+# PARSER: config idx cifar safetensors checkpoint image (default: all). Builds BUILD_DIR
+# (default ./build-san from tools/build-san.sh: clang, ASan+UBSan, APS_FUZZ=ON), fuzzes each parser for
+# SECONDS (default 600) starting from the committed seeds (tests/fuzz/corpus/<parser>) plus
+# CORPUS_ROOT/<parser> (default BUILD_DIR/tests/fuzz/found; new inputs are saved there), and
+# prints per parser the executions, the corpus size and the findings. A finding (crash, leak,
+# UB, timeout, out-of-memory) is saved as BUILD_DIR/tests/fuzz/artifacts/<parser>/<kind>-<hash>:
+# fix the parser, then commit the input as tests/fuzz/corpus/<parser>/regression-<what> so
+# every 'fuzz' ctest replays it. Exits 1 when anything was found.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=600
+build=build-san
+corpus=""
+jobs=1
+while getopts "t:c:b:j:h" opt; do
+  case $opt in
+    t) seconds=$OPTARG ;;
+    c) corpus=$OPTARG ;;
+    b) build=$OPTARG ;;
+    j) jobs=$OPTARG ;;
+    *) sed -n '2,12p' "$0"; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+parsers=("$@")
+[ ${#parsers[@]} -eq 0 ] && parsers=(config idx cifar safetensors checkpoint image)
+corpus=${corpus:-$build/tests/fuzz/found}
+
+if [ "$build" = build-san ]; then
+  bash tools/build-san.sh "${parsers[@]/#/fuzz_}"
+else
+  cmake --build "$build" --target "${parsers[@]/#/fuzz_}"
+fi
+
+status=0
+summary=()
+for p in "${parsers[@]}"; do
+  mkdir -p "$corpus/$p" "$build/tests/fuzz/artifacts/$p"
+  log="$build/tests/fuzz/artifacts/$p/campaign.log"
+  before=$(find "$build/tests/fuzz/artifacts/$p" -type f ! -name '*.log' | wc -l)
+  echo "fuzz.sh: $p for ${seconds}s (log $log)"
+  # -jobs runs independent fuzzing processes sharing the corpus folder, each logging to
+  # fuzz-<n>.log in the current folder (collected below).
+  parallel=()
+  [ "$jobs" -gt 1 ] && parallel=(-jobs="$jobs" -workers="$jobs")
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    "$build/tests/fuzz/fuzz_$p" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    "${parallel[@]}" -artifact_prefix="$build/tests/fuzz/artifacts/$p/" "$corpus/$p" \
+    "tests/fuzz/corpus/$p" >"$log" 2>&1 || true
+  for f in fuzz-*.log; do [ -f "$f" ] && cat "$f" >>"$log" && rm -f "$f"; done
+  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{s += $2} END {print s + 0}')
+  after=$(find "$build/tests/fuzz/artifacts/$p" -type f ! -name '*.log' | wc -l)
+  findings=$((after - before))
+  summary+=("$(printf '%-12s %12s execs  %6s corpus inputs  %3s findings' "$p" "$execs" \
+    "$(find "$corpus/$p" -type f | wc -l)" "$findings")")
+  if [ "$findings" -gt 0 ]; then
+    status=1
+    grep -E '^(==[0-9]+==ERROR|SUMMARY|.*runtime error)' "$log" | head -5 || true
+  fi
+done
+echo "fuzz.sh: summary"
+printf '  %s\n' "${summary[@]}"
+exit $status
