@@ -145,6 +145,41 @@ TEST(PoisonedGradients, SimSkipsEveryPoisonedStepWithE4m3AndAps) {
   expectPoisonSkipped({"precision.format=e4m3", "precision.scaling=aps"});
 }
 
+// With 16-bit compute the trainer's dynamic loss scaler takes part: each poisoned step, and
+// only those, is skipped and halves the loss scale the metrics report for that step.
+TEST(PoisonedGradients, TrainerWithFp16LossScalingSkipsAndHalvesTheScale) {
+  if (!haveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  constexpr int64_t kSteps = 10;
+  const Poison poison = randomPoison(rng, 3, kSteps, 4);
+  SCOPED_TRACE(poison.spec);
+  const fs::path metrics = fs::temp_directory_path() / ("aps-poison-fp16-" + std::to_string(::getpid()) + ".jsonl");
+  InjectedFaults faults(poison.spec);
+  Trainer trainer(smallConfig("sim", 4,
+                              {"model.name=" + std::string(kModel), "max_steps=" + std::to_string(kSteps),
+                               "precision.compute=fp16_mixed", "precision.loss_scale=1024",
+                               "logging.metrics_file=" + metrics.string()}),
+                  nullptr);
+  const TrainSummary summary = trainer.run();
+  EXPECT_EQ(summary.skippedSteps, static_cast<int64_t>(poison.steps.size()));
+  EXPECT_EQ(skippedSteps(metrics.string()), poison.steps);
+  std::ifstream in(metrics);
+  double expected = 1024;
+  int64_t step = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.at("type") != "train") continue;
+    if (poison.steps.count(step)) expected /= 2;
+    EXPECT_EQ(j.at("loss_scale").get<double>(), expected) << "step " << step;
+    ++step;
+  }
+  EXPECT_EQ(step, kSteps);
+  EXPECT_TRUE(allFinite(trainer.modelState()));
+  fs::remove(metrics);
+}
+
 TEST(PoisonedGradients, SimStopsUnderPolicyStopNamingTheStep) {
   if (!haveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
   InjectedFaults faults("inf@rank=3,step=2,param=3");
@@ -157,8 +192,7 @@ TEST(PoisonedGradients, SimStopsUnderPolicyStopNamingTheStep) {
   EXPECT_TRUE(allFinite(trainer.modelState()));
 }
 
-// aps_train has no loss scaling yet (optim::DynamicLossScaler is used by the compute-precision
-// loop only), so the scaler's side of the policy is checked on that loop: with fp16 mixed
+// The scaler's side of the policy on a bare training loop as well: with fp16 mixed
 // precision and the same injected faults (through the same gradient-ready hook the trainer
 // uses), each poisoned step, and only those, is skipped and halves the loss scale, and the
 // weights are finite after every step.
