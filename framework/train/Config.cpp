@@ -105,7 +105,10 @@ class Validator {
     switch (key.kind) {
       case ValueKind::Int: {
         const double v = number(key, node, at);
-        APS_CHECK(std::floor(v) == v, "{}: '{}' must be an integer, got '{}'", at, key.path, node.Scalar());
+        // As the value will be read (yaml-cpp's integer syntax: "089" is a number but no integer).
+        long long asInteger = 0;
+        APS_CHECK(std::floor(v) == v && YAML::convert<long long>::decode(node, asInteger),
+                  "{}: '{}' must be an integer, got '{}'", at, key.path, node.Scalar());
         checkRange(key, v, at, node);
         break;
       }
@@ -187,7 +190,7 @@ T get(const YAML::Node& resolved, const std::string& path) {
 
 void fill(TrainConfig& c) {
   const YAML::Node& r = c.resolved;
-  c.seed = get<uint64_t>(r, "seed");
+  c.seed = static_cast<uint64_t>(get<int64_t>(r, "seed"));  // validated as a non-negative integer
   c.threads = get<int64_t>(r, "threads");
   c.device = get<std::string>(r, "device");
   c.epochs = get<int64_t>(r, "epochs");

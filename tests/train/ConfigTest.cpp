@@ -75,6 +75,7 @@ TEST(Config, UnknownKeyNamesFileLineAndSuggests) {
 TEST(Config, WrongTypesAreReportedWithTheKey) {
   expectError("data: {batch_size: many}\n", {"exp.yaml:1", "'data.batch_size' must be a number", "'many'"});
   expectError("epochs: 2.5\n", {"'epochs' must be an integer"});
+  expectError("epochs: 089\n", {"'epochs' must be an integer", "'089'"});  // fuzzing found it
   expectError("comm: {overlap: maybe}\n", {"'comm.overlap' must be true or false"});
   expectError("schedule: {milestones: 30}\n", {"'schedule.milestones' must be a list of integers"});
   expectError("model: resnet20\n", {"'model' is a section and must be a map"});
