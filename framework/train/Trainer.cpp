@@ -514,8 +514,8 @@ bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats&
   if (!finite) {
     // With loss scaling an overflow is routine (the scale backs off): `stop` then fires only
     // when the loss itself is not finite or the scale cannot back off any further.
-    const bool diverged = !lossScaler || !std::isfinite(loss) ||
-                          lossScaler->state().scale <= lossScaler->options().minScale;
+    const bool diverged =
+        !lossScaler || !std::isfinite(loss) || lossScaler->state().scale <= lossScaler->options().minScale;
     APS_CHECK(config.precision.nonfinite != "stop" || !diverged,
               "step {}: a gradient holds NaN or inf on some rank (precision.nonfinite = stop)", globalStep);
     if (lossScaler) {
@@ -731,14 +731,17 @@ namespace {
 Tensor int64Tensor(const std::vector<int64_t>& values) {
   return Tensor::fromVector(std::span<const int64_t>(values), {static_cast<int64_t>(values.size())});
 }
-std::vector<int64_t> int64Values(const NamedTensors& section, const std::string& name, const std::string& path) {
+// precision.<name> of a checkpoint, contiguous; throws naming the file when it is missing.
+Tensor precisionEntry(const NamedTensors& section, const std::string& name, const std::string& path) {
   for (const auto& t : section) {
-    if (t.name != name) continue;
-    APS_CHECK(t.tensor.dtype() == DType::Int64, "checkpoint '{}': precision.{} is not int64", path, name);
-    const Tensor c = t.tensor.contiguous();
-    return {c.data<int64_t>(), c.data<int64_t>() + c.numel()};
+    if (t.name == name) return t.tensor.contiguous();
   }
-  APS_FAIL("checkpoint '{}' has no precision.{} (written by another configuration?)", path, name);
+  APS_FAIL("checkpoint '{}' has no precision.{} (written by another configuration or with fewer ranks?)", path, name);
+}
+std::vector<int64_t> int64Values(const NamedTensors& section, const std::string& name, const std::string& path) {
+  const Tensor c = precisionEntry(section, name, path);
+  APS_CHECK(c.dtype() == DType::Int64, "checkpoint '{}': precision.{} is not int64", path, name);
+  return {c.data<int64_t>(), c.data<int64_t>() + c.numel()};
 }
 }  // namespace
 
@@ -830,15 +833,12 @@ void Trainer::State::restorePrecisionState(const Checkpoint& c, const std::strin
     const std::vector<int64_t> sizes = int64Values(section, "residual_sizes", path);
     APS_CHECK(sizes.size() == params.size(), "checkpoint '{}': residuals of {} parameters, the model has {}", path,
               sizes.size(), params.size());
+    int64_t used = 0;
+    for (size_t i = 0; i < params.size(); ++i) used += sizes[i];
     for (int local = 0; local < localRanks; ++local) {
       const std::string name = fmt::format("residual.{}", firstRank + local);
-      const auto it =
-          std::find_if(section.begin(), section.end(), [&](const NamedTensor& t) { return t.name == name; });
-      APS_CHECK(it != section.end(), "checkpoint '{}' has no precision.{} (written with fewer ranks?)", path, name);
-      const Tensor t = it->tensor.contiguous();
+      const Tensor t = precisionEntry(section, name, path);
       const float* at = t.data<float>();
-      int64_t used = 0;
-      for (size_t i = 0; i < params.size(); ++i) used += sizes[i];
       APS_CHECK(t.numel() == used, "checkpoint '{}': precision.{} has {} values, {} expected", path, name, t.numel(),
                 used);
       for (size_t i = 0; i < params.size(); ++i) {
