@@ -428,6 +428,14 @@ def plot_all(data, results_dir):
         epochs = sorted(by_epoch)
         return epochs, [100 * statistics.mean(by_epoch[e]) for e in epochs]
 
+    def style_epoch_axes(ax, title, ylabel):
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+
     # Test accuracy per epoch, one figure per format family (fp32 dashed in every panel).
     families = [f for f in FAMILY_TITLES if any(v.get("family") == f for v in data["variants"])]
     for family in families:
@@ -446,12 +454,7 @@ def plot_all(data, results_dir):
                 epochs, acc = mean_curve(rs, "top1")
                 style = dict(color="0.5", linestyle="--") if name == "fp32" and family != "fp32_fp16" else {}
                 ax.plot(epochs, acc, marker="o", markersize=3, label=labels[name], **style)
-            ax.set_title(settings[setting]["title"], fontsize=9)
-            ax.set_xlabel("epoch")
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.set_ylabel("test top-1 (%)")
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            style_epoch_axes(ax, settings[setting]["title"], "test top-1 (%)")
         fig.suptitle(f"ResNet-20 on Fashion-MNIST: {FAMILY_TITLES[family]}", fontsize=10)
         fig.tight_layout()
         name = f"accuracy_{family}.png"
@@ -471,12 +474,7 @@ def plot_all(data, results_dir):
             if rs:
                 epochs, miou = mean_curve(rs, "miou")
                 ax.plot(epochs, miou, marker="o", markersize=3, label=v["label"])
-        ax.set_title(settings[setting]["title"], fontsize=9)
-        ax.set_xlabel("epoch")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylabel("test mIoU (%)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        style_epoch_axes(ax, settings[setting]["title"], "test mIoU (%)")
         fig.tight_layout()
         name = f"miou_{setting}.png"
         fig.savefig(results_dir / name, dpi=110)
@@ -665,8 +663,8 @@ def write_report(data, docs_dir, plots):
     if data["mode"] == "quick":
         md += ["**These are `--quick` sizes** (a few hundred training images, a couple of epochs, a few hundred test "
                "images): they exercise the pipeline and every configuration, and their accuracies say nothing about "
-               "the formats. The full sweep (`python3 tools/reproduce/reproduce.py --jobs 2`, about 2.5 hours on 2 "
-               "cores, see Budget) replaces this page with the real numbers.", ""]
+               "the formats. The full sweep (`python3 tools/reproduce/reproduce.py --jobs 2`, see Budget for its time on 2 "
+               "cores) replaces this page with the real numbers.", ""]
     md.append("## Setup")
     md.append("")
     for name, s in settings.items():
