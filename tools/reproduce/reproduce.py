@@ -537,7 +537,7 @@ LITERATURE = """\
 | FP8 training: ResNet-50 top-1 76.71% (bf16) -> 76.76% (FP8) | Micikevicius et al., "FP8 Formats for Deep Learning" (arXiv 2209.05433) | ResNet-50/ImageNet, E4M3 forward / E5M2 gradients | {fp8} |
 
 The sweep's setups are far smaller (ResNet-20 on a Fashion-MNIST subset, a few epochs on CPUs),
-so the differences it measures carry seed noise of a few tenths of a percent (the ± columns);
+so the differences it measures carry seed noise ({noise}; the ± columns);
 a difference smaller than the spread is no difference. The shipped configurations below run
 the literature's setups at their scale, on GPUs or many CPU nodes with the real datasets
 (`mpirun -np N build/tools/aps_train/aps_train --config FILE`); none of them was run for this report.
@@ -568,7 +568,22 @@ def literature_numbers(data):
                 texts.append(f"{name}: " + ", ".join(parts))
         return "; ".join(texts) + " points of top-1 vs fp32" if texts else "not run"
 
+    def noise():
+        spreads = []
+        for setting, s in data["settings"].items():
+            if s["table"] != "classification":
+                continue
+            for v in data["variants"]:
+                top1 = [r["top1"] for r in runs_of(data, setting, v["name"]) if r["status"] == "ok"]
+                if len(top1) >= 2:
+                    spreads.append(100 * statistics.stdev(top1))
+        if not spreads:
+            return "not measured: no row ran with two seeds"
+        return (f"the sample standard deviation over seeds of the {len(spreads)} rows run with two or more is "
+                f"{min(spreads):.2f} to {max(spreads):.2f} points of top-1, median {statistics.median(spreads):.2f}")
+
     return {
+        "noise": noise(),
         "aps8": describe(("e4m3_aps", "e4m3 + APS"), ("e5m2_aps", "e5m2 + APS")),
         "dettmers": describe(("dettmers_dynamic", "dynamic tree"), ("dettmers_linear", "linear")),
         "fp8": describe(("e5m2", "e5m2"), ("e4m3", "e4m3"), ("fp8lm", "e4m3 + FP8-LM scaler")),
