@@ -49,6 +49,11 @@ ApsScaler::ApsScaler(const FloatFormat& format, int worldSize, ScalingMode mode)
   emax_ = format_.maxExponent();
 }
 
+double ApsScaler::usableBinades() const {
+  return static_cast<double>(emax_) - std::log2(static_cast<double>(worldSize_)) -
+         std::log2(static_cast<double>(format_.minSubnormal()));
+}
+
 std::vector<float> ApsScaler::localExponents(const std::vector<LayerGradient>& layers) const {
   std::vector<float> e(layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {

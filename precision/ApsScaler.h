@@ -60,6 +60,13 @@ class ApsScaler {
   // of one value (Global); no call for None. A layer zero on every rank gets shift 0.
   Shifts shifts(const std::vector<LayerGradient>& layers, const MaxReduce& reduceMax) const;
 
+  // log2 of (the largest magnitude a layer's scaled gradient can reach, 2^emax / N) over (the
+  // format's smallest positive value): the binades the scaled values have before they flush to
+  // zero. The headroom for N summands costs log2(N) of the format's range; below 1 even a
+  // layer's largest value lands under twice the smallest positive value, so (nearly) every value
+  // is flushed. E3M0 at N = 64: 2^3 / 64 = 0.125, half of its smallest value 0.25 -> -1.
+  double usableBinades() const;
+
   int maxExponent() const { return emax_; }
   ScalingMode mode() const { return mode_; }
   int worldSize() const { return worldSize_; }

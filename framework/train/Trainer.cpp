@@ -373,6 +373,15 @@ void Trainer::State::buildReducer() {
         fs.autoscaler = scaler;
       } else if (mode != precision::ScalingMode::None) {
         fs.scaler = std::make_shared<precision::ApsScaler>(spec.format, world, mode);
+        if (!scaling && fs.scaler->usableBinades() < 1.0) {
+          spdlog::warn(
+              "precision: {} with {} scaling at {} ranks: the headroom for {} summands keeps every scaled "
+              "gradient at or below {:g} while the format's smallest positive value is {:g}, "
+              "so (nearly) every gradient value will be flushed to zero and the model will not learn; use a "
+              "wider format, fewer ranks, or precision.hybrid_auto (which widens such layers)",
+              codecNames[f], p.scaling, world, world, std::ldexp(1.0, fs.scaler->maxExponent()) / world,
+              static_cast<double>(spec.format.minSubnormal()));
+        }
       }
     }
     perFormat.push_back(fs);

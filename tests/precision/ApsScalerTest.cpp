@@ -140,5 +140,27 @@ TEST(ApsScaler, PowerOfTwoScalingIsExactAndRoundsSubnormalsOnce) {
   EXPECT_EQ(v, 0x1.2p-40f);
 }
 
+// The headroom for N summands costs log2(N) binades of the format's range. A user is warned
+// (aps_train) when less than one binade is left: then even a layer's largest scaled value is
+// flushed. E3M0 (0.25..8) at 64 ranks: 8 / 64 = 0.125 rounds to 0; at 8 ranks 1.0 survives.
+TEST(ApsScaler, UsableBinadesSayWhenTheHeadroomTakesTheWholeRange) {
+  const auto e3m0 = FloatFormat::preset("e3m0");
+  EXPECT_DOUBLE_EQ(ApsScaler(e3m0, 64, ScalingMode::Aps).usableBinades(), -1.0);
+  EXPECT_DOUBLE_EQ(ApsScaler(e3m0, 8, ScalingMode::Aps).usableBinades(), 2.0);
+  EXPECT_DOUBLE_EQ(ApsScaler(FloatFormat::preset("e2m1"), 64, ScalingMode::Aps).usableBinades(), -3.0);
+  EXPECT_GT(ApsScaler(FloatFormat::preset("e4m3"), 1024, ScalingMode::Aps).usableBinades(), 5.0);
+  const Quantizer q(e3m0);
+  for (const int ranks : {8, 64}) {
+    const ApsScaler scaler(e3m0, ranks, ScalingMode::Aps);
+    std::vector<float> g = {0.3f, -1.7f, 0.01f};
+    SimulatedMax sim;
+    sim.contributions.push_back(scaler.localExponents({{g.data(), 3}}));
+    const auto s = scaler.shifts({{g.data(), 3}}, sim.reducer());
+    scaleByPowerOfTwo(g.data(), 3, s.shift[0]);
+    q.quantize(g.data(), g.data(), 3, RoundingMode::NearestEven);
+    EXPECT_EQ(g[1] == 0.0f, scaler.usableBinades() < 1.0) << ranks << " ranks: largest value " << g[1];
+  }
+}
+
 }  // namespace
 }  // namespace aps::precision

@@ -332,6 +332,35 @@ TEST(FullDisk, TrainingStopsNamingTheCheckpointAndKeepsThePrevious) {
   fs::remove_all(dir);
 }
 
+// APS at many ranks with a 4-bit format: its headroom for the sum takes the format's whole
+// range, every gradient value is flushed and nothing is learned (docs/RESULTS.md, 64 ranks).
+// aps_train says so at start-up, naming the format and what to do; at 8 ranks it does not.
+TEST(Warnings, ApsHeadroomThatFlushesEveryGradientIsReported) {
+  if (!haveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  const fs::path dir = fs::temp_directory_path() / ("aps-headroom-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string config = (dir / "tiny.yaml").string();
+  std::ofstream(config) << "model: {name: convnet, num_classes: 10, in_channels: 1}\n"
+                           "data: {dataset: fashion_mnist, batch_size: 1, workers: 1, train_samples: 64, "
+                           "test_samples: 16}\n"
+                           "precision: {format: e3m0, scaling: aps}\nepochs: 1\nthreads: 1\n"
+                           "logging: {progress: false}\n";
+  for (const int world : {64, 8}) {
+    const std::string log = (dir / ("world" + std::to_string(world) + ".log")).string();
+    ChildProcess run({APS_TRAIN_BINARY, "--config", config, "--set", "comm.backend=sim", "--set",
+                      "comm.world_size=" + std::to_string(world)},
+                     log, {});
+    run.wait();
+    const std::string out = readText(log);
+    ASSERT_EQ(run.exitCode(), 0) << out;
+    const bool warned = out.find("e3m0") != std::string::npos &&
+                        out.find("every gradient value will be flushed to zero") != std::string::npos;
+    EXPECT_EQ(warned, world == 64) << out;
+  }
+  fs::remove_all(dir);
+}
+
 // A data file that cannot be read (a folder where the file should be; a truncated file) is
 // reported naming it before training starts.
 TEST(UnreadableData, FolderOrTruncatedFileInPlaceOfDataIsNamed) {

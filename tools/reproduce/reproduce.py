@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+READING = Path(__file__).resolve().parent / "reading.md"
 DEFAULT_SWEEP = ROOT / "tools" / "reproduce" / "sweep.json"
 DEFAULT_APS_TRAIN = ROOT / "build" / "tools" / "aps_train" / "aps_train"
 
@@ -357,6 +358,19 @@ def cell_status(runs):
     return "not run"
 
 
+def delta_to_baseline(data, setting, variant, metric, baseline="fp32"):
+    """Points of `metric` of `variant` minus the baseline's, paired by seed: the mean over the seeds both
+    finished of (variant - baseline), so a row run with seed 1 only is compared with the baseline's seed 1
+    (seeds move these short runs by more than the formats do). None if they share no finished seed."""
+    def by_seed(name):
+        return {r["seed"]: r[metric] for r in runs_of(data, setting, name) if r["status"] == "ok"}
+    ours, base = by_seed(variant), by_seed(baseline)
+    seeds = sorted(set(ours) & set(base))
+    if not seeds:
+        return None
+    return 100 * statistics.mean(ours[s] - base[s] for s in seeds)
+
+
 def metric_cells(data, setting, variant, metric, baseline):
     """(metric, delta vs the baseline variant, bytes/step, step ms) for one table cell group."""
     rs = runs_of(data, setting, variant)
@@ -373,9 +387,8 @@ def metric_cells(data, setting, variant, metric, baseline):
     elif len(ok) > 1:
         text += f" (n={len(ok)})"
     delta = ""
-    base = [r[metric] for r in runs_of(data, setting, baseline) if r["status"] == "ok"]
-    if base and variant != baseline:
-        delta = f"{100 * (statistics.mean(values) - statistics.mean(base)):+.2f}"
+    if variant != baseline and (d := delta_to_baseline(data, setting, variant, metric, baseline)) is not None:
+        delta = f"{d:+.2f}"
     bytes_ = median_or_none([r["bytes_per_step"] for r in ok if r.get("bytes_per_step")])
     step = median_or_none([r["step_seconds"] for r in ok if r.get("step_seconds")])
     return [text, delta, fmt_bytes(bytes_), fmt_ms(step)]
@@ -553,17 +566,11 @@ the literature's setups at their scale, on GPUs or many CPU nodes with the real 
 
 
 def literature_numbers(data):
-    def delta(setting, variant):
-        ok = [r["top1"] for r in runs_of(data, setting, variant) if r["status"] == "ok"]
-        base = [r["top1"] for r in runs_of(data, setting, "fp32") if r["status"] == "ok"]
-        if not ok or not base:
-            return None
-        return 100 * (statistics.mean(ok) - statistics.mean(base))
-
     def describe(*pairs):
         texts = []
         for variant, name in pairs:
-            parts = [f"{setting} {d:+.2f}" for setting in ("r8", "r64") if (d := delta(setting, variant)) is not None]
+            parts = [f"{setting} {d:+.2f}" for setting in ("r8", "r64")
+                     if (d := delta_to_baseline(data, setting, variant, "top1")) is not None]
             if parts:
                 texts.append(f"{name}: " + ", ".join(parts))
         return "; ".join(texts) + " points of top-1 vs fp32" if texts else "not run"
@@ -695,7 +702,7 @@ def write_report(data, docs_dir, plots):
               "(the largest over ranks, all buckets and the APS exponent exchange), in 1000s. *ms/step*: median "
               "wall time of a training step (all simulated ranks' forward, backward, encode, all-reduce and "
               "update) after the first logging interval, on this machine (with `--jobs 2`, two runs share it). *± x*: sample standard deviation over "
-              "seeds (n runs). *Δ fp32*: difference of the mean to fp32's, in points.")
+              "seeds (n runs). *Δ fp32*: difference to fp32 in points, paired by seed (the mean over the seeds both ran of this row's result minus fp32's with the same seed).")
     md.append("")
 
     cls = table(data, "classification", "top1", "top-1")
@@ -722,6 +729,11 @@ def write_report(data, docs_dir, plots):
         for r in failed:
             md.append(f"- `{r['id']}`: {r.get('error', '')}")
         md.append("")
+
+    if data["mode"] == "full" and READING.exists():
+        # A person's reading of the committed full sweep; it names the sweep it was written for, so a
+        # regenerated page with other numbers shows the mismatch instead of silently keeping old prose.
+        md += [READING.read_text().rstrip(), ""]
 
     if images:
         md += ["## Plots", ""]
