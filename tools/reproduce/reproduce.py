@@ -441,6 +441,17 @@ def plot_all(data, results_dir):
         epochs = sorted(by_epoch)
         return epochs, [100 * statistics.mean(by_epoch[e]) for e in epochs]
 
+    def same_seeds(rows):
+        """rows: {name: finished runs}. Keeps, in every row, only the seeds all rows finished, so
+        that no curve is a mean over seeds beside another's single seed (seeds move these short
+        runs by more than the formats do); returns (rows, text for the title)."""
+        rows = {n: rs for n, rs in rows.items() if rs}
+        shared = set.intersection(*({r["seed"] for r in rs} for rs in rows.values())) if rows else set()
+        if not shared:
+            return rows, "mean over each row's seeds"
+        rows = {n: [r for r in rs if r["seed"] in shared] for n, rs in rows.items()}
+        return rows, ("seed " if len(shared) == 1 else "mean over seeds ") + ", ".join(map(str, sorted(shared)))
+
     def style_epoch_axes(ax, title, ylabel):
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("epoch")
@@ -460,14 +471,12 @@ def plot_all(data, results_dir):
         fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 3.8), squeeze=False)
         for ax, setting in zip(axes[0], panels):
             names = ([] if "fp32" in members else ["fp32"]) + members
-            for name in names:
-                rs = [r for r in runs_of(data, setting, name) if r["status"] == "ok"]
-                if not rs:
-                    continue
+            rows, seeds = same_seeds({n: [r for r in runs_of(data, setting, n) if r["status"] == "ok"] for n in names})
+            for name, rs in rows.items():
                 epochs, acc = mean_curve(rs, "top1")
                 style = dict(color="0.5", linestyle="--") if name == "fp32" and family != "fp32_fp16" else {}
                 ax.plot(epochs, acc, marker="o", markersize=3, label=labels[name], **style)
-            style_epoch_axes(ax, settings[setting]["title"], "test top-1 (%)")
+            style_epoch_axes(ax, f"{settings[setting]['title']} ({seeds})", "test top-1 (%)")
         fig.suptitle(f"ResNet-20 on Fashion-MNIST: {FAMILY_TITLES[family]}", fontsize=10)
         fig.tight_layout()
         name = f"accuracy_{family}.png"
@@ -482,12 +491,11 @@ def plot_all(data, results_dir):
         if not rs_all:
             continue
         fig, ax = plt.subplots(figsize=(5.2, 3.8))
-        for v in data["variants"]:
-            rs = [r for r in rs_all if r["variant"] == v["name"]]
-            if rs:
-                epochs, miou = mean_curve(rs, "miou")
-                ax.plot(epochs, miou, marker="o", markersize=3, label=v["label"])
-        style_epoch_axes(ax, settings[setting]["title"], "test mIoU (%)")
+        rows, seeds = same_seeds({v["name"]: [r for r in rs_all if r["variant"] == v["name"]] for v in data["variants"]})
+        for name, rs in rows.items():
+            epochs, miou = mean_curve(rs, "miou")
+            ax.plot(epochs, miou, marker="o", markersize=3, label=labels[name])
+        style_epoch_axes(ax, f"{settings[setting]['title']} ({seeds})", "test mIoU (%)")
         fig.tight_layout()
         name = f"miou_{setting}.png"
         fig.savefig(results_dir / name, dpi=110)
