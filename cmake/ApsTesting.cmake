@@ -18,8 +18,10 @@ function(aps_add_test)
     add_test(NAME ${T_NAME}
              COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe ${MPIEXEC_NUMPROC_FLAG} ${T_NP}
                      $<TARGET_FILE:${T_NAME}>)
+    # A GTEST_SKIP under mpirun is reported as a skip, not as a pass.
     set_tests_properties(${T_NAME} PROPERTIES LABELS "mpi;${T_LABELS}" TIMEOUT ${T_TIMEOUT} RUN_SERIAL ON
-                         ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive;OMPI_MCA_rmaps_base_oversubscribe=1")
+                         ENVIRONMENT "OMP_NUM_THREADS=1;OMP_WAIT_POLICY=passive;OMPI_MCA_rmaps_base_oversubscribe=1"
+                         SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
   else()
     include(GoogleTest)
     gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Long libFuzzer campaigns over aps's parsers of outside input (tests/fuzz/<parser>/).
-#   tools/fuzz.sh [-t SECONDS_PER_PARSER] [-c CORPUS_ROOT] [-b BUILD_DIR] [-j JOBS] [PARSER...]
+#   tools/fuzz.sh [-t SECONDS_PER_PARSER] [-n RUNS_PER_PARSER] [-c CORPUS_ROOT] [-b BUILD_DIR] [-j JOBS] [PARSER...]
 # PARSER: config idx cifar safetensors checkpoint image (default: all). Builds BUILD_DIR
 # (default ./build-san from tools/build-san.sh: clang, ASan+UBSan, APS_FUZZ=ON), fuzzes each parser for
-# SECONDS (default 600) starting from the committed seeds (tests/fuzz/corpus/<parser>) plus
+# SECONDS (default 600; with -n, until RUNS executions instead) starting from the committed seeds (tests/fuzz/corpus/<parser>) plus
 # CORPUS_ROOT/<parser> (default BUILD_DIR/tests/fuzz/found; new inputs are saved there), and
 # prints per parser the executions, the corpus size and the findings. A finding (crash, leak,
 # UB, timeout, out-of-memory) is saved as BUILD_DIR/tests/fuzz/artifacts/<parser>/<kind>-<hash>:
@@ -16,9 +16,11 @@ seconds=600
 build=build-san
 corpus=""
 jobs=1
-while getopts "t:c:b:j:h" opt; do
+runs=""
+while getopts "t:n:c:b:j:h" opt; do
   case $opt in
     t) seconds=$OPTARG ;;
+    n) runs=$OPTARG ;;
     c) corpus=$OPTARG ;;
     b) build=$OPTARG ;;
     j) jobs=$OPTARG ;;
@@ -42,13 +44,15 @@ for p in "${parsers[@]}"; do
   mkdir -p "$corpus/$p" "$build/tests/fuzz/artifacts/$p"
   log="$build/tests/fuzz/artifacts/$p/campaign.log"
   before=$(find "$build/tests/fuzz/artifacts/$p" -type f ! -name '*.log' | wc -l)
-  echo "fuzz.sh: $p for ${seconds}s (log $log)"
+  limit=(-max_total_time="$seconds")
+  [ -n "$runs" ] && limit=(-runs="$runs")
+  echo "fuzz.sh: $p for ${runs:-${seconds}s}${runs:+ executions} (log $log)"
   # -jobs runs independent fuzzing processes sharing the corpus folder, each logging to
   # fuzz-<n>.log in the current folder (collected below).
   parallel=()
   [ "$jobs" -gt 1 ] && parallel=(-jobs="$jobs" -workers="$jobs")
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    "$build/tests/fuzz/fuzz_$p" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    "$build/tests/fuzz/fuzz_$p" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     "${parallel[@]}" -artifact_prefix="$build/tests/fuzz/artifacts/$p/" "$corpus/$p" \
     "tests/fuzz/corpus/$p" >"$log" 2>&1 || true
   for f in fuzz-*.log; do [ -f "$f" ] && cat "$f" >>"$log" && rm -f "$f"; done

@@ -17,13 +17,10 @@ const char* shortPath(const char* file) {
 }  // namespace
 
 void throwCheckFailed(const char* file, int line, const char* condition, const std::string& message) {
-  std::string text = fmt::format("{}:{}: ", shortPath(file), line);
-  if (!message.empty()) {
-    text += message;
-  } else if (condition != nullptr) {
-    text += fmt::format("check failed: {}", condition);
-  }
-  throw Error(text);
+  std::string where = fmt::format("{}:{}", shortPath(file), line);
+  if (!message.empty()) throw Error(message, std::move(where));
+  throw Error(fmt::format("{}: check failed: {}", where, condition != nullptr ? condition : "(no condition)"),
+              std::move(where));
 }
 
 void assertFailed(const char* file, int line, const char* condition) {

@@ -9,9 +9,17 @@ namespace aps {
 
 // A user or input error: a bad config, a wrong shape, a truncated file. Tools catch it,
 // print what() and exit non-zero. Internal invariants use APS_ASSERT (abort) instead.
+// what() is the message for the user (it names their file, key, line or value, never aps's
+// own source); where() is the aps source location that raised it ("framework/x.cpp:42"), for
+// debug logs and bug reports.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  explicit Error(const std::string& message, std::string where = {})
+      : std::runtime_error(message), where_(std::move(where)) {}
+  const std::string& where() const { return where_; }
+
+ private:
+  std::string where_;
 };
 
 namespace detail {
@@ -27,7 +35,9 @@ std::string checkMessage(fmt::format_string<Args...> format, Args&&... args) {
 
 }  // namespace aps
 
-// APS_CHECK(cond, "format {}", args...): throws aps::Error("file:line: message") when cond is false.
+// APS_CHECK(cond, "format {}", args...): throws aps::Error(message) when cond is false; the
+// error's where() is "file:line". Without a message the text is "file:line: check failed: cond"
+// (an internal check: the location is the only useful thing to report).
 #define APS_CHECK(cond, ...)                                                                                  \
   do {                                                                                                        \
     if (!(cond)) [[unlikely]] {                                                                               \

@@ -17,10 +17,21 @@ namespace aps::train {
 namespace {
 
 constexpr const char* kFormatKey = "aps_checkpoint";
-constexpr const char* kFormatVersion = "1";
+// Version 2: the checksum covers the header (position, model, config hash) as well as the
+// tensors. Version 1 checksummed the tensors only, so an edited header went unnoticed.
+constexpr const char* kFormatVersion = "2";
 
-uint32_t checksumOf(const NamedTensors& tensors) {
+// The header fields the checksum covers, in a fixed text form.
+std::string headerText(const Checkpoint& c) {
+  return fmt::format("config_hash={:016x};model={};epoch={};batch_in_epoch={};global_step={};", c.configHash,
+                     c.modelName, c.epoch, c.batchInEpoch, c.globalStep);
+}
+
+uint32_t checksumOf(const Checkpoint& c) {
+  const NamedTensors& tensors = c.tensors;
+  const std::string header = headerText(c);
   uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(header.data()), static_cast<uInt>(header.size()));
   for (const auto& [name, tensor] : tensors) {
     crc = crc32(crc, reinterpret_cast<const Bytef*>(name.data()), static_cast<uInt>(name.size()));
     const Tensor t = tensor.contiguous();
@@ -75,7 +86,7 @@ void saveCheckpoint(const std::string& path, const Checkpoint& c) {
       {"epoch", std::to_string(c.epoch)},
       {"batch_in_epoch", std::to_string(c.batchInEpoch)},
       {"global_step", std::to_string(c.globalStep)},
-      {"crc32", std::to_string(checksumOf(c.tensors))},
+      {"crc32", std::to_string(checksumOf(c))},
   };
   try {
     io::saveSafetensors(path, c.tensors, meta);
@@ -96,12 +107,12 @@ Checkpoint loadCheckpoint(const std::string& path) {
   const auto format = meta.find(kFormatKey);
   APS_CHECK(format != meta.end(), "'{}' is a safetensors file but not an aps checkpoint (no '{}' metadata)", path,
             kFormatKey);
-  APS_CHECK(format->second == kFormatVersion, "checkpoint '{}' has format version {}, this aps reads {}", path,
-            format->second, kFormatVersion);
+  APS_CHECK(format->second == kFormatVersion,
+            "checkpoint '{}' has format version '{}', this aps reads version {} (version 1 did not checksum its "
+            "header; resume it with the aps that wrote it, or start afresh)",
+            path, format->second.substr(0, 20), kFormatVersion);
   Checkpoint c;
   c.tensors = std::move(contents.tensors);
-  const auto crc = static_cast<uint64_t>(parseInt(meta, "crc32", path));
-  APS_CHECK(crc == checksumOf(c.tensors), "checkpoint '{}' is corrupt: checksum mismatch", path);
   const auto hash = meta.find("config_hash");
   APS_CHECK(hash != meta.end(), "checkpoint '{}': metadata has no 'config_hash'", path);
   const std::string& hex = hash->second;
@@ -113,7 +124,29 @@ Checkpoint loadCheckpoint(const std::string& path) {
   c.epoch = parseInt(meta, "epoch", path);
   c.batchInEpoch = parseInt(meta, "batch_in_epoch", path);
   c.globalStep = parseInt(meta, "global_step", path);
+  const int64_t crc = parseInt(meta, "crc32", path);
+  APS_CHECK(crc >= 0 && static_cast<uint64_t>(crc) == checksumOf(c),
+            "checkpoint '{}' is corrupt: checksum mismatch (its header or tensors were changed after it was written)",
+            path);
   return c;
+}
+
+void validatePosition(const Checkpoint& c, const std::string& path, int64_t stepsPerEpoch, int64_t totalSteps) {
+  APS_CHECK(stepsPerEpoch > 0, "checkpoint '{}': this run has no steps per epoch", path);
+  APS_CHECK(c.epoch >= 0, "checkpoint '{}': 'epoch' = {} is negative", path, c.epoch);
+  APS_CHECK(c.batchInEpoch >= 0 && c.batchInEpoch < stepsPerEpoch,
+            "checkpoint '{}': 'batch_in_epoch' = {} is outside [0, {}) (this run has {} steps per epoch)", path,
+            c.batchInEpoch, stepsPerEpoch, stepsPerEpoch);
+  APS_CHECK(c.globalStep >= 0, "checkpoint '{}': 'global_step' = {} is negative", path, c.globalStep);
+  // epoch * stepsPerEpoch + batch_in_epoch without overflow: epoch is bounded by global_step first.
+  APS_CHECK(c.epoch <= c.globalStep / stepsPerEpoch && c.epoch * stepsPerEpoch + c.batchInEpoch == c.globalStep,
+            "checkpoint '{}': 'global_step' = {} does not match 'epoch' = {} and 'batch_in_epoch' = {} at {} steps "
+            "per epoch",
+            path, c.globalStep, c.epoch, c.batchInEpoch, stepsPerEpoch);
+  APS_CHECK(c.globalStep <= totalSteps,
+            "checkpoint '{}': 'global_step' = {} is beyond this run's {} steps (raise epochs or max_steps to train "
+            "further)",
+            path, c.globalStep, totalSteps);
 }
 
 std::string checkpointPath(const std::string& dir, int64_t globalStep) {
@@ -133,15 +166,35 @@ std::vector<std::string> listCheckpoints(const std::string& dir) {
   return found;
 }
 
-void pruneCheckpoints(const std::string& dir, int64_t keep) {
-  auto all = listCheckpoints(dir);
-  for (size_t i = 0; i + static_cast<size_t>(keep) < all.size(); ++i) std::filesystem::remove(all[i]);
-  // A run killed while writing leaves its temporary file ("<checkpoint>.tmp.<pid>") behind;
-  // the checkpoint it was writing never appeared. Remove those of processes that are gone.
+int64_t checkpointStep(const std::string& path) {
+  const std::string name = std::filesystem::path(path).filename().string();
+  int64_t step = -1;
+  const char* digits = name.data() + 11;  // "checkpoint-"
+  const auto [end, error] = std::from_chars(digits, digits + 10, step);
+  return error == std::errc() && end == digits + 10 ? step : -1;
+}
+
+void pruneCheckpoints(const std::string& dir, int64_t keep, int64_t writtenStep) {
+  // Only checkpoints at or before the one just written are candidates: a newer one (left by a
+  // run resumed from further back) is never deleted, and the new one is always kept.
+  std::vector<std::string> older;
+  for (const auto& path : listCheckpoints(dir)) {
+    const int64_t step = checkpointStep(path);
+    if (step >= 0 && step <= writtenStep) older.push_back(path);
+  }
+  for (size_t i = 0; i + static_cast<size_t>(keep) < older.size(); ++i) std::filesystem::remove(older[i]);
+  removeStaleTemporaryFiles(dir);
+}
+
+void removeStaleTemporaryFiles(const std::string& dir) {
+  if (!std::filesystem::is_directory(dir)) return;
+  // A run killed while writing leaves its temporary file ("<checkpoint>.tmp.<pid>", or
+  // "final.safetensors.tmp.<pid>") behind; the file it was writing never appeared. Remove
+  // those of processes that are gone.
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
     const auto tmp = name.find(".safetensors.tmp.");
-    if (!name.starts_with("checkpoint-") || tmp == std::string::npos) continue;
+    if (!(name.starts_with("checkpoint-") || name.starts_with("final.")) || tmp == std::string::npos) continue;
     const std::string pidText = name.substr(tmp + 17);
     int pid = 0;
     const auto [end, error] = std::from_chars(pidText.data(), pidText.data() + pidText.size(), pid);

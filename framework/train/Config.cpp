@@ -5,7 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -20,7 +23,15 @@ std::string where(const std::string& source, const YAML::Node& node) {
   return fmt::format("{}:{}", source, mark.line + 1);
 }
 
+// A value or key as messages quote it: long text is cut (a 1 MB value is not echoed whole).
+std::string shorten(const std::string& text) {
+  constexpr size_t kMax = 60;
+  if (text.size() <= kMax) return text;
+  return fmt::format("{}... ({} characters)", text.substr(0, kMax), text.size());
+}
+
 std::string hint(const std::string& path) {
+  if (path.size() > 100) return "";  // no key is that long; and edit distances on it would be slow
   const std::string close = closestConfigKey(path);
   return close.empty() ? "" : fmt::format(" (did you mean '{}'?)", close);
 }
@@ -44,14 +55,18 @@ void setPath(YAML::Node& root, const std::string& path, const YAML::Node& value)
   chain.back()[parts.back()] = value;
 }
 
-// The node at `path`, or an undefined/null node when absent (a copy: reading never inserts).
+// The node at `path`, or an undefined node when absent. Reads through const handles, so nothing
+// is inserted and nothing is cloned: the node keeps its mark (file line) for messages.
 YAML::Node nodeAt(const YAML::Node& root, const std::string& path) {
-  YAML::Node node = YAML::Clone(root);
+  std::vector<YAML::Node> chain{root};
   for (const auto& part : splitPath(path)) {
-    if (!node.IsMap() || !node[part]) return YAML::Node();
-    node = node[part];
+    const YAML::Node& node = chain.back();
+    if (!node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    const YAML::Node next = node[part];
+    if (!next.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
+    chain.push_back(next);
   }
-  return node;
+  return chain.back();
 }
 
 // Splits "a.b.c=value" into the path and the YAML value.
@@ -61,36 +76,56 @@ std::pair<std::string, std::string> splitOverride(const std::string& text) {
   return {text.substr(0, eq), text.substr(eq + 1)};
 }
 
-void applyOverride(YAML::Node& root, const std::string& text) {
+// Applies one --set to `root` and returns its path. The value must be a value: an empty one
+// ("--set optimizer.lr=") or null ("~") would silently become the default, so it is refused.
+std::string applyOverride(YAML::Node& root, const std::string& text) {
   const auto [path, valueText] = splitOverride(text);
-  APS_CHECK(findConfigKey(path) != nullptr, "--set {}: unknown key '{}'{}", text, path, hint(path));
+  const std::string shown = shorten(text);
+  APS_CHECK(findConfigKey(path) != nullptr, "--set {}: unknown key '{}'{}", shown, shorten(path), hint(path));
   YAML::Node value;
   try {
     value = YAML::Load(valueText);
   } catch (const YAML::Exception& e) {
-    APS_FAIL("--set {}: value is not valid YAML: {}", text, e.msg);
+    APS_FAIL("--set {}: value is not valid YAML: {}", shown, e.msg);
   }
+  APS_CHECK(value.IsDefined() && !value.IsNull(),
+            "--set {}: '{}' has no value (an empty string is written {}='')", shown, path, path);
   setPath(root, path, value);
+  return path;
 }
 
 class Validator {
  public:
   explicit Validator(std::string source) : source_(std::move(source)) {}
 
+  // Values set by --set are reported as "--set key=value", not at a line of the file.
+  void setOrigin(const std::string& path, const std::string& overrideText) {
+    origins_[path] = "--set " + shorten(overrideText);
+  }
+
   void checkKeys(const YAML::Node& map, const std::string& prefix) {
+    std::map<std::string, int> seen;  // key -> line: yaml-cpp keeps duplicates, lookups see the first
     for (const auto& entry : map) {
       APS_CHECK(entry.first.IsScalar(), "{}: a key under '{}' is {}, not a name", where(source_, entry.first),
                 prefix.empty() ? "the top level" : prefix, describe(entry.first));
       const std::string key = entry.first.Scalar();
       const std::string path = prefix.empty() ? key : prefix + "." + key;
-      if (findConfigKey(path) != nullptr) continue;
+      const auto [first, inserted] = seen.emplace(key, entry.first.Mark().line + 1);
+      APS_CHECK(inserted, "{}: '{}' is given twice (first at line {}); remove one of them",
+                where(source_, entry.first), shorten(path), first->second);
+      if (const ConfigKey* leaf = findConfigKey(path)) {
+        // "lr:" or "lr: ~" would silently become the default: say so instead.
+        APS_CHECK(!entry.second.IsNull(), "{}: '{}' has no value; give one or delete the line for the default ({})",
+                  where(source_, entry.first), path, leaf->defaultValue);
+        continue;
+      }
       if (isConfigSection(path)) {
         APS_CHECK(entry.second.IsMap() || entry.second.IsNull(), "{}: '{}' is a section and must be a map",
                   where(source_, entry.first), path);
         if (entry.second.IsMap()) checkKeys(entry.second, path);
         continue;
       }
-      APS_FAIL("{}: unknown key '{}'{}", where(source_, entry.first), path, hint(path));
+      APS_FAIL("{}: unknown key '{}'{}", where(source_, entry.first), shorten(path), hint(path));
     }
   }
 
@@ -101,14 +136,14 @@ class Validator {
   }
 
   void checkValue(const ConfigKey& key, const YAML::Node& node) {
-    const std::string at = where(source_, node);
+    const std::string at = origin(key, node);
     switch (key.kind) {
       case ValueKind::Int: {
         const double v = number(key, node, at);
         // As the value will be read (yaml-cpp's integer syntax: "089" is a number but no integer).
         long long asInteger = 0;
         APS_CHECK(std::floor(v) == v && YAML::convert<long long>::decode(node, asInteger),
-                  "{}: '{}' must be an integer, got '{}'", at, key.path, node.Scalar());
+                  "{}: '{}' must be an integer, got '{}'", at, key.path, shorten(node.Scalar()));
         checkRange(key, v, at, node);
         break;
       }
@@ -129,7 +164,7 @@ class Validator {
                   describe(node));
         const std::string v = node.Scalar();
         if (std::find(key.choices.begin(), key.choices.end(), v) == key.choices.end()) {
-          APS_FAIL("{}: '{}' must be one of {}, got '{}'", at, key.path, fmt::join(key.choices, ", "), v);
+          APS_FAIL("{}: '{}' must be one of {}, got '{}'", at, key.path, fmt::join(key.choices, ", "), shorten(v));
         }
         break;
       }
@@ -138,7 +173,7 @@ class Validator {
         for (const auto& item : node) {
           long long v = 0;
           APS_CHECK(item.IsScalar() && YAML::convert<long long>::decode(item, v),
-                    "{}: '{}' must be a list of integers, got element {}", where(source_, item), key.path,
+                    "{}: '{}' must be a list of integers, got element {}", origin(key, item), key.path,
                     describe(item));
         }
         break;
@@ -150,7 +185,7 @@ class Validator {
         APS_CHECK(node.IsSequence(), "{}: '{}' must be a list of {{pattern, format}} rules, got {}", at, key.path,
                   describe(node));
         for (const auto& rule : node) {
-          const std::string ruleAt = where(source_, rule);
+          const std::string ruleAt = origin(key, rule);
           APS_CHECK(rule.IsMap() && rule["pattern"] && rule["format"] && rule.size() == 2,
                     "{}: each '{}' rule must be a map with exactly 'pattern' and 'format'", ruleAt, key.path);
           APS_CHECK(rule["pattern"].IsScalar(), "{}: '{}' rule pattern must be a string", ruleAt, key.path);
@@ -160,8 +195,14 @@ class Validator {
   }
 
  private:
+  // Where a value came from: its --set, or its file and line.
+  std::string origin(const ConfigKey& key, const YAML::Node& node) const {
+    const auto it = origins_.find(key.path);
+    return it != origins_.end() ? it->second : where(source_, node);
+  }
+
   static std::string describe(const YAML::Node& node) {
-    if (node.IsScalar()) return fmt::format("'{}'", node.Scalar());
+    if (node.IsScalar()) return fmt::format("'{}'", shorten(node.Scalar()));
     if (node.IsSequence()) return "a list";
     if (node.IsMap()) return "a map";
     return "nothing";
@@ -176,11 +217,12 @@ class Validator {
 
   static void checkRange(const ConfigKey& key, double v, const std::string& at, const YAML::Node& node) {
     if (key.min == 0.0 && key.max == 0.0) return;
-    APS_CHECK(v >= key.min && v <= key.max, "{}: '{}' = {} is out of range [{}, {}]", at, key.path, node.Scalar(),
-              key.min, key.max);
+    APS_CHECK(v >= key.min && v <= key.max, "{}: '{}' = {} is out of range [{}, {}]", at, key.path,
+              shorten(node.Scalar()), key.min, key.max);
   }
 
   std::string source_;
+  std::map<std::string, std::string> origins_;
 };
 
 template <typename T>
@@ -250,7 +292,7 @@ void fill(TrainConfig& c) {
   c.comm = {get<std::string>(r, "comm.backend"), get<std::string>(r, "comm.algorithm"),
             get<int64_t>(r, "comm.world_size"), get<double>(r, "comm.bucket_mb"), get<bool>(r, "comm.overlap")};
   c.checkpoint = {get<std::string>(r, "checkpoint.dir"), get<int64_t>(r, "checkpoint.interval_epochs"),
-                  get<int64_t>(r, "checkpoint.keep")};
+                  get<int64_t>(r, "checkpoint.keep"), get<bool>(r, "checkpoint.overwrite")};
   c.logging = {get<int64_t>(r, "logging.interval"), get<std::string>(r, "logging.metrics_file"),
                get<std::string>(r, "logging.level"), get<bool>(r, "logging.all_ranks"),
                get<bool>(r, "logging.progress")};
@@ -266,12 +308,14 @@ TrainConfig parseConfig(const std::string& yamlText, const std::string& name,
   } catch (const YAML::Exception& e) {
     APS_FAIL("{}:{}: invalid YAML: {}", name, e.mark.line + 1, e.msg);
   }
-  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  // An empty file would train a whole run on defaults: almost certainly the wrong file.
+  APS_CHECK(root.IsDefined() && !root.IsNull(),
+            "{}: the config is empty (no keys); write '{{}}' to train with every default", name);
   APS_CHECK(root.IsMap(), "{}: the config must be a map of keys, got {}", name,
-            root.IsSequence() ? "a list" : "a scalar");
+            root.IsSequence() ? "a list" : fmt::format("the text '{}'", shorten(root.Scalar())));
   Validator validator(name);
   validator.checkKeys(root, "");
-  for (const auto& text : overrides) applyOverride(root, text);
+  for (const auto& text : overrides) validator.setOrigin(applyOverride(root, text), text);
 
   TrainConfig config;
   config.sourceFile = name;
@@ -295,11 +339,33 @@ TrainConfig parseConfig(const std::string& yamlText, const std::string& name,
 }
 
 TrainConfig loadConfig(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
+  std::error_code ec;
+  APS_CHECK(!path.empty(), "--config needs a file name");
+  APS_CHECK(std::filesystem::exists(path, ec), "config file '{}' does not exist", path);
+  APS_CHECK(!std::filesystem::is_directory(path, ec), "config '{}' is a directory, not a YAML file", path);
+  std::ifstream in(path, std::ios::binary);
   APS_CHECK(in.good(), "cannot read config file '{}'", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return parseConfig(text.str(), path, overrides);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string text = buffer.str();
+  APS_CHECK(!in.bad(), "cannot read config file '{}'", path);
+  // yaml-cpp reads a UTF-16/32 file as a stream of odd characters: refuse it by name.
+  const auto startsWith = [&](std::initializer_list<unsigned char> bom) {
+    return text.size() >= bom.size() && std::equal(bom.begin(), bom.end(), text.begin(), [](unsigned char b, char c) {
+             return b == static_cast<unsigned char>(c);
+           });
+  };
+  const bool utf32 = startsWith({0xFF, 0xFE, 0x00, 0x00}) || startsWith({0x00, 0x00, 0xFE, 0xFF});
+  const bool utf16 = !utf32 && (startsWith({0xFF, 0xFE}) || startsWith({0xFE, 0xFF}));
+  APS_CHECK(!utf16 && !utf32,
+            "config '{}' is {} encoded; aps reads UTF-8 YAML (convert it: iconv -f {} -t UTF-8 '{}' > new.yaml)", path,
+            utf16 ? "UTF-16" : "UTF-32", utf16 ? "UTF-16" : "UTF-32", path);
+  const auto nul = text.find('\0');
+  APS_CHECK(nul == std::string::npos,
+            "config '{}' holds a NUL byte at offset {}: not a UTF-8 text file (UTF-16 without a byte-order mark?)",
+            path, nul);
+  if (startsWith({0xEF, 0xBB, 0xBF})) text.erase(0, 3);  // a UTF-8 byte-order mark is harmless
+  return parseConfig(text, path, overrides);
 }
 
 std::string configToYaml(const TrainConfig& config) {

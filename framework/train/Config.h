@@ -56,6 +56,7 @@ struct TrainConfig {
   struct Checkpoint {
     std::string dir;
     int64_t intervalEpochs = 0, keep = 0;
+    bool overwrite = false;  // a fresh run may replace another run's checkpoints in `dir`
   };
   struct Logging {
     int64_t interval = 0;

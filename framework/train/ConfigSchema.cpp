@@ -161,6 +161,13 @@ std::vector<ConfigKey> buildSchema() {
       {"checkpoint.dir", K::String, "''", 0, 0, {}, "checkpoint directory; empty: no checkpoints"},
       {"checkpoint.interval_epochs", K::Int, "1", 1, 1e6, {}, "epochs between checkpoints"},
       {"checkpoint.keep", K::Int, "2", 1, 1e6, {}, "checkpoints kept"},
+      {"checkpoint.overwrite",
+       K::Bool,
+       "false",
+       0,
+       0,
+       {},
+       "a fresh run (no --resume) may delete the checkpoints another run left in checkpoint.dir"},
 
       {"eval.interval_epochs", K::Int, "1", 0, 1e6, {}, "epochs between evaluations; 0: only at the end"},
 

@@ -29,7 +29,9 @@
 #include "framework/optim/StepLr.h"
 #include "framework/optim/WarmupLr.h"
 #include "framework/train/Checkpoint.h"
+#include "framework/train/EvalMetrics.h"
 #include "framework/train/FaultInjection.h"
+#include "framework/train/Restore.h"
 #include "models/ModelRegistry.h"
 #include "models/Weights.h"
 #include "precision/ApsScaler.h"
@@ -39,6 +41,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <bit>
@@ -48,6 +51,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <type_traits>
 
 namespace aps::train {
 
@@ -72,10 +76,6 @@ struct IntervalStats {
   uint64_t bytes = 0;
 };
 
-// Test metrics accumulated as exact integer counts (summed over ranks as int64).
-struct EvalCounts {
-  std::vector<int64_t> values;  // classification: {samples, top1, top5, lossMicro}; segmentation: confusion matrix
-};
 
 }  // namespace
 
@@ -112,6 +112,7 @@ struct Trainer::State {
   int currentLocal = 0;
 
   int64_t epoch = 0, batchInEpoch = 0, globalStep = 0, skipped = 0;
+  bool trainLossNonFinite = false;  // some step's training loss was inf or NaN: the run diverged
   std::ofstream metrics;
   const FaultInjection faults = FaultInjection::fromEnvironment();  // tests only; empty otherwise
 
@@ -127,7 +128,11 @@ struct Trainer::State {
   void adaptFormats();
   void savePrecisionState(Checkpoint& c);
   void restorePrecisionState(const Checkpoint& c, const std::string& path);
+  RunIdentity identity() const;
   void restore(const std::string& path);
+  void claimCheckpointDir(bool resuming, bool deleteOld);
+  void checkOutputsWritable() const;
+  void checkMemory() const;
   void save();
   void trainEpoch();
   bool trainStep(std::vector<data::Batch>& batches, IntervalStats& interval);
@@ -137,7 +142,8 @@ struct Trainer::State {
   void report(const TrainSummary& summary, const char* type);
   void writeMetrics(const nlohmann::json& line);
   void broadcastBuffersFromRankZero();
-  std::vector<int64_t> sumOverProcesses(const std::vector<int64_t>& local);
+  template <typename T>
+  std::vector<T> sumOverProcesses(const std::vector<T>& local);
 };
 
 void Trainer::State::setupWorld(std::shared_ptr<comm::Communicator> communicator) {
@@ -197,6 +203,7 @@ void Trainer::State::setupData() {
   APS_CHECK(info.segmentation == !shape.label.empty(), "model '{}' is a {} model but dataset '{}' is for {}", info.name,
             info.segmentation ? "segmentation" : "classification", d.dataset,
             shape.label.empty() ? "classification" : "segmentation");
+  checkMemory();  // before the per-rank sampler, loaders and buffers are allocated
   int64_t size = trainSet->size();
   if (d.trainSamples > 0) size = std::min(size, d.trainSamples);
   sampler = std::make_unique<data::DistributedSampler>(size, world, firstRank, true, config.seed, true);
@@ -458,13 +465,24 @@ void Trainer::State::writeMetrics(const nlohmann::json& line) {
   if (metrics.is_open()) metrics << line.dump() << "\n" << std::flush;
 }
 
-std::vector<int64_t> Trainer::State::sumOverProcesses(const std::vector<int64_t>& local) {
+// Element-wise sums over the processes, in rank order, the same on every rank (int64 counts
+// are checked against overflow).
+template <typename T>
+std::vector<T> Trainer::State::sumOverProcesses(const std::vector<T>& local) {
   if (!mpi || world == 1) return local;
-  std::vector<int64_t> all(local.size() * static_cast<size_t>(world));
-  mpi->allGather(local.data(), local.size() * sizeof(int64_t), all.data());
-  std::vector<int64_t> sum(local.size(), 0);
-  for (int r = 0; r < world; ++r)
-    for (size_t i = 0; i < local.size(); ++i) sum[i] += all[static_cast<size_t>(r) * local.size() + i];
+  std::vector<T> all(local.size() * static_cast<size_t>(world));
+  mpi->allGather(local.data(), local.size() * sizeof(T), all.data());
+  std::vector<T> sum(local.size(), T{0});
+  for (int r = 0; r < world; ++r) {
+    for (size_t i = 0; i < local.size(); ++i) {
+      const T v = all[static_cast<size_t>(r) * local.size() + i];
+      if constexpr (std::is_same_v<T, int64_t>) {
+        sum[i] = addCount(sum[i], v, "evaluation counts over ranks");
+      } else {
+        sum[i] += v;
+      }
+    }
+  }
   return sum;
 }
 
@@ -513,6 +531,7 @@ bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats&
     mpi->allReduce(&l, 1, comm::ReduceOp::Sum);
     loss = l / world;
   }
+  if (!std::isfinite(loss)) trainLossNonFinite = true;
   bool finite = !comm.nonFinite;
   if (lossScaler) {
     // The reduced gradients are the same on every rank, so every rank decides alike.
@@ -592,7 +611,7 @@ void Trainer::State::logInterval(IntervalStats& interval) {
   writeMetrics({{"type", "train"},
                 {"epoch", epoch},
                 {"step", globalStep},
-                {"loss", interval.loss / interval.steps},
+                {"loss", metricValue(interval.loss / static_cast<double>(interval.steps))},
                 {"lr", optimizer->lr()},
                 {"images_per_s", ips},
                 {"data_wait_s", interval.dataWait},
@@ -652,70 +671,24 @@ TrainSummary Trainer::State::evaluate() {
   data::Loader loader(testSet, {config.data.testBatchSize, static_cast<int>(std::max<int64_t>(config.data.workers, 1)),
                                 static_cast<int>(config.data.prefetch), false, config.seed});
   loader.startEpoch(0, indices);
-  std::vector<int64_t> counts(info.segmentation ? static_cast<size_t>(classes * classes) : 4, 0);
-  double lossSum = 0;
+  EvalAccumulator totals(info.segmentation, classes);
   data::Batch batch;
   while (loader.next(batch)) {
     const Tensor images = Tensor::fromVector(std::span<const float>(batch.images), batch.imageShape);
     const Tensor labels = Tensor::fromVector(std::span<const int64_t>(batch.labels), batch.labelShape);
     const Tensor logits = model->forward(images).contiguous();
-    const float* out = logits.data<float>();
     if (!info.segmentation) {
-      lossSum += static_cast<double>(ops::crossEntropy(logits, labels).item()) * batch.size();
-      for (int64_t n = 0; n < batch.size(); ++n) {
-        const float* row = out + n * classes;
-        const int64_t label = batch.labels[static_cast<size_t>(n)];
-        int64_t higher = 0;  // classes scoring above the true one: rank of the label
-        for (int64_t c = 0; c < classes; ++c) higher += row[c] > row[label] ? 1 : 0;
-        counts[0] += 1;
-        counts[1] += higher == 0 ? 1 : 0;
-        counts[2] += higher < 5 ? 1 : 0;
-      }
+      const double meanLoss = ops::crossEntropy(logits, labels).item();
+      totals.addClassification(logits.data<float>(), batch.labels.data(), batch.size(), meanLoss);
     } else {
-      const int64_t hw = batch.imageShape[2] * batch.imageShape[3];
-      for (int64_t n = 0; n < batch.size(); ++n) {
-        for (int64_t i = 0; i < hw; ++i) {
-          const int64_t label = batch.labels[static_cast<size_t>(n * hw + i)];
-          if (label < 0 || label >= classes) continue;  // ignore index
-          int64_t best = 0;
-          for (int64_t c = 1; c < classes; ++c) {
-            if (out[(n * classes + c) * hw + i] > out[(n * classes + best) * hw + i]) best = c;
-          }
-          counts[static_cast<size_t>(label * classes + best)] += 1;
-        }
-      }
+      totals.addSegmentation(logits.data<float>(), batch.labels.data(), batch.size(),
+                             batch.imageShape[2] * batch.imageShape[3]);
     }
   }
-  if (!info.segmentation) counts[3] = static_cast<int64_t>(std::llround(lossSum * 1e6));
-  counts = sumOverProcesses(counts);
+  totals.mergeOverProcesses([&](const std::vector<int64_t>& v) { return sumOverProcesses(v); },
+                            [&](const std::vector<double>& v) { return sumOverProcesses(v); });
   model->train();
-  TrainSummary summary;
-  summary.segmentation = info.segmentation;
-  if (!info.segmentation) {
-    const double n = static_cast<double>(std::max<int64_t>(counts[0], 1));
-    summary.top1 = static_cast<double>(counts[1]) / n;
-    summary.top5 = static_cast<double>(counts[2]) / n;
-    summary.loss = static_cast<double>(counts[3]) / 1e6 / n;
-  } else {
-    double iouSum = 0, correct = 0, total = 0;
-    int present = 0;
-    for (int64_t c = 0; c < classes; ++c) {
-      int64_t tp = counts[static_cast<size_t>(c * classes + c)], row = 0, col = 0;
-      for (int64_t k = 0; k < classes; ++k) {
-        row += counts[static_cast<size_t>(c * classes + k)];
-        col += counts[static_cast<size_t>(k * classes + c)];
-      }
-      correct += static_cast<double>(tp);
-      total += static_cast<double>(row);
-      if (row + col - tp > 0) {
-        iouSum += static_cast<double>(tp) / static_cast<double>(row + col - tp);
-        ++present;
-      }
-    }
-    summary.miou = present ? iouSum / present : 0.0;
-    summary.pixelAccuracy = total > 0 ? correct / total : 0.0;
-  }
-  return summary;
+  return totals.summary();
 }
 
 void Trainer::State::report(const TrainSummary& summary, const char* type) {
@@ -729,8 +702,9 @@ void Trainer::State::report(const TrainSummary& summary, const char* type) {
                 {"step", globalStep},
                 {"top1", summary.top1},
                 {"top5", summary.top5},
-                {"loss", summary.loss},
+                {"loss", metricValue(summary.loss)},
                 {"miou", summary.miou},
+                {"diverged", summary.diverged},
                 {"pixel_accuracy", summary.pixelAccuracy},
                 {"skipped_steps", skipped},
                 {"seconds", summary.seconds}});
@@ -874,27 +848,108 @@ void Trainer::State::save() {
   c.addSection("schedule", scheduler->stateDict());
   const std::string path = checkpointPath(config.checkpoint.dir, globalStep);
   saveCheckpoint(path, c);
-  pruneCheckpoints(config.checkpoint.dir, config.checkpoint.keep);
+  pruneCheckpoints(config.checkpoint.dir, config.checkpoint.keep, globalStep);
   spdlog::info("checkpoint {}", path);
+}
+
+RunIdentity Trainer::State::identity() const {
+  return {config.model.name, resumeHash(config), stepsPerEpoch, totalSteps};
 }
 
 void Trainer::State::restore(const std::string& path) {
   const Checkpoint c = loadCheckpoint(path);
-  APS_CHECK(c.modelName == config.model.name, "checkpoint '{}' holds model '{}' but the config trains '{}'", path,
-            c.modelName, config.model.name);
-  APS_CHECK(c.configHash == resumeHash(config),
-            "checkpoint '{}' was written with a different configuration (hash {:016x}, this run {:016x}); resume "
-            "with the config and --set overrides it was trained with",
-            path, c.configHash, resumeHash(config));
-  models::loadState(*model, c.section("model"), path);
-  optimizer->loadStateDict(c.section("optimizer"));
-  scheduler->loadStateDict(c.section("schedule"));
+  restoreTrainingState(c, path, identity(), *model, *optimizer, *scheduler);
   epoch = c.epoch;
   batchInEpoch = c.batchInEpoch;
   globalStep = c.globalStep;
   restorePrecisionState(c, path);
   reducer->setStep(static_cast<uint64_t>(globalStep));  // stochastic rounding streams continue
   spdlog::info("resumed from {} at epoch {} step {}", path, epoch, globalStep);
+}
+
+// Sizes that cannot fit are refused before anything big is allocated, naming the keys that
+// set them (a simulated world of 8192 ranks used to end in a bare std::bad_alloc). The estimate
+// is a lower bound: per simulated rank three gradient-sized buffers (the rank's fp32 copy,
+// its encoded form and the transport's chunks; measured: ResNet-20 at 64 and 256 simulated
+// ranks grows by 3.1 MB per rank, 2.9x its 1.09 MB of fp32 gradients), a fourth with error
+// feedback, and the loader's queue of batches; shared, the weights, their gradients and up to
+// two optimizer moments. The limit is physical memory, or RLIMIT_AS when lower.
+void Trainer::State::checkMemory() const {
+  double paramCount = 0;
+  for (const auto& p : params) paramCount += static_cast<double>(p.tensor.numel());
+  const auto shape = trainSet->sampleShape();
+  double sample = static_cast<double>(shape.image.empty() ? 0 : trainSet->sampleShape().imageNumel()) * 4.0;
+  double labels = 8.0;
+  for (int64_t d : shape.label) labels *= static_cast<double>(d);
+  sample += labels;
+  const double batchBytes = static_cast<double>(config.data.batchSize) * sample;
+  const double perRankGrad = paramCount * 4.0 * (config.precision.errorFeedback ? 4.0 : 3.0);
+  const double perRankData = batchBytes * static_cast<double>(config.data.prefetch + 1);
+  const double shared = paramCount * 4.0 * 4.0;
+  const double need = shared + static_cast<double>(localRanks) * (perRankGrad + perRankData);
+  const double pages = static_cast<double>(::sysconf(_SC_PHYS_PAGES));
+  const double pageSize = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (pages <= 0 || pageSize <= 0) return;
+  double have = pages * pageSize;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    have = std::min(have, static_cast<double>(limit.rlim_cur));
+  }
+  constexpr double GiB = 1024.0 * 1024.0 * 1024.0;
+  APS_CHECK(need <= have,
+            "this run needs at least {:.1f} GiB of memory and the machine has {:.1f} GiB: {} {} x (gradient buffers "
+            "{:.1f} MB for {} parameters + data.prefetch = {} batches of data.batch_size = {} samples, {:.1f} MB); "
+            "lower {}",
+            need / GiB, have / GiB, localRanks, sim ? "simulated ranks (comm.world_size)" : "rank", perRankGrad / 1e6,
+            static_cast<int64_t>(paramCount), config.data.prefetch, config.data.batchSize, perRankData / 1e6,
+            sim && localRanks > 1 ? "comm.world_size, data.batch_size or data.prefetch"
+                                  : "data.batch_size or data.prefetch");
+}
+
+// A fresh run must not write over another run's checkpoints (it would also prune them, or
+// have its own pruned by a run that got further): refuse, unless checkpoint.overwrite says to
+// delete them first.
+void Trainer::State::claimCheckpointDir(bool resuming, bool deleteOld) {
+  const std::string& dir = config.checkpoint.dir;
+  if (dir.empty()) return;
+  if (deleteOld && isRoot()) removeStaleTemporaryFiles(dir);
+  if (resuming) return;
+  std::vector<std::string> found = listCheckpoints(dir);
+  const auto final = std::filesystem::path(dir) / "final.safetensors";
+  if (std::filesystem::exists(final)) found.push_back(final.string());
+  if (found.empty()) return;
+  APS_CHECK(config.checkpoint.overwrite,
+            "checkpoint.dir '{}' already holds another run's checkpoints ({}{}); resume it with --resume, choose "
+            "another checkpoint.dir, or set checkpoint.overwrite: true to delete them",
+            dir, std::filesystem::path(found.back()).filename().string(),
+            found.size() > 1 ? fmt::format(" and {} more", found.size() - 1) : "");
+  if (!deleteOld || !isRoot()) return;
+  for (const auto& path : found) std::filesystem::remove(path);
+  spdlog::warn("checkpoint.overwrite: deleted {} files of an earlier run in {}", found.size(), dir);
+}
+
+// The directories and files a run writes must be writable before its first step, not after
+// an epoch of training.
+void Trainer::State::checkOutputsWritable() const {
+  if (!isRoot()) return;
+  auto probeDir = [](const std::filesystem::path& dir, const std::string& key) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    APS_CHECK(!ec && std::filesystem::is_directory(dir), "{} '{}': cannot create the directory: {}", key,
+              dir.string(), ec ? ec.message() : "a file of that name exists");
+    const auto probe = dir / fmt::format(".aps-write-test.{}", ::getpid());
+    {
+      std::ofstream out(probe);
+      APS_CHECK(out.good() && (out << "x").good(), "{} '{}': the directory is not writable", key, dir.string());
+    }
+    std::filesystem::remove(probe, ec);
+  };
+  if (!config.checkpoint.dir.empty()) probeDir(config.checkpoint.dir, "checkpoint.dir");
+  if (!config.logging.metricsFile.empty()) {
+    const auto file = std::filesystem::path(config.logging.metricsFile);
+    APS_CHECK(!std::filesystem::is_directory(file), "logging.metrics_file '{}' is a directory", file.string());
+    probeDir(file.has_parent_path() ? file.parent_path() : std::filesystem::path("."), "logging.metrics_file");
+  }
 }
 
 Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::Communicator> communicator) : s_(std::make_unique<State>()) {
@@ -906,10 +961,16 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::Communicator> communi
 
 Trainer::~Trainer() = default;
 
-void Trainer::dryRun() {
+void Trainer::dryRun(const std::string& resumeFrom) {
   s_->setupData();
   s_->setupOptimizer();
   s_->setupPrecisionAndComm();
+  s_->claimCheckpointDir(!resumeFrom.empty(), false);
+  s_->checkOutputsWritable();
+  if (!resumeFrom.empty()) {
+    // Everything a resume reads and checks, on a throwaway copy of the state.
+    s_->restore(resumeFrom);
+  }
   spdlog::info("dry run: model {} ({} parameter tensors), {} training samples, {} steps per epoch, {} ranks",
                s_->config.model.name, s_->params.size(), s_->trainSet->size(), s_->stepsPerEpoch, s_->world);
 }
@@ -921,6 +982,8 @@ TrainSummary Trainer::run(const std::string& resumeFrom) {
   s.setupData();
   s.setupOptimizer();
   s.setupPrecisionAndComm();
+  s.claimCheckpointDir(!resumeFrom.empty(), true);
+  s.checkOutputsWritable();
   if (!resumeFrom.empty()) s.restore(resumeFrom);
   if (s.isRoot() && !s.config.logging.metricsFile.empty()) {
     s.metrics.open(s.config.logging.metricsFile, resumeFrom.empty() ? std::ios::trunc : std::ios::app);
@@ -952,6 +1015,7 @@ TrainSummary Trainer::run(const std::string& resumeFrom) {
   summary.steps = s.globalStep;
   summary.skippedSteps = s.skipped;
   summary.seconds = secondsSince(start);
+  summary.diverged = summary.diverged || s.trainLossNonFinite;
   s.report(summary, "final");
   if (s.isRoot() && !s.config.checkpoint.dir.empty()) {
     const std::string path = (std::filesystem::path(s.config.checkpoint.dir) / "final.safetensors").string();

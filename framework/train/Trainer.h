@@ -2,6 +2,7 @@
 
 #include "framework/tensor/NamedTensor.h"
 #include "framework/train/Config.h"
+#include "framework/train/EvalMetrics.h"
 
 #include <memory>
 #include <string>
@@ -11,15 +12,6 @@ class Communicator;
 }
 
 namespace aps::train {
-
-// What a run ends with (the test metrics of the final evaluation).
-struct TrainSummary {
-  bool segmentation = false;
-  double top1 = 0, top5 = 0, loss = 0;  // classification (fractions)
-  double miou = 0, pixelAccuracy = 0;   // segmentation (fractions)
-  int64_t steps = 0, skippedSteps = 0;
-  double seconds = 0;
-};
 
 // The data-parallel training loop (framework/train): model, data, precision and comm put
 // together from a TrainConfig. With comm.backend = mpi every process is one rank of
@@ -37,9 +29,11 @@ class Trainer {
   // weights; returns the final test metrics.
   TrainSummary run(const std::string& resumeFrom = "");
 
-  // Validates everything a run needs (datasets readable, model known, formats valid) without
-  // training: --dry-run.
-  void dryRun();
+  // Validates everything a run would touch before its first step (datasets readable, model
+  // known, formats valid, memory, checkpoint and metrics paths writable, the checkpoint dir not
+  // another run's, and `resumeFrom` readable and belonging to this run) without training:
+  // --dry-run.
+  void dryRun(const std::string& resumeFrom = "");
 
   // The model's parameters and buffers as they are now (tests compare runs with them).
   NamedTensors modelState() const;

@@ -4,6 +4,8 @@
 #include "data/MnistFiles.h"
 #include "data/TransformedDataset.h"
 
+#include "tests/common/Datasets.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,14 +14,8 @@
 namespace aps::data {
 namespace {
 
-bool fashionMnistInstalled() {
-  const std::string dir = kFashionMnistDir;
-  return std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz") ||
-         std::filesystem::exists(dir + "/train-images-idx3-ubyte");
-}
-
 TEST(FashionMnistReal, HasTheKnownSizesLabelsAndPixels) {
-  if (!fashionMnistInstalled()) GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  APS_REQUIRE_FASHION_MNIST();
   const auto train = openFashionMnist("train");
   const auto test = openFashionMnist("test");
   ASSERT_EQ(train->size(), 60000);
@@ -56,7 +52,7 @@ TEST(FashionMnistReal, HasTheKnownSizesLabelsAndPixels) {
 }
 
 TEST(FashionMnistReal, SegmentationOfRealItems) {
-  if (!fashionMnistInstalled()) GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  APS_REQUIRE_FASHION_MNIST();
   const FashionMnistSegmentation seg(openFashionMnist("test"), 1);
   EXPECT_EQ(seg.size(), 10000);
   for (int64_t i = 0; i < 100; ++i) {

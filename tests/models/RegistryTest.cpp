@@ -1,6 +1,8 @@
 #include "framework/core/Error.h"
 #include "models/ModelRegistry.h"
 
+#include "tests/common/ErrorMessage.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -44,8 +46,8 @@ TEST(ModelRegistry, AppliesOptionsAndDefaults) {
 }
 
 TEST(ModelRegistry, RejectsBadOptions) {
-  EXPECT_THROW(createModel("resnet20", {.numClasses = -1}), aps::Error);
-  EXPECT_THROW(createModel("resnet20", {.numClasses = 10, .inChannels = 0}), aps::Error);
+  EXPECT_ERROR_NAMES(createModel("resnet20", {.numClasses = -1}), "num_classes");
+  EXPECT_ERROR_NAMES(createModel("resnet20", {.numClasses = 10, .inChannels = 0}), "in_channels");
 }
 
 }  // namespace

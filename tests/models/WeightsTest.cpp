@@ -98,7 +98,7 @@ TEST_F(WeightsTest, ErrorsNameMissingUnexpectedAndMisshapedKeys) {
 
 TEST_F(WeightsTest, MissingFileIsAnError) {
   auto model = createModel("resnet20");
-  EXPECT_THROW(aps::models::loadWeights(*model, path("absent.safetensors")), aps::Error);
+  EXPECT_ERROR_NAMES(aps::models::loadWeights(*model, path("absent.safetensors")), "absent.safetensors");
 }
 
 }  // namespace

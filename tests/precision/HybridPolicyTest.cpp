@@ -5,6 +5,8 @@
 #include "precision/ApsScaler.h"
 #include "precision/Quantizer.h"
 
+#include "tests/common/ErrorMessage.h"
+
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -29,7 +31,7 @@ layers:
   EXPECT_EQ(policy.match("fc.bias").name, "fp16");  // the first rule wins over the later, more specific one
   EXPECT_EQ(policy.match("conv1.bias").name, "bf16");
   EXPECT_EQ(policy.match("conv1.weight").name, "e4m3");
-  EXPECT_THROW(HybridPolicy::fromYaml(YAML::Load("{defualt: e4m3}")), aps::Error);
+  EXPECT_ERROR_NAMES(HybridPolicy::fromYaml(YAML::Load("{defualt: e4m3}")), "defualt");
 }
 
 TEST(HybridPolicy, WideningClimbsTheLadder) {

@@ -2,8 +2,10 @@
 #include "framework/train/Config.h"
 #include "models/ModelRegistry.h"
 #include "precision/CodecSpec.h"
+#include "tests/common/ErrorMessage.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -25,8 +27,8 @@ void expectError(const std::string& yaml, std::initializer_list<std::string> fra
   }
 }
 
-TEST(Config, EmptyConfigGivesEveryDefault) {
-  const auto c = parseConfig("", "empty.yaml");
+TEST(Config, AnEmptyMapGivesEveryDefault) {
+  const auto c = parseConfig("{}", "empty.yaml");
   EXPECT_EQ(c.model.name, "resnet20");
   EXPECT_EQ(c.data.batchSize, 128);
   EXPECT_EQ(c.comm.algorithm, "two_shot");
@@ -99,9 +101,9 @@ TEST(Config, OverridesApplyAndAreValidated) {
   EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.4);
   EXPECT_EQ(c.comm.worldSize, 8);
   EXPECT_EQ(c.precision.format.Scalar(), "e4m3");
-  expectError("", {"--set optimizer.lrr=1", "did you mean 'optimizer.lr'"}, {"optimizer.lrr=1"});
-  expectError("", {"expected key.path=value"}, {"optimizer.lr"});
-  expectError("", {"'optimizer.lr' must be a number"}, {"optimizer.lr=fast"});
+  expectError("{}", {"--set optimizer.lrr=1", "did you mean 'optimizer.lr'"}, {"optimizer.lrr=1"});
+  expectError("{}", {"expected key.path=value"}, {"optimizer.lr"});
+  expectError("{}", {"'optimizer.lr' must be a number"}, {"optimizer.lr=fast"});
 }
 
 TEST(Config, PrintedConfigParsesBackToTheSameHash) {
@@ -124,6 +126,94 @@ TEST(Config, MissingFileIsNamed) {
 }  // namespace
 
 namespace {
+
+// Issue #21: values are never silently replaced by defaults, and every message points at the
+// real origin of the value.
+TEST(ConfigHardening, AnEmptyOrNonMappingConfigIsAnError) {
+  expectError("", {"exp.yaml", "the config is empty"});
+  expectError("# only a comment\n", {"exp.yaml", "the config is empty"});
+  expectError("~\n", {"exp.yaml", "the config is empty"});
+  expectError("- a\n- b\n", {"exp.yaml", "must be a map", "a list"});
+  expectError("just text\n", {"exp.yaml", "must be a map", "'just text'"});
+}
+
+TEST(ConfigHardening, AWrongValueIsReportedAtItsOwnLine) {
+  expectError("seed: 1\nmodel:\n  name: resnet20\noptimizer:\n  lr: fast\n", {"exp.yaml:5:", "optimizer.lr", "'fast'"});
+  expectError("seed: 1\n\n\nschedule: {milestones: [1, x]}\n", {"exp.yaml:4:", "schedule.milestones"});
+  expectError("epochs: 1\ncomm:\n  algorithm: fastest\n", {"exp.yaml:3:", "comm.algorithm"});
+}
+
+TEST(ConfigHardening, ABadOverrideIsBlamedOnTheOverride) {
+  expectError("seed: 1\n", {"--set optimizer.lr=fast", "optimizer.lr"}, {"optimizer.lr=fast"});
+  try {
+    parseConfig("seed: 1\n", "exp.yaml", {"comm.algorithm=fastest"});
+    FAIL();
+  } catch (const aps::Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("exp.yaml"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--set comm.algorithm=fastest"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConfigHardening, EmptyOrNullValuesAreErrorsNotDefaults) {
+  expectError("seed: 1\n", {"--set optimizer.lr=", "has no value"}, {"optimizer.lr="});
+  expectError("seed: 1\n", {"--set model.name=~", "has no value"}, {"model.name=~"});
+  expectError("seed: 1\n", {"has no value"}, {"model.name=null"});
+  expectError("optimizer:\n  lr:\n", {"exp.yaml:2:", "'optimizer.lr' has no value", "default (0.1)"});
+  expectError("model: {name: ~}\n", {"exp.yaml:1:", "'model.name' has no value"});
+  // An empty string is still a value.
+  EXPECT_EQ(parseConfig("seed: 1\n", "exp.yaml", {"checkpoint.dir=''"}).checkpoint.dir, "");
+}
+
+TEST(ConfigHardening, DuplicateKeysAreErrors) {
+  expectError("optimizer: {lr: 0.1}\nseed: 1\noptimizer: {lr: 0.5}\n",
+              {"exp.yaml:3:", "'optimizer' is given twice", "first at line 1"});
+  expectError("optimizer:\n  lr: 0.1\n  lr: 0.2\n", {"exp.yaml:3:", "'optimizer.lr' is given twice"});
+}
+
+TEST(ConfigHardening, LongValuesAreCutInMessages) {
+  const std::string huge(1 << 20, 'x');
+  for (const auto& [yaml, overrides] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"optimizer: {name: " + huge + "}\n", {}},
+           {"seed: 1\n", {"optimizer.name=" + huge}},
+           {"seed: 1\n", {huge + "=1"}},
+           {"seed: " + huge + "\n", {}}}) {
+    try {
+      parseConfig(yaml, "exp.yaml", overrides);
+      FAIL();
+    } catch (const aps::Error& e) {
+      EXPECT_LT(std::string(e.what()).size(), 400u) << std::string(e.what()).substr(0, 400);
+      EXPECT_NE(std::string(e.what()).find("1048576 characters"), std::string::npos)
+          << std::string(e.what()).substr(0, 400);
+    }
+  }
+}
+
+class ConfigFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("aps-config-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string write(const std::string& name, const std::string& bytes) {
+    const auto path = dir_ / name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path.string();
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(ConfigFileTest, ADirectoryAnEmptyFileOrUtf16IsRefusedByName) {
+  EXPECT_ERROR_NAMES(aps::train::loadConfig(dir_.string()), "is a directory");
+  EXPECT_ERROR_NAMES(aps::train::loadConfig(write("empty.yaml", "")), "empty.yaml: the config is empty");
+  // "seed: 1" in UTF-16 little-endian with a byte-order mark, and without one.
+  std::string utf16 = "\xff\xfe";
+  for (char ch : std::string("seed: 1\n")) utf16 += std::string{ch, '\0'};
+  EXPECT_ERROR_NAMES(aps::train::loadConfig(write("utf16.yaml", utf16)), "is UTF-16 encoded");
+  EXPECT_ERROR_NAMES(aps::train::loadConfig(write("utf16-nobom.yaml", utf16.substr(2))), "NUL byte");
+  // A UTF-8 byte-order mark is fine.
+  EXPECT_EQ(aps::train::loadConfig(write("bom.yaml", "\xef\xbb\xbfseed: 3\n")).seed, 3u);
+}
 
 TEST(Config, EveryShippedConfigValidates) {
   int count = 0;

@@ -8,6 +8,8 @@
 #include "tests/train/ChildProcess.h"
 #include "tests/train/TrainerTestSupport.h"
 
+#include "tests/common/Datasets.h"
+
 #include <gtest/gtest.h>
 #include <sys/inotify.h>
 
@@ -26,7 +28,6 @@ using testing::ChildProcess;
 using testing::readText;
 using Clock = std::chrono::steady_clock;
 
-bool haveFashionMnist() { return fs::exists("/usr/share/datasets/fashion-mnist"); }
 
 // A run of 24 steps (2 simulated ranks x batch 8) that checkpoints every epoch (3 steps), keeping two.
 std::string writeConfig(const fs::path& dir, const std::string& checkpointDir) {
@@ -40,8 +41,8 @@ std::string writeConfig(const fs::path& dir, const std::string& checkpointDir) {
                          "precision: {format: e4m3, scaling: aps}\n"
                          "epochs: 8\nthreads: 1\nseed: 7\n"
                          "logging: {level: warn, progress: false}\n"
-                         "checkpoint: {dir: " +
-                             checkpointDir + ", interval_epochs: 1, keep: 2}\n";
+                         "checkpoint: {dir: '" +
+                             checkpointDir + "', interval_epochs: 1, keep: 2}\n";
   return path.string();
 }
 
@@ -114,9 +115,12 @@ void runKilledUntilDone(const fs::path& root, const fs::path& dir, int64_t runMs
       if (hit && !child.poll()) {
         child.kill(SIGKILL);
         child.wait();
-        ++campaign.kills;
-        // The kill landed between creating the checkpoint's temporary file and the rename.
-        campaign.killsMidWrite += temporaryFiles(dir, child.pid()) > 0 ? 1 : 0;
+        // Counted only when the SIGKILL is what ended it (the run may have finished just before).
+        if (child.exitCode() == 128 + SIGKILL) {
+          ++campaign.kills;
+          // The kill landed between creating the checkpoint's temporary file and the rename.
+          campaign.killsMidWrite += temporaryFiles(dir, child.pid()) > 0 ? 1 : 0;
+        }
       }
     }
     ASSERT_TRUE(child.waitFor(std::chrono::minutes(5)));
@@ -140,7 +144,7 @@ void runKilledUntilDone(const fs::path& root, const fs::path& dir, int64_t runMs
 }
 
 TEST(CrashSafety, SigkillAtRandomMomentsThenResumeEndsBitIdentical) {
-  if (!haveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  APS_REQUIRE_FASHION_MNIST();
   const fs::path root = scratch("crash");
   const fs::path referenceDir = root / "reference";
   fs::create_directories(referenceDir);
@@ -175,6 +179,8 @@ TEST(CrashSafety, SigkillAtRandomMomentsThenResumeEndsBitIdentical) {
   std::printf("SIGKILL campaign: %d kills (%d left a checkpoint write half-done), %d runs, seed %u\n", campaign.kills,
               campaign.killsMidWrite, campaign.runs, seed);
   EXPECT_GE(campaign.kills, killCount());
+  // The claim is about kills in the middle of a checkpoint write: some must have landed there.
+  EXPECT_GT(campaign.killsMidWrite, 0) << "no kill landed while a checkpoint was being written";
   fs::remove_all(root);
 }
 
@@ -192,35 +198,36 @@ std::string runFailingJob(const std::string& fault, double& seconds, int& exitCo
   ChildProcess job({MPIEXEC_BINARY, "--allow-run-as-root", "--oversubscribe", "-np", "3", APS_TRAIN_BINARY, "--config",
                     config, "--set", "comm.backend=mpi", "--set", "comm.world_size=1"},
                    log, faultAt(fault));
+  // A hang detector, not a timing assertion: a job whose ranks wait for a dead peer never ends.
   const bool ended = job.waitFor(std::chrono::seconds(120));
   seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!ended) {
     job.kill(SIGKILL);
     job.wait();
   }
-  exitCode = job.exitCode();
+  exitCode = ended ? job.exitCode() : -1;
   const std::string out = readText(log);
   fs::remove_all(root);
   return out;
 }
 
 TEST(FailingRank, RankThatThrowsStopsEveryRankNamingIt) {
-  if (!haveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  APS_REQUIRE_FASHION_MNIST();
   double seconds = 0;
   int code = 0;
   const std::string out = runFailingJob("throw@rank=1,step=2", seconds, code);
-  EXPECT_LT(seconds, 30.0) << out;
+  EXPECT_NE(code, -1) << "the job was still running after 120 s (" << seconds << " s): " << out;
   EXPECT_NE(code, 0) << out;
   EXPECT_NE(out.find("error on rank 1: "), std::string::npos) << out;
   EXPECT_NE(out.find("injected fault: rank 1 throws at step 2"), std::string::npos) << out;
 }
 
 TEST(FailingRank, RankThatDiesStopsEveryRankNamingIt) {
-  if (!haveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  APS_REQUIRE_FASHION_MNIST();
   double seconds = 0;
   int code = 0;
   const std::string out = runFailingJob("exit@rank=2,step=2", seconds, code);
-  EXPECT_LT(seconds, 30.0) << out;
+  EXPECT_NE(code, -1) << "the job was still running after 120 s (" << seconds << " s): " << out;
   EXPECT_NE(code, 0) << out;
   // Open MPI names the dead process as [[job,1],rank].
   EXPECT_TRUE(std::regex_search(out, std::regex(R"(Process name: \[\[\d+,\d+\],2\])"))) << out;

@@ -9,6 +9,8 @@
 #include "tests/common/ErrorMessage.h"
 #include "tests/train/TrainerTestSupport.h"
 
+#include "tests/common/Datasets.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -48,7 +50,7 @@ uint64_t stateHash(const NamedTensors& state, bool& finite) {
 }
 
 void expectSameSkipsEverywhere(const std::vector<std::string>& precision) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST not installed";
+  APS_REQUIRE_FASHION_MNIST();
   auto mpi = world();
   const int n = mpi->size();
   // Rank 0 draws the faults; every rank gets the same list.
@@ -93,7 +95,7 @@ TEST(PoisonedGradientsMpi, EveryRankSkipsTheSameStepsWithE4m3AndAps) {
 }
 
 TEST(PoisonedGradientsMpi, EveryRankStopsUnderPolicyStop) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST not installed";
+  APS_REQUIRE_FASHION_MNIST();
   auto mpi = world();
   InjectedFaults faults(fmt::format("nan@rank={},step=3,param=2", mpi->size() - 1));
   Trainer trainer(smallConfig("mpi", mpi->size(), {"model.name=convnet", "max_steps=6", "precision.nonfinite=stop"}),

@@ -21,6 +21,8 @@
 #include "tests/train/ChildProcess.h"
 #include "tests/train/TrainerTestSupport.h"
 
+#include "tests/common/Datasets.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,7 +40,6 @@ using testing::readText;
 using testing::smallConfig;
 using testsupport::errorOf;
 
-bool haveFashionMnist() { return fs::exists("/usr/share/datasets/fashion-mnist"); }
 
 // Sets APS_FAULT_INJECTION for the lifetime of the guard (the trainer reads it when built).
 class InjectedFaults {
@@ -118,7 +119,7 @@ TEST(FaultInjection, ParsesFaultsAndRejectsMalformedOnes) {
 // so all simulated ranks decide alike), and the weights stay finite: a NaN or inf that
 // reached them once would stay in every later step's weights.
 void expectPoisonSkipped(const std::vector<std::string>& precision) {
-  if (!haveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  APS_REQUIRE_FASHION_MNIST();
   const unsigned seed = std::random_device{}();
   std::mt19937 rng(seed);
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -148,7 +149,7 @@ TEST(PoisonedGradients, SimSkipsEveryPoisonedStepWithE4m3AndAps) {
 // With 16-bit compute the trainer's dynamic loss scaler takes part: each poisoned step, and
 // only those, is skipped and halves the loss scale the metrics report for that step.
 TEST(PoisonedGradients, TrainerWithFp16LossScalingSkipsAndHalvesTheScale) {
-  if (!haveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  APS_REQUIRE_FASHION_MNIST();
   const unsigned seed = std::random_device{}();
   std::mt19937 rng(seed);
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -181,7 +182,7 @@ TEST(PoisonedGradients, TrainerWithFp16LossScalingSkipsAndHalvesTheScale) {
 }
 
 TEST(PoisonedGradients, SimStopsUnderPolicyStopNamingTheStep) {
-  if (!haveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  APS_REQUIRE_FASHION_MNIST();
   InjectedFaults faults("inf@rank=3,step=2,param=3");
   Trainer trainer(smallConfig("sim", 4,
                               {"model.name=" + std::string(kModel), "max_steps=6", "precision.nonfinite=stop",
@@ -301,7 +302,7 @@ TEST(FullDisk, CheckpointWriteFailureNamesTheFileAndKeepsThePrevious) {
 // The same through aps_train: a resumed run whose next checkpoint does not fit exits non-zero
 // naming the checkpoint, and the checkpoint it resumed from is still readable.
 TEST(FullDisk, TrainingStopsNamingTheCheckpointAndKeepsThePrevious) {
-  if (!haveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  APS_REQUIRE_FASHION_MNIST();
   const fs::path dir = fs::temp_directory_path() / ("aps-fulldisk-train-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -336,7 +337,7 @@ TEST(FullDisk, TrainingStopsNamingTheCheckpointAndKeepsThePrevious) {
 // range, every gradient value is flushed and nothing is learned (docs/RESULTS.md, 64 ranks).
 // aps_train says so at start-up, naming the format and what to do; at 8 ranks it does not.
 TEST(Warnings, ApsHeadroomThatFlushesEveryGradientIsReported) {
-  if (!haveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  APS_REQUIRE_FASHION_MNIST();
   const fs::path dir = fs::temp_directory_path() / ("aps-headroom-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -364,7 +365,7 @@ TEST(Warnings, ApsHeadroomThatFlushesEveryGradientIsReported) {
 // A data file that cannot be read (a folder where the file should be; a truncated file) is
 // reported naming it before training starts.
 TEST(UnreadableData, FolderOrTruncatedFileInPlaceOfDataIsNamed) {
-  if (!haveFashionMnist()) GTEST_SKIP() << "Fashion-MNIST not installed";
+  APS_REQUIRE_FASHION_MNIST();
   const fs::path dir = fs::temp_directory_path() / ("aps-baddata-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);

@@ -5,6 +5,8 @@
 #include "framework/train/Trainer.h"
 #include "tests/train/TrainerTestSupport.h"
 
+#include "tests/common/Datasets.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -32,7 +34,7 @@ uint64_t stateHash(const NamedTensors& state) {
 }
 
 void expectSimMatchesMpi(const std::vector<std::string>& precision) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST not installed";
+  APS_REQUIRE_FASHION_MNIST();
   auto mpi = world();
   const int n = mpi->size();
   Trainer real(smallConfig("mpi", n, precision), mpi);
@@ -54,7 +56,7 @@ void expectSimMatchesMpi(const std::vector<std::string>& precision) {
 
 // A tiny run under mpirun learns: the loss falls well below its start (64 steps of 8 per rank).
 TEST(TrainerMpi, LearnsUnderMpirun) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST not installed";
+  APS_REQUIRE_FASHION_MNIST();
   auto mpi = world();
   const std::string metrics = (std::filesystem::temp_directory_path() / "aps-mpi-learns.jsonl").string();
   Trainer trainer(smallConfig("mpi", mpi->size(),
@@ -99,7 +101,7 @@ TEST(TrainerMpi, SimMatchesMpiWithAutoscale) {
 // Every rank's error-feedback residual travels to rank 0's checkpoint and back: a run stopped
 // and resumed under mpirun ends with the bits of an uninterrupted one.
 TEST(TrainerMpi, ResumeWithErrorFeedbackIsBitIdentical) {
-  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST not installed";
+  APS_REQUIRE_FASHION_MNIST();
   auto mpi = world();
   const int n = mpi->size();
   const std::string dir = (std::filesystem::temp_directory_path() / "aps-mpi-ef-resume").string();

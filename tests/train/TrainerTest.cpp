@@ -7,6 +7,10 @@
 #include "precision/HybridPolicy.h"
 #include "tests/train/TrainerTestSupport.h"
 
+#include "tests/common/Datasets.h"
+
+#include "tests/common/ErrorMessage.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,9 +28,7 @@ using testing::trainLosses;
 class TrainerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) {
-      GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
-    }
+    APS_REQUIRE_FASHION_MNIST();
     dir_ = std::filesystem::temp_directory_path() /
            ("aps-trainer-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     std::filesystem::remove_all(dir_);
@@ -80,8 +82,24 @@ TEST_F(TrainerTest, ResumeContinuesBitIdentically) {
   EXPECT_EQ(c.globalStep, 21);
   EXPECT_EQ(c.epoch, 1);
   EXPECT_EQ(c.batchInEpoch, 5);
-  Trainer resumed(smallConfig("sim", 2, common), nullptr);
+  auto again = common;
+  again.push_back("logging.metrics_file=" + path("resumed.jsonl"));
+  Trainer resumed(smallConfig("sim", 2, again), nullptr);
   resumed.run(checkpoints.back());
+  // The resumed run starts at the checkpoint's step (a restore that restored nothing would
+  // train all 32 steps from scratch and still end with the same bits): one train record per
+  // step (logging.interval = 1), the first after step 22.
+  std::vector<int64_t> steps;
+  {
+    std::ifstream in(path("resumed.jsonl"));
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.at("type") == "train") steps.push_back(j.at("step").get<int64_t>());
+    }
+  }
+  ASSERT_EQ(steps.size(), 32u - 21u);
+  EXPECT_EQ(steps.front(), 22);
+  EXPECT_EQ(steps.back(), 32);
   std::string diff;
   EXPECT_TRUE(bitIdentical(straight, resumed.modelState(), &diff)) << "first difference: " << diff;
 }
@@ -124,7 +142,7 @@ TEST_F(TrainerTest, RefusesCheckpointsOfAnotherRunOrCorruptFiles) {
     EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
   }
   Trainer missing(smallConfig("sim", 2, {}), nullptr);
-  EXPECT_THROW(missing.run(path("nope.safetensors")), Error);
+  EXPECT_ERROR_NAMES(missing.run(path("nope.safetensors")), path("nope.safetensors"));
 }
 
 TEST_F(TrainerTest, RefusesToStartWhenARankHasNoFullBatch) {
@@ -142,8 +160,8 @@ TEST_F(TrainerTest, RefusesToStartWhenARankHasNoFullBatch) {
 TEST_F(TrainerTest, RejectsAModelThatDoesNotFitTheData) {
   auto config = smallConfig("sim", 2, {"model.in_channels=3"});
   Trainer trainer(config, nullptr);
-  EXPECT_THROW(trainer.run(), Error);
-  EXPECT_THROW(Trainer(smallConfig("sim", 2, {"model.name=resnet21"}), nullptr), Error);
+  EXPECT_ERROR_NAMES(trainer.run(), "model.in_channels = 3");
+  EXPECT_ERROR_NAMES(Trainer(smallConfig("sim", 2, {"model.name=resnet21"}), nullptr), "resnet21");
 }
 
 TEST_F(TrainerTest, HybridRulesGiveLayersTheirOwnFormat) {
@@ -211,7 +229,7 @@ TEST_F(TrainerTest, SixteenBitComputeModesLearn) {
     SCOPED_TRACE(mode);
     auto config = smallConfig(
         "sim", 2,
-        {"epochs=2", "data.train_samples=1024", "data.batch_size=16", "optimizer.lr=0.1", "precision.format=e4m3",
+        {"epochs=3", "data.train_samples=1024", "data.batch_size=16", "optimizer.lr=0.1", "precision.format=e4m3",
          "precision.scaling=aps", "precision.compute=" + mode, "logging.metrics_file=" + path(mode + ".jsonl")});
     Trainer trainer(config, nullptr);
     const TrainSummary summary = trainer.run();

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -64,21 +65,39 @@ void table(const FloatFormat& f) {
   }
 }
 
+// One output line per input line: a blank input line gives a blank output line, and line i
+// (0-based, blank lines counted) rounds stochastically with randomBits32(seed, 0, i), so the
+// result of a number does not depend on the blank lines above it.
 void quantize(const FloatFormat& f, RoundingMode mode, uint64_t seed) {
   const Quantizer q(f);
   std::string line;
-  uint64_t index = 0;
-  while (std::getline(std::cin, line)) {
+  for (uint64_t index = 0; std::getline(std::cin, line); ++index) {
     const auto first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos) continue;
+    if (first == std::string::npos) {
+      std::printf("\n");
+      continue;
+    }
     const auto last = line.find_last_not_of(" \t\r");
     const std::string text = line.substr(first, last - first + 1);
+    const std::string shown = text.size() > 40 ? text.substr(0, 40) + "..." : text;
     char* end = nullptr;
+    errno = 0;
     const float x = std::strtof(text.c_str(), &end);
-    APS_CHECK(end == text.c_str() + text.size(), "quantize: line {}: '{}' is not a decimal number", index + 1, text);
+    APS_CHECK(end == text.c_str() + text.size() && end != text.c_str(),
+              "quantize: line {}: '{}' is not a decimal number", index + 1, shown);
+    // strtof saturates 1e999 to inf (ERANGE): a number outside float's range is an input
+    // error, not infinity (write 'inf' for that). Underflow to zero or a subnormal is fine.
+    APS_CHECK(!(errno == ERANGE && std::isinf(x)),
+              "quantize: line {}: '{}' is outside the float range (magnitude up to 3.40282347e+38; write inf for "
+              "infinity)",
+              index + 1, shown);
     const uint32_t bits = aps::randomBits32(seed, 0, index);
-    std::printf("%.9g\n", static_cast<double>(q.quantize(x, mode, bits)));
-    ++index;
+    const float y = q.quantize(x, mode, bits);
+    if (std::isnan(y)) {
+      std::printf("nan\n");  // never "-nan": NaN has no sign a user can rely on
+    } else {
+      std::printf("%.9g\n", static_cast<double>(y));
+    }
   }
 }
 
@@ -131,7 +150,7 @@ int main(int argc, char** argv) {
   auto* quantizeCmd = app.add_subcommand("quantize", "quantize one decimal number per stdin line (%.9g)");
   quantizeCmd->add_option("--format", format, "preset name or YAML map")->required();
   quantizeCmd->add_option("--rounding", rounding, "nearest, stochastic or toward_zero");
-  quantizeCmd->add_option("--seed", seed, "stochastic rounding seed (line i uses randomBits32(seed, 0, i))");
+  quantizeCmd->add_option("--seed", seed, "stochastic rounding seed (input line i, from 0, blank lines counted, uses randomBits32(seed, 0, i))");
   auto* errorCmd = app.add_subcommand("error", "rounding error statistics on random data");
   errorCmd->add_option("format", format, "preset name or YAML map")->required();
   errorCmd->add_option("--dist", dist, "normal (N(0,1)) or uniform (U(-1,1))");

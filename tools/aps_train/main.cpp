@@ -16,7 +16,10 @@ int main(int argc, char** argv) {
   bool printConfig = false, dryRun = false;
   app.add_option("--config", configPath, "experiment YAML file")->required();
   app.add_option("--set", overrides, "override a key: --set optimizer.lr=0.2 (repeatable)");
-  app.add_option("--resume", resume, "checkpoint to continue from");
+  app.add_option("--resume", resume, "checkpoint to continue from")
+      ->check([](const std::string& value) {
+        return value.empty() ? std::string("--resume needs a checkpoint file, got an empty name") : std::string();
+      });
   app.add_flag("--print-config", printConfig, "print the resolved config with every default and exit");
   app.add_flag("--dry-run", dryRun, "check the config, data, model and formats, then exit without training");
   return aps::runTool(app, argc, argv, [&] {
@@ -30,17 +33,19 @@ int main(int argc, char** argv) {
     try {
       aps::train::Trainer trainer(config, communicator);
       if (dryRun) {
-        trainer.dryRun();
+        trainer.dryRun(resume);
         return;
       }
       const auto s = trainer.run(resume);
       if (communicator && communicator->rank() != 0) return;
+      // A diverged run says so on the line scripts read.
+      const std::string diverged = s.diverged ? " DIVERGED: a training or test loss was not finite" : "";
       if (s.segmentation) {
-        fmt::print("final: test mIoU {:.2f}% pixel accuracy {:.2f}% ({} steps, {} skipped, {:.0f} s)\n", 100 * s.miou,
-                   100 * s.pixelAccuracy, s.steps, s.skippedSteps, s.seconds);
+        fmt::print("final: test mIoU {:.2f}% pixel accuracy {:.2f}% ({} steps, {} skipped, {:.0f} s){}\n", 100 * s.miou,
+                   100 * s.pixelAccuracy, s.steps, s.skippedSteps, s.seconds, diverged);
       } else {
-        fmt::print("final: test top-1 {:.2f}% top-5 {:.2f}% loss {:.4f} ({} steps, {} skipped, {:.0f} s)\n",
-                   100 * s.top1, 100 * s.top5, s.loss, s.steps, s.skippedSteps, s.seconds);
+        fmt::print("final: test top-1 {:.2f}% top-5 {:.2f}% loss {:.4f} ({} steps, {} skipped, {:.0f} s){}\n",
+                   100 * s.top1, 100 * s.top5, s.loss, s.steps, s.skippedSteps, s.seconds, diverged);
       }
     } catch (const std::exception& e) {
       // One failing rank must not leave the others waiting in a collective.

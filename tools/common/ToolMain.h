@@ -6,9 +6,15 @@
 
 namespace aps {
 
+// Exit codes of every aps tool: 0 success, 1 a runtime error (bad input file, failed run),
+// 2 a usage error (unknown option, missing or malformed argument).
+inline constexpr int kRuntimeError = 1;
+inline constexpr int kUsageError = 2;
+
 // Adds --version to `app`, parses argv, runs `body` and turns errors into an exit code:
-// a CLI11 error prints usage (exit 2 for bad arguments); an aps::Error or other exception
-// prints "<tool>: error: <message>" on stderr and returns 1. Use as
+// a command-line error prints "<tool>: error: <message>" and returns 2; an aps::Error or other
+// exception prints "<tool>: error: <message>" on stderr and returns 1 (the aps source location
+// of an aps::Error goes to the debug log only). Use as
 //   int main(int argc, char** argv) { CLI::App app{"..."}; ...; return runTool(app, argc, argv, [&] { ... }); }
 int runTool(CLI::App& app, int argc, char** argv, const std::function<void()>& body);
 

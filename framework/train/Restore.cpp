@@ -1,0 +1,59 @@
+#include "framework/train/Restore.h"
+
+#include "framework/core/Error.h"
+#include "framework/nn/Module.h"
+#include "framework/optim/LrScheduler.h"
+#include "framework/optim/Optimizer.h"
+#include "models/Weights.h"
+
+namespace aps::train {
+
+namespace {
+
+// The single int64 named `name` in a section, or throws naming the file.
+int64_t scalarEntry(const NamedTensors& section, const std::string& prefix, const std::string& name,
+                    const std::string& path) {
+  for (const auto& entry : section) {
+    if (entry.name != name) continue;
+    APS_CHECK(entry.tensor.dtype() == DType::Int64 && entry.tensor.numel() == 1,
+              "checkpoint '{}': '{}.{}' must be one int64, got {} {}", path, prefix, name,
+              dtypeName(entry.tensor.dtype()), entry.tensor.shapeString());
+    return entry.tensor.contiguous().data<int64_t>()[0];
+  }
+  APS_FAIL("checkpoint '{}' has no '{}.{}'", path, prefix, name);
+}
+
+}  // namespace
+
+void checkBelongsToRun(const Checkpoint& c, const std::string& path, const RunIdentity& run) {
+  APS_CHECK(c.modelName == run.modelName, "checkpoint '{}' holds model '{}' but the config trains '{}'", path,
+            c.modelName, run.modelName);
+  APS_CHECK(c.configHash == run.resumeHash,
+            "checkpoint '{}' was written with a different configuration (hash {:016x}, this run {:016x}); resume "
+            "with the config and --set overrides it was trained with",
+            path, c.configHash, run.resumeHash);
+  validatePosition(c, path, run.stepsPerEpoch, run.totalSteps);
+}
+
+void restoreTrainingState(const Checkpoint& c, const std::string& path, const RunIdentity& run, nn::Module& model,
+                          optim::Optimizer& optimizer, optim::LrScheduler& scheduler) {
+  checkBelongsToRun(c, path, run);
+  const NamedTensors optimizerState = c.section("optimizer");
+  const NamedTensors scheduleState = c.section("schedule");
+  const int64_t optimizerSteps = scalarEntry(optimizerState, "optimizer", "step", path);
+  APS_CHECK(optimizerSteps >= 0 && optimizerSteps <= c.globalStep,
+            "checkpoint '{}': 'optimizer.step' = {} is outside [0, global_step = {}]", path, optimizerSteps,
+            c.globalStep);
+  const int64_t scheduleStep = scalarEntry(scheduleState, "schedule", "schedule_step", path);
+  APS_CHECK(scheduleStep == c.globalStep, "checkpoint '{}': 'schedule.schedule_step' = {} but 'global_step' = {}",
+            path, scheduleStep, c.globalStep);
+  models::loadState(model, c.section("model"), path);
+  try {
+    optimizer.loadStateDict(optimizerState);
+    scheduler.loadStateDict(scheduleState);
+  } catch (const Error& e) {
+    APS_FAIL("checkpoint '{}': {}", path, e.what());
+  }
+}
+
+}  // namespace aps::train
