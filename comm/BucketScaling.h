@@ -17,13 +17,13 @@
 namespace aps::comm {
 
 // Auto Precision Scaling around a bucket's all-reduce (Han, Demmel, You; arXiv 1911.08907;
-// PAPERS.md section 1). Before the reduction, every layer (parameter) of the bucket gets the
+// docs/ALGORITHMS.md, APS). Before the reduction, every layer (parameter) of the bucket gets the
 // shift s_l = emax - ceil(log2(N * max|g_l|)) agreed by a MAX over all ranks (one value per
 // layer: an all-gather of the local maxima, the "one extra tiny all-reduce"); each rank's
 // gradient is multiplied by 2^s_l, exactly. After the reduction the sum is multiplied by
 // 2^-s_l. Formats with no scaler (fp32 or mode none) pass through untouched.
 //
-// Instead of APS, a format may use FP8-LM's automatic scaler (PAPERS.md section 4): every
+// Instead of APS, a format may use FP8-LM's automatic scaler (docs/ALGORITHMS.md, FP8-LM automatic scaling): every
 // rank multiplies by the shared scale mu (the minimum over ranks), the reduced sum is divided
 // by it again, and finishStep() updates mu from the saturation counts of all ranks.
 //

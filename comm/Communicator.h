@@ -47,7 +47,7 @@ class Communicator : public Transport {
   virtual void setStream(StreamHandle stream) = 0;
 
   // Ends the whole job (every rank) with a message naming this rank; a failing rank must
-  // not leave the others waiting in a collective (DESIGN.md, "Errors").
+  // not leave the others waiting in a collective (docs/ARCHITECTURE.md, "Errors and crash safety").
   [[noreturn]] virtual void abort(const std::string& why) = 0;
 
   // Transport: this process hosts exactly one rank.

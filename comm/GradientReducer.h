@@ -59,7 +59,7 @@ struct StepCommStats {
   int buckets = 0;
 };
 
-// Data-parallel gradient synchronisation in flat buckets (DESIGN.md, "Overlapping
+// Data-parallel gradient synchronisation in flat buckets (docs/ARCHITECTURE.md, "Overlapping
 // communication with backward"). The engine's gradient-ready hook calls markReady(p) as
 // backward produces parameter p's gradient; when a bucket's last gradient arrives it is
 // queued to the one communication thread, which owns every call into the transport and

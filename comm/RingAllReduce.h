@@ -10,7 +10,7 @@ namespace aps::comm {
 // rank decodes the partial sum it receives, adds its own encoded chunk and re-encodes
 // (Codec::decodeAddEncode), then N-1 all-gather hops forwarding the encoded sums. The sum
 // is rounded to the wire format at every hop, so the error grows with the rank count
-// (PAPERS.md section 4; this is what NCCL's fp8 reductions do).
+// (docs/ALGORITHMS.md, All-reduce algorithms; this is what NCCL's fp8 reductions do).
 class RingAllReduce final : public AllReduceAlgorithm {
  public:
   explicit RingAllReduce(std::shared_ptr<const precision::Codec> codec);

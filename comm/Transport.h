@@ -22,7 +22,7 @@ struct Message {
 // Real ranks (MPI) host one rank each; the simulator hosts all of them. Because every
 // algorithm is written once against this interface and each rank's arithmetic depends
 // only on its own buffers and the bytes it receives, a simulated world produces the same
-// bits as a real one by construction (DESIGN.md, "Simulated ranks that match real ones").
+// bits as a real one by construction (docs/ARCHITECTURE.md, "Simulated ranks that match real ones").
 class Transport {
  public:
   virtual ~Transport() = default;

@@ -10,7 +10,7 @@ namespace aps::comm {
 // c, decodes and sums them in fp32 in rank order, encodes the sum once and all-gathers it.
 // Each value is quantised once at the input and once at the output, so the error does not
 // grow with the rank count (the "all-to-all + fp32 local sum" design that replaces ring
-// all-reduces in the wire format; PAPERS.md section 4). This is the default algorithm.
+// all-reduces in the wire format; docs/ALGORITHMS.md, All-reduce algorithms). This is the default algorithm.
 class TwoShotAllReduce final : public AllReduceAlgorithm {
  public:
   TwoShotAllReduce(std::shared_ptr<const precision::Codec> codec, std::string name = "two_shot");

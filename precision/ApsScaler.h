@@ -35,7 +35,7 @@ const char* scalingModeName(ScalingMode mode);
 void scaleByPowerOfTwo(float* data, int64_t n, int shift);
 void scaleByPowerOfTwo(const float* in, float* out, int64_t n, int shift);
 
-// Auto Precision Scaling (Han, Demmel, You; arXiv 1911.08907; PAPERS.md section 1).
+// Auto Precision Scaling (Han, Demmel, You; arXiv 1911.08907; docs/ALGORITHMS.md, APS).
 // Per layer l: e_l = ceil(log2(N * max|g_l|)) on every rank, an all-reduce MAX of the
 // vector e, and the shift s_l = emax - e_l, emax the exponent of the format's largest
 // finite value. Then N * max|g_l * 2^s_l| <= 2^emax <= max finite, so no partial sum of the

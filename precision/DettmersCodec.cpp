@@ -14,7 +14,7 @@
 namespace aps::precision {
 
 std::array<float, 256> DettmersCodec::dynamicTreeCodeBook() {
-  // PAPERS.md section 2: for i = 0..6, the midpoints of linspace(0.1, 1, 2^i + 1) scaled by
+  // docs/ALGORITHMS.md, Dettmers' 8-bit types: for i = 0..6, the midpoints of linspace(0.1, 1, 2^i + 1) scaled by
   // 10^(i-6), their negatives, plus 0 and 1.0 (2 * 127 + 2 = 256 values), sorted. Computed
   // in double, then rounded once to float.
   std::vector<double> values;

@@ -17,7 +17,7 @@ namespace aps::precision {
 class DettmersCodec : public Codec {
  public:
   enum class Type : uint8_t {
-    DynamicTree,  // PAPERS.md section 2: the widely used 256-value dynamic tree code book
+    DynamicTree,  // docs/ALGORITHMS.md, Dettmers' 8-bit types: the widely used 256-value dynamic tree code book
     Linear,       // uniform over [-1, 1]: code c is (c - 127) / 127 (c = 255 unused), 0 exact
   };
 

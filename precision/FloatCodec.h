@@ -9,7 +9,7 @@
 
 namespace aps::precision {
 
-// A Codec for a FloatFormat: the value's code on the wire, packed by width (DESIGN.md):
+// A Codec for a FloatFormat: the value's code on the wire, packed by width (docs/ALGORITHMS.md, Float formats):
 // formats of <= 4 bits two per byte (element 2i in the low nibble), 5..8 bits one byte,
 // 9..16 bits two bytes (little endian), wider formats the fp32 bits of the rounded value.
 // Decoding goes through a table of every code (256 entries for <= 8 bits).

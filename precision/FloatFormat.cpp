@@ -74,7 +74,7 @@ const char* specialsName(Specials s) {
 const char* overflowName(Overflow o) { return o == Overflow::Saturate ? "saturate" : "inf"; }
 
 FloatFormat FloatFormat::preset(const std::string& name) {
-  // PAPERS.md section 4. OCP FP8 (E4M3: no inf, NaN = S.1111.111, max 448; E5M2: IEEE-like,
+  // docs/ALGORITHMS.md, Float formats. OCP FP8 (E4M3: no inf, NaN = S.1111.111, max 448; E5M2: IEEE-like,
   // max 57344), the APS artifact's IEEE-like E4M3 (max 240) and E3M0, OCP MX FP4 E2M1 (max 6).
   // Non-saturating by default, so overflow stays visible; override with overflow: saturate.
   if (name == "fp32" || name == "float32") return make("fp32", 8, 23, 127, Specials::Ieee, Overflow::Infinity);

@@ -10,7 +10,7 @@ class Node;
 
 namespace aps::precision {
 
-// Which codes of the all-ones exponent are special (PAPERS.md section 4).
+// Which codes of the all-ones exponent are special (docs/ALGORITHMS.md, Float formats).
 enum class Specials : uint8_t {
   Ieee,  // all-ones exponent reserved: mantissa 0 = inf, otherwise NaN (IEEE 754)
   Ocp,   // OCP FP8 E4M3 style: no inf, the single NaN S.1..1.1..1, every other code finite

@@ -9,7 +9,7 @@
 namespace aps::precision {
 
 // FP8-LM's automatic scaling for FP8 gradient all-reduce (Peng et al., arXiv 2310.18313;
-// PAPERS.md section 4): every rank multiplies its gradient by the shared scale mu (the
+// docs/ALGORITHMS.md, FP8-LM automatic scaling): every rank multiplies its gradient by the shared scale mu (the
 // minimum of the ranks' mu), so the N-way sum carries the factor N * mu, which the
 // receiver divides out to get the average. After each step: if more than 0.001% of the
 // scaled values hit the format's max, mu halves for the next step; otherwise it grows by

@@ -12,7 +12,7 @@ namespace aps::precision {
 // no floating-point arithmetic, so FTZ/DAZ modes do not matter) in
 // loops without per-value branches so the compiler vectorises them (AVX2 variable shifts).
 // Conversion rounds first (to the format's grid, with unbounded exponent range above), then
-// applies the overflow policy (PAPERS.md section 4). NaN stays NaN where the format has one.
+// applies the overflow policy (docs/ALGORITHMS.md, Overflow policy). NaN stays NaN where the format has one.
 // Stochastic rounding draws element i's bits from randomBits32(ctx.seed, ctx.stream,
 // ctx.offset + i) (framework/core/Rng.h), so results do not depend on chunking.
 class Quantizer {

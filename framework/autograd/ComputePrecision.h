@@ -8,7 +8,7 @@
 
 namespace aps::autograd {
 
-// precision.compute: the arithmetic training emulates on the CPU (PAPERS.md section 3,
+// precision.compute: the arithmetic training emulates on the CPU (docs/ALGORITHMS.md, 16-bit training:
 // Cheng et al., arXiv 1911.07384, and the mixed precision it is compared with).
 //
 // While a ComputePrecisionGuard with a 16-bit mode is active on a thread, one mechanism

@@ -20,8 +20,9 @@ DynamicLossScaler::DynamicLossScaler(const Options& options) : options_(options)
             "loss scaler: initial scale {} is outside [{}, {}]", options.initialScale, options.minScale,
             options.maxScale);
   APS_CHECK(options.growthFactor >= 1.0, "loss scaler: growth factor must be >= 1, got {}", options.growthFactor);
-  APS_CHECK(options.backoffFactor > 0.0 && options.backoffFactor < 1.0,
-            "loss scaler: backoff factor must be in (0, 1), got {}", options.backoffFactor);
+  // 1.0 is static loss scaling (precision.loss_scaling: static): the scale never changes.
+  APS_CHECK(options.backoffFactor > 0.0 && options.backoffFactor <= 1.0,
+            "loss scaler: backoff factor must be in (0, 1] (1: static scaling), got {}", options.backoffFactor);
   APS_CHECK(options.growthInterval >= 1, "loss scaler: growth interval must be >= 1, got {}", options.growthInterval);
   state_.scale = options.initialScale;
 }

@@ -9,7 +9,7 @@ namespace aps {
 
 // Aligned host memory with a cache of freed blocks, keyed by size. A training step allocates
 // the same activation and gradient sizes every iteration; reusing the blocks avoids the
-// mmap/munmap and page-fault cost of fresh large allocations (DESIGN.md: reuse buffers across
+// mmap/munmap and page-fault cost of fresh large allocations (docs/ARCHITECTURE.md, CPU speed: reuse buffers across
 // steps). Thread-safe. Small blocks go straight to the C allocator.
 class CpuAllocator {
  public:

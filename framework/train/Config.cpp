@@ -273,7 +273,7 @@ void fill(TrainConfig& c) {
   s.baseBatch = get<int64_t>(r, "schedule.base_batch");
   auto& p = c.precision;
   p.compute = get<std::string>(r, "precision.compute");
-  p.format = nodeAt(r, "precision.format");
+  p.format = YAML::Clone(nodeAt(r, "precision.format"));
   p.rounding = get<std::string>(r, "precision.rounding");
   p.scaling = get<std::string>(r, "precision.scaling");
   for (const auto& rule : nodeAt(r, "precision.hybrid")) {

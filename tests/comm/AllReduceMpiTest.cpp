@@ -1,6 +1,6 @@
 // Real ranks against simulated ones: every rank reduces its own buffer with the mpi backend,
 // also runs the whole N-rank world in the simulator from the same seeded inputs, and the two
-// must agree bit for bit (DESIGN.md, "Simulated ranks that match real ones").
+// must agree bit for bit (docs/ARCHITECTURE.md, "Simulated ranks that match real ones").
 #include "comm/AllReduceAlgorithm.h"
 #include "comm/MpiCommunicator.h"
 #include "comm/SimTransport.h"

@@ -14,7 +14,7 @@ namespace aps::precision {
 namespace {
 
 TEST(FloatFormat, PresetsMatchTheStandards) {
-  // PAPERS.md section 4.
+  // docs/ALGORITHMS.md, Float formats.
   const auto e4m3 = FloatFormat::preset("e4m3");
   EXPECT_EQ(e4m3.maxValue(), 448.0f);
   EXPECT_EQ(e4m3.minNormal(), std::ldexp(1.0f, -6));

@@ -83,6 +83,30 @@ class RuntimeErrors(unittest.TestCase):
             self.assertIsNone(self.SOURCE.search(err), err)
 
 
+class Diverged(unittest.TestCase):
+    def test_the_final_line_says_a_run_diverged(self):
+        if not os.path.isdir("/usr/share/datasets/fashion-mnist"):
+            if os.environ.get("APS_TESTS_REQUIRE_DATA") == "1":
+                self.fail("Fashion-MNIST is not installed but APS_TESTS_REQUIRE_DATA=1")
+            self.skipTest("Fashion-MNIST not installed")
+        with tempfile.TemporaryDirectory() as d:
+            config = os.path.join(d, "div.yaml")
+            with open(config, "w") as f:
+                f.write("model: {name: resnet20, num_classes: 10, in_channels: 1}\n"
+                        "data: {dataset: fashion_mnist, batch_size: 16, workers: 1, train_samples: 128,"
+                        " test_samples: 64}\n"
+                        "comm: {backend: sim, world_size: 1}\n"
+                        "optimizer: {name: sgd, lr: 100000.0, momentum: 0.9}\n"
+                        "schedule: {name: constant}\nepochs: 2\nthreads: 1\n"
+                        "logging: {level: error, progress: false}\n")
+            code, out, err = run([TOOLS["aps_train"], "--config", config])
+            self.assertEqual(code, 0, err)
+            last = out.strip().splitlines()[-1]
+            self.assertTrue(last.startswith("final: test top-1"), last)
+            self.assertIn("DIVERGED", last)
+            self.assertNotIn("loss -", last)
+
+
 class Quantize(unittest.TestCase):
     def quantize(self, text, *extra):
         code, out, err = run([TOOLS["aps_formats"], "quantize", "--format", "e2m1", *extra], text)

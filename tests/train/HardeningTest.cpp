@@ -233,6 +233,38 @@ TEST_F(HardeningTrainerTest, PruningKeepsTheCheckpointJustWritten) {
             (std::vector<std::string>{checkpointPath(path("ckpt"), 20), checkpointPath(path("ckpt"), 32)}));
 }
 
+// A run driven to divergence (learning rate 1e5) reports its huge test loss as a positive
+// number (it once overflowed int64 micro-units into a negative one) and says it diverged.
+TEST_F(HardeningTrainerTest, ADivergedRunSaysSo) {
+  Trainer trainer(smallConfig("sim", 1,
+                              {"optimizer.lr=100000", "schedule.name=constant", "data.train_samples=128",
+                               "data.test_samples=64", "data.batch_size=16", "epochs=2",
+                               "logging.metrics_file=" + path("m.jsonl")}),
+                  nullptr);
+  const TrainSummary s = trainer.run();
+  EXPECT_TRUE(s.diverged);
+  EXPECT_TRUE(std::isnan(s.loss) || s.loss > 1.0) << s.loss;
+  std::ifstream in(path("m.jsonl"));
+  bool finalSaysDiverged = false;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.at("type") == "final") finalSaysDiverged = j.at("diverged").get<bool>();
+  }
+  EXPECT_TRUE(finalSaysDiverged);
+}
+
+// Every value the schema accepts starts a run: precision.loss_scaling: static used to be
+// refused at start-up by the loss scaler (a backoff factor of 1 was out of its range).
+TEST_F(HardeningTrainerTest, StaticLossScalingTrains) {
+  Trainer trainer(smallConfig("sim", 2,
+                              {"max_steps=3", "precision.compute=fp16_mixed", "precision.loss_scaling=static",
+                               "precision.loss_scale=1024"}),
+                  nullptr);
+  const TrainSummary s = trainer.run();
+  EXPECT_EQ(s.steps, 3);
+  EXPECT_FALSE(s.diverged);
+}
+
 // --dry-run checks what the run would touch: the resume file and the output directories.
 TEST_F(HardeningTrainerTest, DryRunChecksTheResumeFileAndTheOutputs) {
   EXPECT_ERROR_NAMES(Trainer(smallConfig("sim", 2, {}), nullptr).dryRun(path("absent.safetensors")),

@@ -1,7 +1,8 @@
 // aps_perfmodel: an alpha-beta(-gamma) model of every all-reduce algorithm and wire format,
 // calibrated from aps_bench_comm JSON lines, predicting communication time and the speedup
-// over fp32 for 1..1024 ranks (the APS paper proposes such a model; its exact formula is
-// unconfirmed, PAPERS.md section 1, so this one states its terms in PerfModel.h).
+// over fp32 for 1..1024 ranks (the APS paper proposes such a model; its exact formula could
+// not be confirmed, docs/ALGORITHMS.md, APS performance model, so this one states its terms in
+// PerfModel.h).
 #include "framework/core/Error.h"
 #include "models/ModelRegistry.h"
 #include "precision/CodecSpec.h"

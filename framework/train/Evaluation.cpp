@@ -1,0 +1,41 @@
+#include "framework/train/Evaluation.h"
+
+#include "data/Loader.h"
+#include "framework/autograd/GradMode.h"
+#include "framework/nn/Module.h"
+#include "framework/ops/Loss.h"
+
+#include <algorithm>
+
+namespace aps::train {
+
+TrainSummary evaluate(nn::Module& model, const std::shared_ptr<const data::Dataset>& testSet, const EvalSetup& setup) {
+  model.eval();
+  autograd::NoGradGuard noGrad;
+  autograd::ComputePrecisionGuard precisionGuard(setup.compute);
+  int64_t size = testSet->size();
+  if (setup.samples > 0) size = std::min(size, setup.samples);
+  std::vector<int64_t> indices;
+  for (int64_t i = setup.shard; i < size; i += setup.shards) indices.push_back(i);
+  data::Loader loader(testSet, {setup.batchSize, setup.workers, setup.prefetch, false, setup.seed});
+  loader.startEpoch(0, indices);
+  EvalAccumulator totals(setup.segmentation, setup.classes);
+  data::Batch batch;
+  while (loader.next(batch)) {
+    const Tensor images = Tensor::fromVector(std::span<const float>(batch.images), batch.imageShape);
+    const Tensor labels = Tensor::fromVector(std::span<const int64_t>(batch.labels), batch.labelShape);
+    const Tensor logits = model.forward(images).contiguous();
+    if (!setup.segmentation) {
+      const double meanLoss = ops::crossEntropy(logits, labels).item();
+      totals.addClassification(logits.data<float>(), batch.labels.data(), batch.size(), meanLoss);
+    } else {
+      totals.addSegmentation(logits.data<float>(), batch.labels.data(), batch.size(),
+                             batch.imageShape[2] * batch.imageShape[3]);
+    }
+  }
+  totals.mergeOverProcesses(setup.sumCounts, setup.sumDoubles);
+  model.train();
+  return totals.summary();
+}
+
+}  // namespace aps::train

@@ -1,0 +1,371 @@
+#include "framework/train/GradientSync.h"
+
+#include "comm/AllReduceAlgorithm.h"
+#include "comm/BucketScaling.h"
+#include "comm/Communicator.h"
+#include "framework/autograd/Function.h"
+#include "framework/core/Error.h"
+#include "framework/core/Logging.h"
+#include "precision/ApsScaler.h"
+#include "precision/Fp8LmScaler.h"
+#include "precision/HybridPolicy.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace aps::train {
+
+namespace {
+
+Tensor int64Tensor(const std::vector<int64_t>& values) {
+  return Tensor::fromVector(std::span<const int64_t>(values), {static_cast<int64_t>(values.size())});
+}
+
+// precision.<name> of a checkpoint, contiguous; throws naming the file when it is missing.
+Tensor precisionEntry(const NamedTensors& section, const std::string& name, const std::string& path) {
+  for (const auto& t : section) {
+    if (t.name == name) return t.tensor.contiguous();
+  }
+  APS_FAIL("checkpoint '{}' has no precision.{} (written by another configuration or with fewer ranks?)", path, name);
+}
+
+std::vector<int64_t> int64Values(const NamedTensors& section, const std::string& name, const std::string& path) {
+  const Tensor c = precisionEntry(section, name, path);
+  APS_CHECK(c.dtype() == DType::Int64, "checkpoint '{}': precision.{} is not int64", path, name);
+  return {c.data<int64_t>(), c.data<int64_t>() + c.numel()};
+}
+
+// The wire format a config node names, with the config's rounding unless the node names its
+// own ("e4m3:stochastic", {format: ..., rounding: ...}).
+precision::CodecSpec specOf(const YAML::Node& node, precision::RoundingMode rounding) {
+  precision::CodecSpec spec = precision::CodecSpec::fromYaml(node);
+  const bool ownRounding = node.IsScalar() ? node.Scalar().find(':') != std::string::npos : bool(node["rounding"]);
+  if (spec.kind == precision::CodecSpec::Kind::Float && !ownRounding) spec.rounding = rounding;
+  return spec;
+}
+
+}  // namespace
+
+GradientSync::GradientSync(const TrainConfig& config, NamedTensors params, Ranks ranks, MetricsSink metrics)
+    : config_(config), params_(std::move(params)), ranks_(ranks), metrics_(std::move(metrics)) {
+  resolveFormats();
+  widenings_.assign(params_.size(), 0);
+  buildReducer(0);
+}
+
+GradientSync::~GradientSync() = default;
+
+// Every parameter's format: the first matching hybrid rule, else precision.format. With
+// hybrid_auto, the policy starts from these and widens layers as their statistics ask.
+void GradientSync::resolveFormats() {
+  const auto& p = config_.precision;
+  const auto rounding = precision::parseRoundingMode(p.rounding);
+  std::vector<precision::CodecSpec> ruleSpecs;
+  for (const auto& rule : p.hybrid) ruleSpecs.push_back(specOf(rule.format, rounding));
+  const precision::CodecSpec defaultSpec = specOf(p.format, rounding);
+  for (const auto& param : params_) {
+    precision::CodecSpec spec = defaultSpec;
+    for (size_t r = 0; r < p.hybrid.size(); ++r) {
+      if (precision::HybridPolicy::globMatch(p.hybrid[r].pattern, param.name)) {
+        spec = ruleSpecs[r];
+        break;
+      }
+    }
+    paramSpecs_.push_back(spec);
+  }
+  const bool floatOnly = std::all_of(paramSpecs_.begin(), paramSpecs_.end(), [](const precision::CodecSpec& c) {
+    return c.kind == precision::CodecSpec::Kind::Float;
+  });
+  APS_CHECK(floatOnly || (!p.errorFeedback && p.scaling != "autoscale" && !p.hybridAuto),
+            "{}: precision.error_feedback, scaling = autoscale and hybrid_auto need float wire formats (not "
+            "Dettmers' types)",
+            config_.sourceFile);
+  if (!p.hybridAuto) return;
+  std::vector<precision::HybridPolicy::Rule> rules;  // each parameter resolved above: one rule per name
+  for (size_t i = 0; i < params_.size(); ++i) rules.push_back({params_[i].name, paramSpecs_[i].format});
+  precision::HybridPolicy::AutoWiden widen{true, p.hybridUnderflow, p.hybridSaturation};
+  policy_ = std::make_unique<precision::HybridPolicy>(defaultSpec.format, std::move(rules), widen);
+  std::vector<std::string> names;
+  for (const auto& param : params_) names.push_back(param.name);
+  policy_->assign(names);
+}
+
+void GradientSync::attach(BeforeReady beforeReady) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    autograd::addGradReadyHook(params_[i].tensor, [this, i, beforeReady](Tensor& leaf) {
+      if (beforeReady) beforeReady(static_cast<int64_t>(i), currentLocal_, leaf);
+      reducer_->markReady(static_cast<int>(i), currentLocal_);
+    });
+  }
+}
+
+// (Re)builds the wire formats, the scaling hooks and the bucket reducer from paramSpecs_: at
+// start-up, and whenever hybrid precision widens a layer (buckets group by format).
+void GradientSync::buildReducer(uint64_t step) {
+  const auto& p = config_.precision;
+  specs_.clear();
+  codecNames_.clear();
+  formatOf_.clear();
+  for (const auto& spec : paramSpecs_) {
+    const std::string name = precision::makeCodec(spec)->name();
+    auto at = std::find(codecNames_.begin(), codecNames_.end(), name);
+    if (at == codecNames_.end()) {
+      codecNames_.push_back(name);
+      specs_.push_back(spec);
+      at = codecNames_.end() - 1;
+    }
+    formatOf_.push_back(static_cast<int>(at - codecNames_.begin()));
+  }
+  comm::AllReduceOptions reduceOptions;
+  reduceOptions.kind = comm::parseAllReduceKind(config_.comm.algorithm);
+  reduceOptions.kahan = p.kahan;
+  std::vector<std::shared_ptr<const comm::AllReduceAlgorithm>> algorithms;
+  std::vector<comm::BucketScaling::FormatScaling> perFormat;
+  for (size_t f = 0; f < specs_.size(); ++f) {
+    algorithms.push_back(comm::makeAllReduce(reduceOptions, precision::makeCodec(specs_[f])));
+    perFormat.push_back(scalingOf(f));
+  }
+  reducer_.reset();  // its communication thread ends before the hooks change
+  if (!scaling_) {
+    scaling_ = std::make_shared<comm::BucketScaling>(perFormat, params_.size(), static_cast<int>(p.statsWindow),
+                                                     ranks_.localRanks);
+  } else {
+    scaling_->setFormats(perFormat);
+  }
+  std::vector<std::vector<comm::NamedGradient>> grads(static_cast<size_t>(ranks_.localRanks));
+  for (auto& g : grads) {
+    for (const auto& param : params_) g.push_back({param.name, param.tensor.grad().buffer()});
+  }
+  comm::ReducerOptions options;
+  options.bucketCapBytes = static_cast<size_t>(config_.comm.bucketMb * 1024 * 1024);
+  options.firstBucketCapBytes = std::min(options.firstBucketCapBytes, options.bucketCapBytes);
+  options.overlap = config_.comm.overlap;
+  options.average = true;
+  options.seed = config_.seed;
+  scaling_->install(options);
+  reducer_ = std::make_unique<comm::GradientReducer>(*ranks_.transport, std::move(grads), algorithms, formatOf_,
+                                                     options);
+  reducer_->setStep(step);
+  logFormats();
+}
+
+// The scaling hooks of wire format f: APS (or global) shift, FP8-LM's autoscale and error
+// feedback for float formats narrower than fp32; nothing for fp32 and Dettmers' types.
+comm::BucketScaling::FormatScaling GradientSync::scalingOf(size_t f) {
+  const auto& p = config_.precision;
+  const auto& spec = specs_[f];
+  comm::BucketScaling::FormatScaling fs;
+  if (spec.kind != precision::CodecSpec::Kind::Float || spec.format.isFp32()) return fs;
+  fs.format = spec.format;
+  fs.rounding = spec.rounding;
+  fs.errorFeedback = p.errorFeedback;
+  if (p.scaling == "autoscale") {
+    auto& scaler = autoscalers_[codecNames_[f]];
+    if (!scaler) scaler = std::make_shared<precision::Fp8LmScaler>(spec.format, ranks_.world);
+    fs.autoscaler = scaler;
+    return fs;
+  }
+  const auto mode = precision::parseScalingMode(p.scaling);
+  if (mode == precision::ScalingMode::None) return fs;
+  fs.scaler = std::make_shared<precision::ApsScaler>(spec.format, ranks_.world, mode);
+  if (!scaling_ && fs.scaler->usableBinades() < 1.0) {
+    spdlog::warn(
+        "precision: {} with {} scaling at {} ranks: the headroom for {} summands keeps every scaled gradient at or "
+        "below {:g} while the format's smallest positive value is {:g}, so (nearly) every gradient value will be "
+        "flushed to zero and the model will not learn; use a wider format, fewer ranks, or precision.hybrid_auto "
+        "(which widens such layers)",
+        codecNames_[f], p.scaling, ranks_.world, ranks_.world, std::ldexp(1.0, fs.scaler->maxExponent()) / ranks_.world,
+        static_cast<double>(spec.format.minSubnormal()));
+  }
+  return fs;
+}
+
+// Which wire format every layer got (info under hybrid precision, debug otherwise).
+void GradientSync::logFormats() const {
+  const auto& p = config_.precision;
+  const bool perLayer = specs_.size() > 1 || policy_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    spdlog::log(perLayer ? spdlog::level::info : spdlog::level::debug, "wire format of {}: {}", params_[i].name,
+                codecNames_[static_cast<size_t>(formatOf_[i])]);
+  }
+  for (size_t f = 0; f < specs_.size(); ++f) {
+    const auto count = std::count(formatOf_.begin(), formatOf_.end(), static_cast<int>(f));
+    spdlog::info("wire format {}: {} parameter tensors, scaling {}{}", codecNames_[f], count, p.scaling,
+                 p.errorFeedback ? ", error feedback" : "");
+  }
+}
+
+void GradientSync::setStep(uint64_t step) { reducer_->setStep(step); }
+
+comm::StepCommStats GradientSync::finishStep() {
+  const comm::StepCommStats stats = reducer_->wait();
+  scaling_->finishStep(*ranks_.transport);
+  return stats;
+}
+
+void GradientSync::adaptFormats(int64_t step) {
+  if (!policy_) return;
+  const bool root = ranks_.firstRank == 0;
+  std::vector<size_t> widened;
+  if (root) widened = scaling_->adapt(*policy_);
+  if (ranks_.mpi && ranks_.world > 1) {
+    std::vector<uint8_t> flags(params_.size(), 0);
+    for (size_t l : widened) flags[l] = 1;
+    ranks_.mpi->broadcast(flags.data(), flags.size(), 0);
+    if (!root) {
+      for (size_t l = 0; l < flags.size(); ++l) {
+        if (!flags[l]) continue;
+        policy_->widenLayer(l);
+        widened.push_back(l);
+      }
+    }
+  }
+  if (widened.empty()) return;
+  for (size_t l : widened) {
+    const precision::FloatFormat before = paramSpecs_[l].format;
+    paramSpecs_[l].format = policy_->formatOf(l);
+    ++widenings_[l];
+    // Decided after step `step` + 1 (counting from 1, as the train records do).
+    spdlog::info("step {}: hybrid precision widens {} from {} to {}", step + 1, params_[l].name, before.name,
+                 paramSpecs_[l].format.name);
+    if (metrics_) {
+      metrics_({{"type", "format"},
+                {"step", step + 1},
+                {"name", params_[l].name},
+                {"from", before.name},
+                {"to", paramSpecs_[l].format.name}});
+    }
+  }
+  buildReducer(static_cast<uint64_t>(step));
+}
+
+NamedTensors GradientSync::saveState() {
+  NamedTensors out;
+  out.push_back({"statistics", int64Tensor(scaling_->statisticsState())});
+  out.push_back({"widenings", int64Tensor(widenings_)});
+  for (const auto& [name, scaler] : autoscalers_) {
+    const auto state = scaler->state();
+    out.push_back({"autoscale." + name, int64Tensor({std::bit_cast<int64_t>(state.mu), state.step})});
+  }
+  if (!config_.precision.errorFeedback) return out;
+  // Which residuals exist (the same on every rank), then each rank's, back to back.
+  std::vector<int64_t> present;
+  int64_t total = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto n = static_cast<int64_t>(scaling_->residual(0, static_cast<int>(i)).size());
+    present.push_back(n);
+    total += n;
+  }
+  out.push_back({"residual_sizes", int64Tensor(present)});
+  auto flat = [&](int local) {
+    std::vector<float> v;
+    v.reserve(static_cast<size_t>(total));
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const auto& r = scaling_->residual(local, static_cast<int>(i));
+      v.insert(v.end(), r.begin(), r.end());
+    }
+    return v;
+  };
+  const Shape shape{total};
+  auto* mpi = ranks_.mpi;
+  if (mpi && ranks_.world > 1) {
+    std::vector<float> mine = flat(0);
+    if (ranks_.firstRank != 0) {
+      mpi->send(mine.data(), mine.size() * sizeof(float), 0, 7);
+    } else {
+      out.push_back({"residual.0", Tensor::fromVector(std::span<const float>(mine), shape)});
+      for (int r = 1; r < ranks_.world; ++r) {
+        mpi->recv(mine.data(), mine.size() * sizeof(float), r, 7);
+        out.push_back({fmt::format("residual.{}", r), Tensor::fromVector(std::span<const float>(mine), shape)});
+      }
+    }
+  } else {
+    for (int local = 0; local < ranks_.localRanks; ++local) {
+      const std::vector<float> v = flat(local);
+      out.push_back({fmt::format("residual.{}", ranks_.firstRank + local),
+                     Tensor::fromVector(std::span<const float>(v), shape)});
+    }
+  }
+  return out;
+}
+
+void GradientSync::loadState(const NamedTensors& section, const std::string& path, uint64_t step) {
+  scaling_->setStatisticsState(int64Values(section, "statistics", path));
+  const std::vector<int64_t> widened = int64Values(section, "widenings", path);
+  APS_CHECK(widened.size() == params_.size(), "checkpoint '{}': precision.widenings has {} entries for {} parameters",
+            path, widened.size(), params_.size());
+  bool rebuild = false;
+  for (size_t l = 0; l < params_.size(); ++l) {
+    // A layer widens at most once per rung of e3m0 -> e4m3 -> e5m2 -> bf16 -> fp32.
+    APS_CHECK(widened[l] >= widenings_[l] && widened[l] <= 8,
+              "checkpoint '{}': precision.widenings of {} is {}, outside [0, 8]", path, params_[l].name, widened[l]);
+    for (int64_t k = widenings_[l]; k < widened[l]; ++k) {
+      APS_CHECK(policy_ != nullptr, "checkpoint '{}' widened layer {} but hybrid_auto is off", path, params_[l].name);
+      policy_->widenLayer(l);
+      paramSpecs_[l].format = policy_->formatOf(l);
+      rebuild = true;
+    }
+    widenings_[l] = widened[l];
+  }
+  if (rebuild) buildReducer(step);
+  for (const auto& [name, scaler] : autoscalers_) {
+    const auto v = int64Values(section, "autoscale." + name, path);
+    APS_CHECK(v.size() == 2, "checkpoint '{}': precision.autoscale.{} has {} values", path, name, v.size());
+    scaler->setState({std::bit_cast<double>(v[0]), v[1]});
+  }
+  if (!config_.precision.errorFeedback) return;
+  const std::vector<int64_t> sizes = int64Values(section, "residual_sizes", path);
+  APS_CHECK(sizes.size() == params_.size(), "checkpoint '{}': residuals of {} parameters, the model has {}", path,
+            sizes.size(), params_.size());
+  int64_t used = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    // A residual is empty (the layer was never quantised) or one value per gradient element.
+    APS_CHECK(sizes[i] == 0 || sizes[i] == params_[i].tensor.numel(),
+              "checkpoint '{}': precision.residual_sizes gives {} {} values, it has {}", path, params_[i].name,
+              sizes[i], params_[i].tensor.numel());
+    used += sizes[i];
+  }
+  for (int local = 0; local < ranks_.localRanks; ++local) {
+    const std::string name = fmt::format("residual.{}", ranks_.firstRank + local);
+    const Tensor t = precisionEntry(section, name, path);
+    APS_CHECK(t.dtype() == DType::Float32 && t.numel() == used,
+              "checkpoint '{}': precision.{} holds {} {} values, {} float32 expected", path, name, t.numel(),
+              dtypeName(t.dtype()), used);
+    const float* at = t.data<float>();
+    for (size_t i = 0; i < params_.size(); ++i) {
+      scaling_->setResidual(local, static_cast<int>(i), std::vector<float>(at, at + sizes[i]));
+      at += sizes[i];
+    }
+  }
+}
+
+nlohmann::json GradientSync::formatsRecord() const {
+  nlohmann::json formats = nlohmann::json::array();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    formats.push_back({{"name", params_[i].name}, {"format", codecNames_[static_cast<size_t>(formatOf_[i])]}});
+  }
+  return formats;
+}
+
+nlohmann::json GradientSync::layerRecords() const {
+  nlohmann::json layers = nlohmann::json::array();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto c = scaling_->statistics(static_cast<int>(i));
+    if (c.total == 0) continue;
+    layers.push_back({{"name", params_[i].name},
+                      {"shift", scaling_->lastShift(static_cast<int>(i))},
+                      {"flushed", c.flushedFraction()},
+                      {"saturated", c.saturatedFraction()},
+                      {"rel_error", c.relativeError()}});
+  }
+  return layers;
+}
+
+nlohmann::json GradientSync::autoscaleRecord() const {
+  nlohmann::json scales = nlohmann::json::object();  // FP8-LM's mu per wire format
+  for (const auto& [name, scaler] : autoscalers_) scales[name] = scaler->state().mu;
+  return scales;
+}
+
+}  // namespace aps::train

@@ -1,0 +1,110 @@
+#pragma once
+
+#include "comm/BucketScaling.h"
+#include "comm/GradientReducer.h"
+#include "framework/tensor/NamedTensor.h"
+#include "framework/train/Config.h"
+#include "precision/CodecSpec.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace aps::comm {
+class Communicator;
+class Transport;
+}  // namespace aps::comm
+namespace aps::precision {
+class Fp8LmScaler;
+class HybridPolicy;
+}  // namespace aps::precision
+
+namespace aps::train {
+
+// Everything about gradient precision on the wire, for the ranks of this process: one
+// CodecSpec per parameter (precision.format and the hybrid rules, resolved once), the bucket
+// reducer and its scaling hooks (APS, FP8-LM autoscale, error feedback, statistics), hybrid
+// precision's automatic widening, and the state of all of it for checkpoints.
+//
+// Per step: backward hands each gradient to the reducer through the gradient-ready hooks
+// attach() installs; finishStep() waits for the reduced, averaged gradients; adaptFormats()
+// applies hybrid precision's rule once the optimizer has stepped.
+class GradientSync {
+ public:
+  // The ranks this process runs: all `world` ranks' collectives go through `transport`;
+  // `mpi` is the MPI world for the small collectives (null under sim). Ranks firstRank ..
+  // firstRank + localRanks - 1 are this process's.
+  struct Ranks {
+    comm::Transport* transport = nullptr;
+    comm::Communicator* mpi = nullptr;
+    int world = 1, firstRank = 0, localRanks = 1;
+  };
+  using MetricsSink = std::function<void(const nlohmann::json&)>;
+
+  // Resolves every parameter's wire format and builds the reducer. `params` are the model's
+  // parameters, whose .grad() buffers the reducer reduces in place.
+  GradientSync(const TrainConfig& config, NamedTensors params, Ranks ranks, MetricsSink metrics);
+  ~GradientSync();
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+
+  // Installs the gradient-ready hooks: each calls beforeReady(param, localRank, grad) (fault
+  // injection; may be empty), then hands the gradient to the reducer.
+  using BeforeReady = std::function<void(int64_t param, int localRank, Tensor& grad)>;
+  void attach(BeforeReady beforeReady);
+
+  // The simulated rank whose backward runs next (its gradients are that rank's).
+  void setLocalRank(int localRank) { currentLocal_ = localRank; }
+
+  // The step the stochastic rounding streams are at (a resumed run continues them).
+  void setStep(uint64_t step);
+
+  // Waits for every bucket of the step (the reduced, averaged gradients are then in place)
+  // and lets the scaling hooks finish the step (FP8-LM's mu for the next one).
+  comm::StepCommStats finishStep();
+
+  // Hybrid precision's automatic rule on rank 0's statistics, applied by every rank alike;
+  // `step` is the step the decision is logged at. Rebuilds the reducer when a layer widened.
+  void adaptFormats(int64_t step);
+
+  // Checkpoint state (the "precision" section): statistics windows, widenings, each
+  // autoscaler's mu and every rank's error-feedback residuals ("residual.<rank>", gathered to
+  // rank 0: a collective under mpi). loadState rebuilds the reducer at `step` when the
+  // checkpoint had widened layers; errors name `path`.
+  NamedTensors saveState();
+  void loadState(const NamedTensors& section, const std::string& path, uint64_t step);
+
+  // For the metrics: each parameter's wire format ({"name", "format"}), each layer's last
+  // shift and quantisation statistics, and FP8-LM's mu per wire format.
+  nlohmann::json formatsRecord() const;
+  nlohmann::json layerRecords() const;
+  nlohmann::json autoscaleRecord() const;
+
+ private:
+  void resolveFormats();
+  void buildReducer(uint64_t step);
+  comm::BucketScaling::FormatScaling scalingOf(size_t format);
+  void logFormats() const;
+
+  const TrainConfig& config_;
+  NamedTensors params_;
+  Ranks ranks_;
+  MetricsSink metrics_;
+  std::vector<precision::CodecSpec> paramSpecs_;                                 // per parameter
+  std::vector<precision::CodecSpec> specs_;                                      // per wire-format id
+  std::vector<std::string> codecNames_;                                          // per wire-format id
+  std::vector<int> formatOf_;                                                    // per parameter
+  std::unique_ptr<precision::HybridPolicy> policy_;                              // precision.hybrid_auto
+  std::vector<int64_t> widenings_;                                               // per parameter
+  std::map<std::string, std::shared_ptr<precision::Fp8LmScaler>> autoscalers_;  // per codec name
+  std::shared_ptr<comm::BucketScaling> scaling_;
+  std::unique_ptr<comm::GradientReducer> reducer_;
+  int currentLocal_ = 0;
+};
+
+}  // namespace aps::train
