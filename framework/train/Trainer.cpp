@@ -5,6 +5,7 @@
 #include "comm/Communicator.h"
 #include "comm/GradientReducer.h"
 #include "comm/SimTransport.h"
+#include "comm/SmallAllReduce.h"
 #include "data/DatasetRecipes.h"
 #include "data/DistributedSampler.h"
 #include "data/Loader.h"
@@ -118,8 +119,8 @@ struct Trainer::State {
   void save();
   void trainEpoch();
   bool trainStep(std::vector<data::Batch>& batches, IntervalStats& interval);
-  double forwardBackward(const std::vector<data::Batch>& batches);
-  double meanLossOverRanks(double localLossSum);
+  std::vector<float> forwardBackward(const std::vector<data::Batch>& batches);
+  double meanLossOverRanks(std::vector<float> losses);
   bool update(bool gradientsFinite, double loss);
   TrainSummary evaluate();
   void logInterval(IntervalStats& interval);
@@ -272,9 +273,9 @@ void Trainer::State::broadcastBuffersFromRankZero() {
 
 // Every local rank's forward and backward on its batch; backward's gradient-ready hooks hand
 // the (loss-scaled) gradients to the reducer, whose buckets reduce while backward runs.
-// Returns the sum of the local ranks' losses.
-double Trainer::State::forwardBackward(const std::vector<data::Batch>& batches) {
-  double lossSum = 0;
+// Returns each local rank's loss.
+std::vector<float> Trainer::State::forwardBackward(const std::vector<data::Batch>& batches) {
+  std::vector<float> losses;
   NamedTensors rankZeroBuffers;
   for (int local = 0; local < localRanks; ++local) {
     const data::Batch& batch = batches[static_cast<size_t>(local)];
@@ -286,7 +287,7 @@ double Trainer::State::forwardBackward(const std::vector<data::Batch>& batches) 
     autograd::ComputePrecisionGuard precisionGuard(compute);
     const Tensor logits = model->forward(images);
     const Tensor loss = ops::crossEntropy(logits, labels, {0.0f, info.segmentation ? 255 : -100});
-    lossSum += loss.item();
+    losses.push_back(loss.item());
     autograd::backward(loss, lossScaler ? lossScaler->rootGradient() : Tensor());
     if (local + 1 < localRanks) model->zeroGrad();
     if (local == 0 && localRanks > 1) {
@@ -298,18 +299,16 @@ double Trainer::State::forwardBackward(const std::vector<data::Batch>& batches) 
     auto buffers = model->namedBuffers();
     for (size_t i = 0; i < buffers.size(); ++i) buffers[i].tensor.copyFrom(rankZeroBuffers[i].tensor);
   }
-  return lossSum;
+  return losses;
 }
 
-// The step's loss averaged over every rank (the logged loss).
-double Trainer::State::meanLossOverRanks(double localLossSum) {
-  double loss = localLossSum / localRanks;
-  if (mpi && world > 1) {
-    float l = static_cast<float>(loss);
-    mpi->allReduce(&l, 1, comm::ReduceOp::Sum);
-    loss = l / world;
-  }
-  return loss;
+// The step's loss averaged over every rank (the logged loss): an fp32 sum in rank order
+// through the transport, so simulated and real ranks log the same number.
+double Trainer::State::meanLossOverRanks(std::vector<float> losses) {
+  std::vector<float*> perRank;
+  for (float& l : losses) perRank.push_back(&l);
+  comm::smallAllReduce(*transport, perRank, 1, comm::ReduceOp::Sum);
+  return static_cast<double>(losses[0]) / world;
 }
 
 // Unscales the reduced gradients (16-bit compute), then steps the optimizer, or skips the
@@ -346,10 +345,10 @@ bool Trainer::State::update(bool gradientsFinite, double loss) {
 bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats& interval) {
   const auto start = Clock::now();
   faults.beforeStep(firstRank, localRanks, globalStep);
-  const double localLoss = forwardBackward(batches);
+  std::vector<float> losses = forwardBackward(batches);
   const double computeSeconds = secondsSince(start);
   const comm::StepCommStats comm = sync->finishStep();  // the reduced, averaged gradients are in place
-  const double loss = meanLossOverRanks(localLoss);
+  const double loss = meanLossOverRanks(std::move(losses));
   if (!std::isfinite(loss)) trainLossNonFinite = true;
   const bool stepped = update(!comm.nonFinite, loss);
   scheduler->advance();
@@ -363,7 +362,9 @@ bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats&
   interval.compute += computeSeconds;
   interval.comm += comm.commSeconds;
   interval.exposed += comm.exposedSeconds;
-  for (uint64_t b : comm.bytesSent) interval.bytes = std::max(interval.bytes, b);
+  // What rank 0 sent (ranks differ by a few bytes where chunks are uneven): the same figure
+  // under sim and mpi, whose metrics rank 0 writes.
+  if (!comm.bytesSent.empty() && firstRank == 0) interval.bytes = std::max(interval.bytes, comm.bytesSent[0]);
   return stepped;
 }
 

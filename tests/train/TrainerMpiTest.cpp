@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <unistd.h>
 
 namespace aps::train {
 namespace {
@@ -33,11 +34,15 @@ uint64_t stateHash(const NamedTensors& state) {
   return h;
 }
 
-void expectSimMatchesMpi(const std::vector<std::string>& precision) {
+void expectSimMatchesMpi(std::vector<std::string> precision) {
   APS_REQUIRE_FASHION_MNIST();
   auto mpi = world();
   const int n = mpi->size();
-  Trainer real(smallConfig("mpi", n, precision), mpi);
+  const std::string metrics =
+      (std::filesystem::temp_directory_path() / ("aps-simmpi-" + std::to_string(::getppid()) + ".jsonl")).string();
+  auto realPrecision = precision;
+  realPrecision.push_back("logging.metrics_file=" + metrics);  // rank 0 writes it
+  Trainer real(smallConfig("mpi", n, realPrecision), mpi);
   real.run();
   const NamedTensors realState = real.modelState();
   // Every rank ends with the same bits.
@@ -46,10 +51,18 @@ void expectSimMatchesMpi(const std::vector<std::string>& precision) {
   mpi->allGather(&hash, sizeof(hash), hashes.data());
   for (int r = 0; r < n; ++r) EXPECT_EQ(hashes[static_cast<size_t>(r)], hashes[0]) << "rank " << r;
   if (mpi->rank() == 0) {
-    Trainer simulated(smallConfig("sim", n, precision), nullptr);
+    auto simPrecision = precision;
+    simPrecision.push_back("logging.metrics_file=" + metrics + ".sim");
+    Trainer simulated(smallConfig("sim", n, simPrecision), nullptr);
     simulated.run();
     std::string diff;
     EXPECT_TRUE(bitIdentical(realState, simulated.modelState(), &diff)) << "first difference: " << diff;
+    // The logged training loss is the same number under both (one fp32 sum in rank order).
+    const auto realLosses = testing::trainLosses(metrics), simLosses = testing::trainLosses(metrics + ".sim");
+    EXPECT_FALSE(realLosses.empty());
+    EXPECT_EQ(realLosses, simLosses);
+    std::filesystem::remove(metrics);
+    std::filesystem::remove(metrics + ".sim");
   }
   mpi->barrier();
 }
