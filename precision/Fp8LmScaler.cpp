@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 
@@ -43,16 +44,24 @@ void Fp8LmScaler::update(int64_t saturated, int64_t total) {
   ++state_.step;
 }
 
-std::string Fp8LmScaler::serialize() const { return fmt::format("fp8lm mu={:a} step={}", state_.mu, state_.step); }
+NamedTensors Fp8LmScaler::stateDict() const {
+  const std::vector<int64_t> v{std::bit_cast<int64_t>(state_.mu), state_.step};
+  return {{"state", Tensor::fromVector(std::span<const int64_t>(v), {2})}};
+}
 
-Fp8LmScaler::State Fp8LmScaler::deserialize(const std::string& text) {
-  State s;
-  long long step = 0;
-  char tail = 0;
-  const int got = std::sscanf(text.c_str(), "fp8lm mu=%la step=%lld%c", &s.mu, &step, &tail);
-  APS_CHECK(got == 2 && s.mu > 0, "fp8lm scaler: cannot read state '{}'", text);
-  s.step = step;
-  return s;
+void Fp8LmScaler::loadStateDict(const NamedTensors& state) {
+  for (const auto& entry : state) {
+    if (entry.name != "state") continue;
+    const Tensor t = entry.tensor.contiguous();
+    APS_CHECK(t.dtype() == DType::Int64 && t.numel() == 2, "fp8lm scaler: 'state' must be 2 int64, got {} {}",
+              t.numel(), dtypeName(t.dtype()));
+    const double mu = std::bit_cast<double>(t.data<int64_t>()[0]);
+    const int64_t step = t.data<int64_t>()[1];
+    APS_CHECK(std::isfinite(mu) && mu > 0 && step >= 0, "fp8lm scaler: 'state' holds mu {} and step {}", mu, step);
+    setState({mu, step});
+    return;
+  }
+  APS_FAIL("fp8lm scaler: the state has no 'state'");
 }
 
 }  // namespace aps::precision

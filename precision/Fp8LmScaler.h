@@ -1,5 +1,7 @@
 #pragma once
 
+#include "framework/tensor/NamedTensor.h"
+
 #include "precision/ApsScaler.h"
 #include "precision/FloatFormat.h"
 
@@ -44,8 +46,10 @@ class Fp8LmScaler {
 
   State state() const { return state_; }
   void setState(const State& s) { state_ = s; }
-  std::string serialize() const;  // "fp8lm mu=<hex float> step=<n>"
-  static State deserialize(const std::string& text);
+  // The state for checkpoints: "state", one int64[2] {bits of the double mu, step}.
+  // loadStateDict checks it (finite positive mu, non-negative step), throwing aps::Error.
+  NamedTensors stateDict() const;
+  void loadStateDict(const NamedTensors& state);
 
  private:
   FloatFormat format_;

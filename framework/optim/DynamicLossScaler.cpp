@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -83,21 +84,24 @@ void DynamicLossScaler::setState(const State& s) {
   state_ = s;
 }
 
-std::string DynamicLossScaler::serialize() const {
-  return fmt::format("loss_scaler scale={:a} good={} skipped={}", state_.scale, state_.goodSteps, state_.skippedSteps);
+NamedTensors DynamicLossScaler::stateDict() const {
+  const std::vector<int64_t> v{std::bit_cast<int64_t>(state_.scale), state_.goodSteps, state_.skippedSteps};
+  return {{"loss_scale", Tensor::fromVector(std::span<const int64_t>(v), {3})}};
 }
 
-DynamicLossScaler::State DynamicLossScaler::deserialize(const std::string& text) {
-  State s;
-  long long good = 0, skipped = 0;
-  char tail = 0;
-  const int got =
-      std::sscanf(text.c_str(), "loss_scaler scale=%la good=%lld skipped=%lld%c", &s.scale, &good, &skipped, &tail);
-  APS_CHECK(got == 3 && s.scale > 0 && std::isfinite(s.scale) && good >= 0 && skipped >= 0,
-            "loss scaler: cannot read state '{}'", text);
-  s.goodSteps = good;
-  s.skippedSteps = skipped;
-  return s;
+void DynamicLossScaler::loadStateDict(const NamedTensors& state) {
+  for (const auto& entry : state) {
+    if (entry.name != "loss_scale") continue;
+    const Tensor t = entry.tensor.contiguous();
+    APS_CHECK(t.dtype() == DType::Int64 && t.numel() == 3, "loss scaler: 'loss_scale' must be 3 int64, got {} {}",
+              t.numel(), dtypeName(t.dtype()));
+    const int64_t* v = t.data<int64_t>();
+    APS_CHECK(std::isfinite(std::bit_cast<double>(v[0])) && std::bit_cast<double>(v[0]) > 0 && v[1] >= 0 && v[2] >= 0,
+              "loss scaler: 'loss_scale' holds scale {} and counts {}, {}", std::bit_cast<double>(v[0]), v[1], v[2]);
+    setState({std::bit_cast<double>(v[0]), v[1], v[2]});
+    return;
+  }
+  APS_FAIL("loss scaler: the state has no 'loss_scale'");
 }
 
 }  // namespace aps::optim

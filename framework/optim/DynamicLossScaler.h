@@ -51,8 +51,11 @@ class DynamicLossScaler {
   const Options& options() const { return options_; }
   State state() const { return state_; }
   void setState(const State& s);
-  std::string serialize() const;  // "loss_scaler scale=<hex float> good=<n> skipped=<n>"
-  static State deserialize(const std::string& text);
+  // The state for checkpoints, as every stateful part of aps saves it: "loss_scale", one
+  // int64[3] {bits of the double scale, good steps, skipped steps}. loadStateDict checks it
+  // (finite positive scale, non-negative counts) and throws aps::Error naming the entry.
+  NamedTensors stateDict() const;
+  void loadStateDict(const NamedTensors& state);
 
  private:
   Options options_;

@@ -245,8 +245,7 @@ NamedTensors GradientSync::saveState() {
   out.push_back({"statistics", int64Tensor(scaling_->statisticsState())});
   out.push_back({"widenings", int64Tensor(widenings_)});
   for (const auto& [name, scaler] : autoscalers_) {
-    const auto state = scaler->state();
-    out.push_back({"autoscale." + name, int64Tensor({std::bit_cast<int64_t>(state.mu), state.step})});
+    for (auto& entry : scaler->stateDict()) out.push_back({"autoscale." + name, entry.tensor});
   }
   if (!config_.precision.errorFeedback) return out;
   // Which residuals exist (the same on every rank), then each rank's, back to back.
@@ -310,9 +309,11 @@ void GradientSync::loadState(const NamedTensors& section, const std::string& pat
   }
   if (rebuild) buildReducer(step);
   for (const auto& [name, scaler] : autoscalers_) {
-    const auto v = int64Values(section, "autoscale." + name, path);
-    APS_CHECK(v.size() == 2, "checkpoint '{}': precision.autoscale.{} has {} values", path, name, v.size());
-    scaler->setState({std::bit_cast<double>(v[0]), v[1]});
+    try {
+      scaler->loadStateDict({{"state", precisionEntry(section, "autoscale." + name, path)}});
+    } catch (const Error& e) {
+      APS_FAIL("checkpoint '{}': precision.autoscale.{}: {}", path, name, e.what());
+    }
   }
   if (!config_.precision.errorFeedback) return;
   const std::vector<int64_t> sizes = int64Values(section, "residual_sizes", path);

@@ -1,9 +1,6 @@
 #include "framework/train/Trainer.h"
 
-#include "comm/AllReduceAlgorithm.h"
-#include "comm/BucketScaling.h"
 #include "comm/Communicator.h"
-#include "comm/GradientReducer.h"
 #include "comm/SimTransport.h"
 #include "comm/SmallAllReduce.h"
 #include "data/DatasetRecipes.h"
@@ -11,7 +8,6 @@
 #include "data/Loader.h"
 #include "framework/autograd/ComputePrecision.h"
 #include "framework/autograd/Engine.h"
-#include "framework/autograd/Function.h"
 #include "framework/autograd/GradMode.h"
 #include "framework/core/Error.h"
 #include "framework/core/Logging.h"
@@ -21,32 +17,24 @@
 #include "framework/optim/DynamicLossScaler.h"
 #include "framework/optim/LrScheduler.h"
 #include "framework/train/Checkpoint.h"
-#include "framework/train/EvalMetrics.h"
 #include "framework/train/Evaluation.h"
 #include "framework/train/FaultInjection.h"
 #include "framework/train/GradientSync.h"
 #include "framework/train/Preflight.h"
 #include "framework/train/Recipes.h"
+#include "framework/train/RunLog.h"
 #include "framework/train/Restore.h"
 #include "models/ModelRegistry.h"
 #include "models/Weights.h"
-#include "precision/ApsScaler.h"
-#include "precision/CodecSpec.h"
-#include "precision/Fp8LmScaler.h"
-#include "precision/HybridPolicy.h"
 
 #include <nlohmann/json.hpp>
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <bit>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <type_traits>
 
 namespace aps::train {
@@ -65,12 +53,6 @@ std::string testSplit(const std::string& dataset) {
   return "test";
 }
 
-// Per-step timings and traffic, summed over a logging interval.
-struct IntervalStats {
-  int64_t steps = 0, images = 0;
-  double loss = 0, dataWait = 0, compute = 0, comm = 0, exposed = 0, seconds = 0;
-  uint64_t bytes = 0;
-};
 
 
 }  // namespace
@@ -101,7 +83,7 @@ struct Trainer::State {
 
   int64_t epoch = 0, batchInEpoch = 0, globalStep = 0, skipped = 0;
   bool trainLossNonFinite = false;  // some step's training loss was inf or NaN: the run diverged
-  std::ofstream metrics;
+  std::unique_ptr<RunLog> log;  // log lines, progress bar, metrics file
   const FaultInjection faults = FaultInjection::fromEnvironment();  // tests only; empty otherwise
 
   bool isRoot() const { return firstRank == 0; }
@@ -123,10 +105,9 @@ struct Trainer::State {
   double meanLossOverRanks(std::vector<float> losses);
   bool update(bool gradientsFinite, double loss);
   TrainSummary evaluate();
+  RunPosition position() const { return {epoch, globalStep, totalSteps}; }
   void logInterval(IntervalStats& interval);
-  void showProgress(double stepSeconds);
   void report(const TrainSummary& summary, const char* type);
-  void writeMetrics(const nlohmann::json& line);
   void broadcastBuffersFromRankZero();
   template <typename T>
   std::vector<T> sumOverProcesses(const std::vector<T>& local);
@@ -148,6 +129,7 @@ void Trainer::State::setupWorld(std::shared_ptr<comm::Communicator> communicator
   if (threads == 0 && mpi && world > 1) threads = 1;  // oversubscribed ranks: one thread each
   if (threads > 0) setNumThreads(threads);
   initLogging(firstRank, config.logging.allRanks, parseLogLevel(config.logging.level));
+  log = std::make_unique<RunLog>(isRoot(), config.logging.progress);
 }
 
 void Trainer::State::checkSameConfig() {
@@ -233,15 +215,12 @@ void Trainer::State::setupPrecisionAndComm() {
 
   sync = std::make_unique<GradientSync>(config, params, GradientSync::Ranks{transport, mpi.get(), world, firstRank,
                                                                          localRanks},
-                                        [this](const nlohmann::json& line) { writeMetrics(line); });
+                                        [this](const nlohmann::json& line) { log->write(line); });
   sync->attach([this](int64_t param, int local, Tensor& grad) {
     faults.poisonGradient(firstRank + local, globalStep, param, grad);
   });
 }
 
-void Trainer::State::writeMetrics(const nlohmann::json& line) {
-  if (metrics.is_open()) metrics << line.dump() << "\n" << std::flush;
-}
 
 // Element-wise sums over the processes, in rank order, the same on every rank (int64 counts
 // are checked against overflow).
@@ -368,45 +347,12 @@ bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats&
   return stepped;
 }
 
-// A one-line progress bar with rate and ETA on a terminal (rank 0, logging.progress).
-void Trainer::State::showProgress(double stepSeconds) {
-  static const bool terminal = isatty(STDERR_FILENO) != 0;
-  if (!terminal || !config.logging.progress || !isRoot()) return;
-  const double ips = stepSeconds > 0 ? static_cast<double>(config.data.batchSize * world) / stepSeconds : 0.0;
-  const auto eta = static_cast<int64_t>(stepSeconds * static_cast<double>(totalSteps - globalStep));
-  const int width = 30;
-  const auto filled = static_cast<int>(width * globalStep / std::max<int64_t>(totalSteps, 1));
-  fmt::print(stderr, "\r[{}{}] {}/{} {:.0f} img/s ETA {}:{:02d}\033[K", std::string(static_cast<size_t>(filled), '#'),
-             std::string(static_cast<size_t>(width - filled), '.'), globalStep, totalSteps, ips, eta / 60, eta % 60);
-  std::fflush(stderr);
-}
-
 void Trainer::State::logInterval(IntervalStats& interval) {
-  if (interval.steps == 0) return;
-  if (isatty(STDERR_FILENO) != 0 && config.logging.progress && isRoot()) fmt::print(stderr, "\r\033[K");
-  const double ips = interval.seconds > 0 ? static_cast<double>(interval.images) / interval.seconds : 0.0;
-  spdlog::info(
-      "epoch {} step {}/{} loss {:.4f} lr {:.5f} {:.0f} img/s data-wait {:.1f}% exposed-comm {:.1f}% "
-      "sent {:.2f} MB/step",
-      epoch, globalStep, totalSteps, interval.loss / interval.steps, optimizer->lr(), ips,
-      100.0 * interval.dataWait / interval.seconds, 100.0 * interval.exposed / interval.seconds,
-      static_cast<double>(interval.bytes) / 1e6);
-  writeMetrics({{"type", "train"},
-                {"epoch", epoch},
-                {"step", globalStep},
-                {"loss", metricValue(interval.loss / static_cast<double>(interval.steps))},
-                {"lr", optimizer->lr()},
-                {"images_per_s", ips},
-                {"data_wait_s", interval.dataWait},
-                {"compute_s", interval.compute},
-                {"comm_s", interval.comm},
-                {"exposed_comm_s", interval.exposed},
-                {"bytes_sent_per_step", interval.bytes},
-                {"skipped_steps", skipped},
-                {"autoscale", sync->autoscaleRecord()},
-                {"loss_scale", lossScaler ? lossScaler->scale() : 1.0f},
-                {"layers", sync->layerRecords()}});
-  interval = {};
+  log->interval(interval, position(), optimizer->lr(),
+                {{"skipped_steps", skipped},
+                 {"autoscale", sync->autoscaleRecord()},
+                 {"loss_scale", lossScaler ? lossScaler->scale() : 1.0f},
+                 {"layers", sync->layerRecords()}});
 }
 
 void Trainer::State::trainEpoch() {
@@ -433,7 +379,7 @@ void Trainer::State::trainEpoch() {
     ++globalStep;
     const double stepSeconds = secondsSince(start);
     interval.seconds += stepSeconds;
-    showProgress(stepSeconds);
+    log->progress(position(), stepSeconds, config.data.batchSize * world);
     if (globalStep % config.logging.interval == 0) logInterval(interval);
   }
   logInterval(interval);
@@ -458,33 +404,14 @@ TrainSummary Trainer::State::evaluate() {
 }
 
 void Trainer::State::report(const TrainSummary& summary, const char* type) {
-  spdlog::info("{} epoch {} step {}: test {}", type, epoch, globalStep,
-               summary.segmentation
-                   ? fmt::format("mIoU {:.2f}% pixel accuracy {:.2f}%", 100 * summary.miou, 100 * summary.pixelAccuracy)
-                   : fmt::format("top-1 {:.2f}% top-5 {:.2f}% loss {:.4f}", 100 * summary.top1, 100 * summary.top5,
-                                 summary.loss));
-  writeMetrics({{"type", type},
-                {"epoch", epoch},
-                {"step", globalStep},
-                {"top1", summary.top1},
-                {"top5", summary.top5},
-                {"loss", metricValue(summary.loss)},
-                {"miou", summary.miou},
-                {"diverged", summary.diverged},
-                {"pixel_accuracy", summary.pixelAccuracy},
-                {"skipped_steps", skipped},
-                {"seconds", summary.seconds}});
+  log->evaluation(summary, type, position(), skipped);
 }
 
 // The checkpoint's "precision" section: the wire precision's state (GradientSync) and the
 // loss scaler's, in the order earlier versions wrote it.
 void Trainer::State::savePrecisionState(Checkpoint& c) {
   NamedTensors out = sync->saveState();  // collective: every rank sends its error-feedback residuals
-  if (lossScaler) {
-    const auto st = lossScaler->state();
-    const std::vector<int64_t> v{std::bit_cast<int64_t>(st.scale), st.goodSteps, st.skippedSteps};
-    out.insert(out.begin() + 2, {"loss_scale", Tensor::fromVector(std::span<const int64_t>(v), {3})});
-  }
+  if (lossScaler) out.insert(out.begin() + 2, lossScaler->stateDict().front());
   c.addSection("precision", out);
 }
 
@@ -492,19 +419,11 @@ void Trainer::State::restorePrecisionState(const Checkpoint& c, const std::strin
   const NamedTensors section = c.section("precision");
   sync->loadState(section, path, static_cast<uint64_t>(globalStep));
   if (!lossScaler) return;
-  for (const auto& entry : section) {
-    if (entry.name != "loss_scale") continue;
-    const Tensor t = entry.tensor.contiguous();
-    APS_CHECK(t.dtype() == DType::Int64 && t.numel() == 3, "checkpoint '{}': precision.loss_scale must be 3 int64",
-              path);
-    const int64_t* v = t.data<int64_t>();
-    const double scale = std::bit_cast<double>(v[0]);
-    APS_CHECK(std::isfinite(scale) && scale > 0 && v[1] >= 0 && v[2] >= 0,
-              "checkpoint '{}': precision.loss_scale holds scale {} and counts {}, {}", path, scale, v[1], v[2]);
-    lossScaler->setState({scale, v[1], v[2]});
-    return;
+  try {
+    lossScaler->loadStateDict(section);
+  } catch (const Error& e) {
+    APS_FAIL("checkpoint '{}', precision section: {}", path, e.what());
   }
-  APS_FAIL("checkpoint '{}' has no precision.loss_scale (written by another configuration?)", path);
 }
 
 void Trainer::State::save() {
@@ -575,11 +494,8 @@ TrainSummary Trainer::run(const std::string& resumeFrom) {
   claimCheckpointDir(s.config, !resumeFrom.empty(), true, s.isRoot());
   if (s.isRoot()) checkOutputsWritable(s.config);
   if (!resumeFrom.empty()) s.restore(resumeFrom);
-  if (s.isRoot() && !s.config.logging.metricsFile.empty()) {
-    s.metrics.open(s.config.logging.metricsFile, resumeFrom.empty() ? std::ios::trunc : std::ios::app);
-    APS_CHECK(s.metrics.good(), "cannot write metrics file '{}'", s.config.logging.metricsFile);
-  }
-  s.writeMetrics({{"type", "formats"}, {"step", s.globalStep}, {"layers", s.sync->formatsRecord()}});
+  s.log->openMetrics(s.config.logging.metricsFile, !resumeFrom.empty());
+  s.log->write({{"type", "formats"}, {"step", s.globalStep}, {"layers", s.sync->formatsRecord()}});
   spdlog::info("training {} on {} ({} ranks x batch {}, {} steps per epoch, {} steps)", s.config.model.name,
                s.config.data.dataset, s.world, s.config.data.batchSize, s.stepsPerEpoch, s.totalSteps);
   const auto start = Clock::now();

@@ -2,7 +2,11 @@
 #include "framework/core/Error.h"
 #include "framework/optim/DynamicLossScaler.h"
 
+#include "tests/common/ErrorMessage.h"
+
 #include <gtest/gtest.h>
+
+#include <bit>
 
 #include <limits>
 
@@ -51,19 +55,26 @@ TEST(DynamicLossScaler, StaysWithinBounds) {
   EXPECT_THROW(DynamicLossScaler({.backoffFactor = 1.5}), aps::Error);
 }
 
-TEST(DynamicLossScaler, StateRoundTripsThroughText) {
+TEST(DynamicLossScaler, StateRoundTripsThroughItsStateDict) {
   DynamicLossScaler scaler({.initialScale = 3.0 * 1024.0, .growthInterval = 5});
   scaler.update(false);
   scaler.update(true);
   scaler.update(true);
-  const std::string text = scaler.serialize();
+  const NamedTensors state = scaler.stateDict();
   DynamicLossScaler resumed({.growthInterval = 5});
-  resumed.setState(DynamicLossScaler::deserialize(text));
+  resumed.loadStateDict(state);
   EXPECT_EQ(resumed.state(), scaler.state());
   for (int i = 0; i < 4; ++i) EXPECT_EQ(resumed.update(true), scaler.update(true));
   EXPECT_EQ(resumed.state(), scaler.state());
-  EXPECT_THROW(DynamicLossScaler::deserialize("loss_scaler scale=zero"), aps::Error);
-  EXPECT_THROW(DynamicLossScaler::deserialize(text + " extra"), aps::Error);
+  const std::vector<int64_t> zero{0, 1, 1}, negative{std::bit_cast<int64_t>(2.0), -1, 0};
+  EXPECT_ERROR_NAMES(resumed.loadStateDict({{"loss_scale", Tensor::fromVector(std::span<const int64_t>(zero), {3})}}),
+                     "loss_scale");
+  EXPECT_ERROR_NAMES(
+      resumed.loadStateDict({{"loss_scale", Tensor::fromVector(std::span<const int64_t>(negative), {3})}}),
+      "counts -1");
+  EXPECT_ERROR_NAMES(resumed.loadStateDict({{"loss_scale", Tensor::ones({3})}}), "must be 3 int64");
+  EXPECT_ERROR_NAMES(resumed.loadStateDict({}), "no 'loss_scale'");
+  EXPECT_EQ(resumed.state(), scaler.state());  // a refused state changes nothing
 }
 
 TEST(DynamicLossScaler, UnscalesRoundsAndDetectsNonFinite) {

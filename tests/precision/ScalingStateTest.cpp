@@ -5,7 +5,12 @@
 #include "precision/QuantizationStats.h"
 #include "precision/Quantizer.h"
 
+#include "tests/common/ErrorMessage.h"
+
 #include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
 
 #include <cmath>
 #include <limits>
@@ -34,17 +39,20 @@ TEST(Fp8LmScaler, HalvesOnSaturationAndDoublesOver1000QuietSteps) {
   EXPECT_EQ(scaler.countSaturated(scaled.data(), 4), 3);
 }
 
-TEST(Fp8LmScaler, StateSerialisesExactly) {
+TEST(Fp8LmScaler, StateRoundTripsExactlyThroughItsStateDict) {
   Fp8LmScaler scaler(FloatFormat::preset("e5m2"), 2);
   for (int i = 0; i < 37; ++i) scaler.update(i % 5 == 0 ? 100 : 0, 1000);
-  const auto text = scaler.serialize();
+  const auto state = scaler.stateDict();
   Fp8LmScaler restored(FloatFormat::preset("e5m2"), 2);
-  restored.setState(Fp8LmScaler::deserialize(text));
+  restored.loadStateDict(state);
   EXPECT_EQ(restored.state(), scaler.state());
   restored.update(0, 10);
   scaler.update(0, 10);
   EXPECT_EQ(restored.state(), scaler.state());
-  EXPECT_THROW(Fp8LmScaler::deserialize("mu=garbage"), aps::Error);
+  const std::vector<int64_t> nanMu{std::bit_cast<int64_t>(std::nan("")), 3};
+  EXPECT_ERROR_NAMES(restored.loadStateDict({{"state", Tensor::fromVector(std::span<const int64_t>(nanMu), {2})}}),
+                     "mu nan");
+  EXPECT_ERROR_NAMES(restored.loadStateDict({}), "no 'state'");
 }
 
 TEST(ErrorFeedback, CarriesTheQuantizationResidualToTheNextStep) {

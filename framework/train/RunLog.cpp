@@ -1,0 +1,87 @@
+#include "framework/train/RunLog.h"
+
+#include "framework/core/Error.h"
+#include "framework/core/Logging.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace aps::train {
+
+namespace {
+bool stderrIsTerminal() {
+  static const bool terminal = isatty(STDERR_FILENO) != 0;
+  return terminal;
+}
+}  // namespace
+
+void RunLog::openMetrics(const std::string& path, bool append) {
+  if (!root_ || path.empty()) return;
+  metrics_.open(path, append ? std::ios::app : std::ios::trunc);
+  APS_CHECK(metrics_.good(), "cannot write metrics file '{}'", path);
+}
+
+void RunLog::write(const nlohmann::json& record) {
+  if (metrics_.is_open()) metrics_ << record.dump() << "\n" << std::flush;
+}
+
+void RunLog::progress(const RunPosition& at, double stepSeconds, int64_t globalBatch) const {
+  if (!stderrIsTerminal() || !progress_ || !root_) return;
+  const double ips = stepSeconds > 0 ? static_cast<double>(globalBatch) / stepSeconds : 0.0;
+  const auto eta = static_cast<int64_t>(stepSeconds * static_cast<double>(at.totalSteps - at.step));
+  const int width = 30;
+  const auto filled = static_cast<int>(width * at.step / std::max<int64_t>(at.totalSteps, 1));
+  fmt::print(stderr, "\r[{}{}] {}/{} {:.0f} img/s ETA {}:{:02d}\033[K", std::string(static_cast<size_t>(filled), '#'),
+             std::string(static_cast<size_t>(width - filled), '.'), at.step, at.totalSteps, ips, eta / 60, eta % 60);
+  std::fflush(stderr);
+}
+
+void RunLog::interval(IntervalStats& interval, const RunPosition& at, double lr, nlohmann::json extra) {
+  if (interval.steps == 0) return;
+  if (stderrIsTerminal() && progress_ && root_) fmt::print(stderr, "\r\033[K");
+  const double ips = interval.seconds > 0 ? static_cast<double>(interval.images) / interval.seconds : 0.0;
+  spdlog::info(
+      "epoch {} step {}/{} loss {:.4f} lr {:.5f} {:.0f} img/s data-wait {:.1f}% exposed-comm {:.1f}% "
+      "sent {:.2f} MB/step",
+      at.epoch, at.step, at.totalSteps, interval.loss / interval.steps, lr, ips,
+      100.0 * interval.dataWait / interval.seconds, 100.0 * interval.exposed / interval.seconds,
+      static_cast<double>(interval.bytes) / 1e6);
+  nlohmann::json record{{"type", "train"},
+                        {"epoch", at.epoch},
+                        {"step", at.step},
+                        {"loss", metricValue(interval.loss / static_cast<double>(interval.steps))},
+                        {"lr", lr},
+                        {"images_per_s", ips},
+                        {"data_wait_s", interval.dataWait},
+                        {"compute_s", interval.compute},
+                        {"comm_s", interval.comm},
+                        {"exposed_comm_s", interval.exposed},
+                        {"bytes_sent_per_step", interval.bytes}};
+  record.update(extra);
+  write(record);
+  interval = {};
+}
+
+void RunLog::evaluation(const TrainSummary& summary, const char* type, const RunPosition& at, int64_t skipped) {
+  spdlog::info("{} epoch {} step {}: test {}", type, at.epoch, at.step,
+               summary.segmentation
+                   ? fmt::format("mIoU {:.2f}% pixel accuracy {:.2f}%", 100 * summary.miou, 100 * summary.pixelAccuracy)
+                   : fmt::format("top-1 {:.2f}% top-5 {:.2f}% loss {:.4f}", 100 * summary.top1, 100 * summary.top5,
+                                 summary.loss));
+  write({{"type", type},
+         {"epoch", at.epoch},
+         {"step", at.step},
+         {"top1", summary.top1},
+         {"top5", summary.top5},
+         {"loss", metricValue(summary.loss)},
+         {"miou", summary.miou},
+         {"diverged", summary.diverged},
+         {"pixel_accuracy", summary.pixelAccuracy},
+         {"skipped_steps", skipped},
+         {"seconds", summary.seconds}});
+}
+
+}  // namespace aps::train
