@@ -1,0 +1,191 @@
+// Building a run from its config (world, model, data, optimizer, precision) and its
+// checkpoints: the parts of Trainer::State that the loop (Trainer.cpp) does not need to show.
+#include "framework/core/Error.h"
+#include "framework/core/Logging.h"
+#include "framework/core/Parallel.h"
+#include "framework/train/Preflight.h"
+#include "framework/train/Recipes.h"
+#include "framework/train/TrainerState.h"
+#include "models/Weights.h"
+
+#include <filesystem>
+
+namespace aps::train {
+
+namespace {
+
+// The data module's recipe names for the config's dataset names.
+std::string recipeName(const std::string& dataset) { return dataset == "imagefolder" ? "imagenet" : dataset; }
+
+std::string testSplit(const std::string& dataset) {
+  if (dataset == "imagefolder" || dataset == "cityscapes" || dataset == "voc") return "val";
+  return "test";
+}
+
+}  // namespace
+
+void Trainer::State::setupWorld(std::shared_ptr<comm::Communicator> communicator) {
+  if (config.comm.backend == "sim") {
+    sim = std::make_unique<comm::SimTransport>(static_cast<int>(config.comm.worldSize));
+    transport = sim.get();
+  } else {
+    APS_CHECK(communicator != nullptr, "comm.backend is mpi but no MPI communicator was given");
+    mpi = std::move(communicator);
+    transport = mpi.get();
+  }
+  world = transport->worldSize();
+  firstRank = transport->firstLocalRank();
+  localRanks = transport->localRankCount();
+  int threads = static_cast<int>(config.threads);
+  if (threads == 0 && mpi && world > 1) threads = 1;  // oversubscribed ranks: one thread each
+  if (threads > 0) setNumThreads(threads);
+  initLogging(firstRank, config.logging.allRanks, parseLogLevel(config.logging.level));
+  log = std::make_unique<RunLog>(isRoot(), config.logging.progress);
+}
+
+void Trainer::State::checkSameConfig() {
+  if (!mpi || world == 1) return;
+  const uint64_t hash = configHash(config);
+  std::vector<uint64_t> all(static_cast<size_t>(world));
+  mpi->allGather(&hash, sizeof(hash), all.data());
+  for (int r = 0; r < world; ++r) {
+    APS_CHECK(all[static_cast<size_t>(r)] == all[0],
+              "rank {} runs a different configuration than rank 0 (config hash {:016x} vs {:016x}); every rank "
+              "must load the same config and --set overrides",
+              r, all[static_cast<size_t>(r)], all[0]);
+  }
+}
+
+void Trainer::State::setupModel() {
+  info = models::modelInfo(config.model.name);
+  model = models::createModel(config.model.name, {config.model.numClasses, config.model.inChannels, config.seed});
+  params = model->namedParameters();
+  // Gradients exist from the start, so backward accumulates in place and the reducer's
+  // buffer views stay valid for the whole run.
+  for (auto& p : params) p.tensor.setGrad(Tensor::zeros(p.tensor.sizes()));
+  for (auto& [name, module] : model->namedModules()) {
+    if (auto* d = dynamic_cast<nn::Dropout*>(module)) dropouts.push_back(d);
+  }
+}
+
+void Trainer::State::setupData() {
+  const auto& d = config.data;
+  data::DatasetSpec train{recipeName(d.dataset), d.path, "train", d.augment, 0, config.seed, 0};
+  data::DatasetSpec test{recipeName(d.dataset), d.path, testSplit(d.dataset), false, 0, config.seed + 1, 0};
+  trainSet = data::makeDataset(train);
+  testSet = data::makeDataset(test);
+  APS_CHECK(trainSet->numClasses() == config.model.numClasses, "model.num_classes = {} but dataset '{}' has {} classes",
+            config.model.numClasses, d.dataset, trainSet->numClasses());
+  const auto shape = trainSet->sampleShape();
+  APS_CHECK(shape.image.at(0) == config.model.inChannels, "model.in_channels = {} but dataset '{}' has {} channels",
+            config.model.inChannels, d.dataset, shape.image.at(0));
+  APS_CHECK(info.segmentation == !shape.label.empty(), "model '{}' is a {} model but dataset '{}' is for {}", info.name,
+            info.segmentation ? "segmentation" : "classification", d.dataset,
+            shape.label.empty() ? "classification" : "segmentation");
+  // Before the per-rank sampler, loaders and buffers are allocated.
+  checkMemoryFits(config, params, trainSet->sampleShape(), localRanks, sim != nullptr);
+  int64_t size = trainSet->size();
+  if (d.trainSamples > 0) size = std::min(size, d.trainSamples);
+  sampler = std::make_unique<data::DistributedSampler>(size, world, firstRank, true, config.seed, true);
+  stepsPerEpoch = sampler->numSamples() / d.batchSize;
+  APS_CHECK(stepsPerEpoch > 0,
+            "data.batch_size = {} is larger than a rank's shard ({} samples of {} over {} ranks): no full batch",
+            d.batchSize, sampler->numSamples(), size, world);
+  totalSteps = config.maxSteps > 0 ? config.maxSteps : config.epochs * stepsPerEpoch;
+  // Simulated ranks share the process's cores: one loader thread each is plenty.
+  const int workers = localRanks > 1 ? std::min<int>(1, static_cast<int>(d.workers)) : static_cast<int>(d.workers);
+  for (int i = 0; i < localRanks; ++i) {
+    data::LoaderOptions options{d.batchSize, localRanks > 8 ? 0 : workers, static_cast<int>(d.prefetch), true,
+                                config.seed};
+    loaders.push_back(std::make_unique<data::Loader>(trainSet, options));
+  }
+}
+
+void Trainer::State::setupOptimizer() {
+  const double lr = peakLearningRate(config, world);
+  optimizer = makeOptimizer(config, params, lr);
+  scheduler = std::make_unique<optim::LrScheduler>(makeSchedule(config, lr, stepsPerEpoch, totalSteps), *optimizer);
+}
+
+void Trainer::State::setupPrecisionAndComm() {
+  const auto& p = config.precision;
+  compute = autograd::ComputePrecision::parse(p.compute);
+  if (!compute.isFp32()) {
+    // 16-bit compute (autograd/ComputePrecision.h): loss scaling keeps small gradients above
+    // the format's underflow; pure modes store weights and optimizer state in 16 bits.
+    if (p.lossScaling != "none") {
+      optim::DynamicLossScaler::Options o;
+      o.initialScale = p.lossScale;
+      if (p.lossScaling == "static") o.growthFactor = o.backoffFactor = 1.0;
+      o.minScale = std::min(o.minScale, o.initialScale);
+      o.maxScale = std::max(o.maxScale, o.initialScale);
+      lossScaler = std::make_unique<optim::DynamicLossScaler>(o);
+    }
+    if (compute.isPure()) optimizer->setStorageFormat(compute.format(), p.stochasticUpdate, config.seed);
+  }
+
+  sync = std::make_unique<GradientSync>(config, params, GradientSync::Ranks{transport, mpi.get(), world, firstRank,
+                                                                         localRanks},
+                                        [this](const nlohmann::json& line) { log->write(line); });
+  sync->attach([this](int64_t param, int local, Tensor& grad) {
+    faults.poisonGradient(firstRank + local, globalStep, param, grad);
+  });
+}
+
+
+// Element-wise sums over the processes, in rank order, the same on every rank (int64 counts
+// are checked against overflow).
+
+void Trainer::State::savePrecisionState(Checkpoint& c) {
+  NamedTensors out = sync->saveState();  // collective: every rank sends its error-feedback residuals
+  if (lossScaler) out.insert(out.begin() + 2, lossScaler->stateDict().front());
+  c.addSection("precision", out);
+}
+
+void Trainer::State::restorePrecisionState(const Checkpoint& c, const std::string& path) {
+  const NamedTensors section = c.section("precision");
+  sync->loadState(section, path, static_cast<uint64_t>(globalStep));
+  if (!lossScaler) return;
+  try {
+    lossScaler->loadStateDict(section);
+  } catch (const Error& e) {
+    APS_FAIL("checkpoint '{}', precision section: {}", path, e.what());
+  }
+}
+
+void Trainer::State::save() {
+  if (config.checkpoint.dir.empty()) return;
+  Checkpoint c;
+  savePrecisionState(c);  // collective: every rank sends its error-feedback residuals
+  if (!isRoot()) return;
+  std::filesystem::create_directories(config.checkpoint.dir);
+  c.configHash = resumeHash(config);
+  c.modelName = config.model.name;
+  c.epoch = epoch;
+  c.batchInEpoch = batchInEpoch;
+  c.globalStep = globalStep;
+  c.addSection("model", model->stateDict());
+  c.addSection("optimizer", optimizer->stateDict());
+  c.addSection("schedule", scheduler->stateDict());
+  const std::string path = checkpointPath(config.checkpoint.dir, globalStep);
+  saveCheckpoint(path, c);
+  pruneCheckpoints(config.checkpoint.dir, config.checkpoint.keep, globalStep);
+  spdlog::info("checkpoint {}", path);
+}
+
+RunIdentity Trainer::State::identity() const {
+  return {config.model.name, resumeHash(config), stepsPerEpoch, totalSteps};
+}
+
+void Trainer::State::restore(const std::string& path) {
+  const Checkpoint c = loadCheckpoint(path);
+  restoreTrainingState(c, path, identity(), *model, *optimizer, *scheduler);
+  epoch = c.epoch;
+  batchInEpoch = c.batchInEpoch;
+  globalStep = c.globalStep;
+  restorePrecisionState(c, path);
+  sync->setStep(static_cast<uint64_t>(globalStep));  // stochastic rounding streams continue
+  spdlog::info("resumed from {} at epoch {} step {}", path, epoch, globalStep);
+}
+
+}  // namespace aps::train

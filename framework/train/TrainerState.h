@@ -1,0 +1,85 @@
+#pragma once
+
+// The trainer's state, shared by Trainer.cpp (the loop) and TrainerSetup.cpp (building the
+// pieces from the config, checkpoints). Private to framework/train.
+#include "comm/Communicator.h"
+#include "comm/SimTransport.h"
+#include "data/DatasetRecipes.h"
+#include "data/DistributedSampler.h"
+#include "data/Loader.h"
+#include "framework/autograd/ComputePrecision.h"
+#include "framework/nn/Dropout.h"
+#include "framework/optim/DynamicLossScaler.h"
+#include "framework/optim/LrScheduler.h"
+#include "framework/optim/Optimizer.h"
+#include "framework/train/Checkpoint.h"
+#include "framework/train/FaultInjection.h"
+#include "framework/train/GradientSync.h"
+#include "framework/train/Restore.h"
+#include "framework/train/RunLog.h"
+#include "framework/train/Trainer.h"
+#include "models/ModelRegistry.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace aps::train {
+
+struct Trainer::State {
+  TrainConfig config;
+  std::shared_ptr<comm::Communicator> mpi;
+  std::unique_ptr<comm::SimTransport> sim;
+  comm::Transport* transport = nullptr;
+  int world = 1, firstRank = 0, localRanks = 1;
+
+  models::ModelInfo info;
+  std::shared_ptr<nn::Module> model;
+  NamedTensors params;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::unique_ptr<optim::LrScheduler> scheduler;
+
+  std::shared_ptr<const data::Dataset> trainSet, testSet;
+  std::unique_ptr<data::DistributedSampler> sampler;
+  std::vector<std::unique_ptr<data::Loader>> loaders;  // one per local rank
+  int64_t stepsPerEpoch = 0, totalSteps = 0;
+
+  std::vector<nn::Dropout*> dropouts;                    // their masks depend on (step, rank) only
+  autograd::ComputePrecision compute;                    // precision.compute
+  std::unique_ptr<optim::DynamicLossScaler> lossScaler;  // 16-bit compute only
+
+  std::unique_ptr<GradientSync> sync;  // gradient precision on the wire
+
+  int64_t epoch = 0, batchInEpoch = 0, globalStep = 0, skipped = 0;
+  bool trainLossNonFinite = false;  // some step's training loss was inf or NaN: the run diverged
+  std::unique_ptr<RunLog> log;  // log lines, progress bar, metrics file
+  const FaultInjection faults = FaultInjection::fromEnvironment();  // tests only; empty otherwise
+
+  bool isRoot() const { return firstRank == 0; }
+
+  void setupWorld(std::shared_ptr<comm::Communicator> communicator);
+  void checkSameConfig();
+  void setupModel();
+  void setupData();
+  void setupOptimizer();
+  void setupPrecisionAndComm();
+  void savePrecisionState(Checkpoint& c);
+  void restorePrecisionState(const Checkpoint& c, const std::string& path);
+  RunIdentity identity() const;
+  void restore(const std::string& path);
+  void save();
+  void trainEpoch();
+  bool trainStep(std::vector<data::Batch>& batches, IntervalStats& interval);
+  std::vector<float> forwardBackward(const std::vector<data::Batch>& batches);
+  double meanLossOverRanks(std::vector<float> losses);
+  bool update(bool gradientsFinite, double loss);
+  TrainSummary evaluate();
+  RunPosition position() const { return {epoch, globalStep, totalSteps}; }
+  void logInterval(IntervalStats& interval);
+  void report(const TrainSummary& summary, const char* type);
+  void broadcastBuffersFromRankZero();
+  template <typename T>
+  std::vector<T> sumOverProcesses(const std::vector<T>& local);
+};
+
+}  // namespace aps::train
