@@ -225,77 +225,9 @@ class Validator {
   std::map<std::string, std::string> origins_;
 };
 
-template <typename T>
-T get(const YAML::Node& resolved, const std::string& path) {
-  return nodeAt(resolved, path).as<T>();
-}
-
+// Every field from the resolved tree, each by its schema key's setter.
 void fill(TrainConfig& c) {
-  const YAML::Node& r = c.resolved;
-  c.seed = static_cast<uint64_t>(get<int64_t>(r, "seed"));  // validated as a non-negative integer
-  c.threads = get<int64_t>(r, "threads");
-  c.device = get<std::string>(r, "device");
-  c.epochs = get<int64_t>(r, "epochs");
-  c.maxSteps = get<int64_t>(r, "max_steps");
-  c.evalIntervalEpochs = get<int64_t>(r, "eval.interval_epochs");
-  c.model = {get<std::string>(r, "model.name"), get<int64_t>(r, "model.num_classes"),
-             get<int64_t>(r, "model.in_channels")};
-  auto& d = c.data;
-  d.dataset = get<std::string>(r, "data.dataset");
-  d.path = get<std::string>(r, "data.path");
-  d.batchSize = get<int64_t>(r, "data.batch_size");
-  d.testBatchSize = get<int64_t>(r, "data.test_batch_size");
-  d.workers = get<int64_t>(r, "data.workers");
-  d.prefetch = get<int64_t>(r, "data.prefetch");
-  d.trainSamples = get<int64_t>(r, "data.train_samples");
-  d.testSamples = get<int64_t>(r, "data.test_samples");
-  d.augment = get<bool>(r, "data.augment");
-  auto& o = c.optimizer;
-  o.name = get<std::string>(r, "optimizer.name");
-  o.lr = get<double>(r, "optimizer.lr");
-  o.momentum = get<double>(r, "optimizer.momentum");
-  o.weightDecay = get<double>(r, "optimizer.weight_decay");
-  o.excludeBiasAndNorm = get<bool>(r, "optimizer.exclude_bias_and_norm");
-  o.larsTrust = get<double>(r, "optimizer.lars_trust");
-  o.beta1 = get<double>(r, "optimizer.beta1");
-  o.beta2 = get<double>(r, "optimizer.beta2");
-  o.eps = get<double>(r, "optimizer.eps");
-  auto& s = c.schedule;
-  s.name = get<std::string>(r, "schedule.name");
-  s.warmupEpochs = get<double>(r, "schedule.warmup_epochs");
-  s.warmupStartLr = get<double>(r, "schedule.warmup_start_lr");
-  s.stepEpochs = get<int64_t>(r, "schedule.step_epochs");
-  s.milestones = get<std::vector<int64_t>>(r, "schedule.milestones");
-  s.gamma = get<double>(r, "schedule.gamma");
-  s.power = get<double>(r, "schedule.power");
-  s.minLr = get<double>(r, "schedule.min_lr");
-  s.scaleWithBatch = get<bool>(r, "schedule.scale_with_batch");
-  s.baseBatch = get<int64_t>(r, "schedule.base_batch");
-  auto& p = c.precision;
-  p.compute = get<std::string>(r, "precision.compute");
-  p.format = YAML::Clone(nodeAt(r, "precision.format"));
-  p.rounding = get<std::string>(r, "precision.rounding");
-  p.scaling = get<std::string>(r, "precision.scaling");
-  for (const auto& rule : nodeAt(r, "precision.hybrid")) {
-    p.hybrid.push_back({rule["pattern"].as<std::string>(), YAML::Clone(rule["format"])});
-  }
-  p.hybridAuto = get<bool>(r, "precision.hybrid_auto");
-  p.hybridUnderflow = get<double>(r, "precision.hybrid_underflow");
-  p.hybridSaturation = get<double>(r, "precision.hybrid_saturation");
-  p.lossScaling = get<std::string>(r, "precision.loss_scaling");
-  p.lossScale = get<double>(r, "precision.loss_scale");
-  p.stochasticUpdate = get<bool>(r, "precision.stochastic_update");
-  p.errorFeedback = get<bool>(r, "precision.error_feedback");
-  p.kahan = get<bool>(r, "precision.kahan");
-  p.nonfinite = get<std::string>(r, "precision.nonfinite");
-  p.statsWindow = get<int64_t>(r, "precision.stats_window");
-  c.comm = {get<std::string>(r, "comm.backend"), get<std::string>(r, "comm.algorithm"),
-            get<int64_t>(r, "comm.world_size"), get<double>(r, "comm.bucket_mb"), get<bool>(r, "comm.overlap")};
-  c.checkpoint = {get<std::string>(r, "checkpoint.dir"), get<int64_t>(r, "checkpoint.interval_epochs"),
-                  get<int64_t>(r, "checkpoint.keep"), get<bool>(r, "checkpoint.overwrite")};
-  c.logging = {get<int64_t>(r, "logging.interval"), get<std::string>(r, "logging.metrics_file"),
-               get<std::string>(r, "logging.level"), get<bool>(r, "logging.all_ranks"),
-               get<bool>(r, "logging.progress")};
+  for (const auto& key : configSchema()) key.set(c, nodeAt(c.resolved, key.path));
 }
 
 }  // namespace

@@ -1,5 +1,10 @@
 #pragma once
 
+#include "framework/train/Config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,8 +22,13 @@ enum class ValueKind {
   RuleList,  // hybrid precision rules: a sequence of {pattern, format}
 };
 
-// One key of the aps_train YAML schema: its dotted path, kind, default (YAML text), the
-// allowed range or choices, and a one-line description for --print-config and docs.
+// Stores a key's validated value into its TrainConfig field.
+using ConfigSetter = std::function<void(TrainConfig&, const YAML::Node&)>;
+
+// One key of the aps_train YAML schema, declared once: its dotted path, kind, default (YAML
+// text), the allowed range or choices, a one-line description for --print-config and docs,
+// and the TrainConfig field it sets. Validation, defaults, the resolved tree (--print-config,
+// the config hashes) and the TrainConfig all come from this one declaration.
 struct ConfigKey {
   std::string path;
   ValueKind kind;
@@ -27,6 +37,7 @@ struct ConfigKey {
   double max = 0.0;  // min == max == 0: no range check
   std::vector<std::string> choices;
   std::string help;
+  ConfigSetter set;
 };
 
 // Every key aps_train understands, in the order --print-config prints them.
