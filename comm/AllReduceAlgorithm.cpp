@@ -38,26 +38,11 @@ uint64_t SyncStats::maxBytesSent() const {
   return bytesSent.empty() ? 0 : *std::max_element(bytesSent.begin(), bytesSent.end());
 }
 
-std::string_view allReduceKindName(AllReduceKind kind) {
-  switch (kind) {
-    case AllReduceKind::Ring:
-      return "ring";
-    case AllReduceKind::TwoShot:
-      return "two_shot";
-    case AllReduceKind::AllGather:
-      return "allgather";
-    case AllReduceKind::Native:
-      return "native";
-  }
-  return "?";
-}
+std::string_view allReduceKindName(AllReduceKind kind) { return kAllReduceKindNames.name(kind); }
 
 AllReduceKind parseAllReduceKind(std::string_view name) {
-  for (AllReduceKind k :
-       {AllReduceKind::Ring, AllReduceKind::TwoShot, AllReduceKind::AllGather, AllReduceKind::Native}) {
-    if (allReduceKindName(k) == name) return k;
-  }
-  APS_FAIL("unknown comm.algorithm '{}' (expected ring, two_shot, allgather or native)", name);
+  if (const auto kind = kAllReduceKindNames.find(name)) return *kind;
+  APS_FAIL("unknown comm.algorithm '{}' (expected {})", name, kAllReduceKindNames.list());
 }
 
 SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> data, int64_t n,

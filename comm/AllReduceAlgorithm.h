@@ -1,5 +1,6 @@
 #pragma once
 
+#include "framework/core/EnumNames.h"
 #include "comm/ExchangeSchedule.h"
 #include "comm/ScratchArena.h"
 #include "comm/Transport.h"
@@ -35,6 +36,8 @@ enum class AllReduceKind {
   AllGather,  // all-gather every rank's encoded gradient, every rank sums in rank order
   Native,     // fixed-order fp32 two-shot (raw fp32 on the wire): the reproducible baseline
 };
+inline constexpr EnumNames<AllReduceKind, 4> kAllReduceKindNames{{"ring", "two_shot", "allgather", "native"}};
+static_assert(kAllReduceKindNames.covers(AllReduceKind::Native), "one name per AllReduceKind");
 
 std::string_view allReduceKindName(AllReduceKind kind);
 // "ring", "two_shot", "allgather", "native"; throws aps::Error naming the value otherwise.

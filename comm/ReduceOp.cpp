@@ -4,23 +4,11 @@
 
 namespace aps::comm {
 
-std::string_view reduceOpName(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum:
-      return "sum";
-    case ReduceOp::Max:
-      return "max";
-    case ReduceOp::Min:
-      return "min";
-  }
-  return "?";
-}
+std::string_view reduceOpName(ReduceOp op) { return kReduceOpNames.name(op); }
 
 ReduceOp parseReduceOp(std::string_view name) {
-  if (name == "sum") return ReduceOp::Sum;
-  if (name == "max") return ReduceOp::Max;
-  if (name == "min") return ReduceOp::Min;
-  APS_FAIL("unknown reduce op '{}' (expected sum, max or min)", name);
+  if (const auto op = kReduceOpNames.find(name)) return *op;
+  APS_FAIL("unknown reduce op '{}' (expected {})", name, kReduceOpNames.list());
 }
 
 }  // namespace aps::comm

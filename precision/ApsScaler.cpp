@@ -9,26 +9,12 @@
 namespace aps::precision {
 
 ScalingMode parseScalingMode(const std::string& name) {
-  if (name == "none") return ScalingMode::None;
-  if (name == "aps") return ScalingMode::Aps;
-  if (name == "global") return ScalingMode::Global;
-  if (name == "fp8lm" || name == "auto") return ScalingMode::Fp8Lm;
-  APS_FAIL("scaling = '{}' is unknown (none, aps, global, fp8lm)", name);
+  if (const auto mode = kScalingModeNames.find(name)) return *mode;
+  if (name == "autoscale" || name == "auto") return ScalingMode::Fp8Lm;
+  APS_FAIL("scaling = '{}' is unknown ({})", name, kScalingModeNames.list());
 }
 
-const char* scalingModeName(ScalingMode mode) {
-  switch (mode) {
-    case ScalingMode::None:
-      return "none";
-    case ScalingMode::Aps:
-      return "aps";
-    case ScalingMode::Global:
-      return "global";
-    case ScalingMode::Fp8Lm:
-      return "fp8lm";
-  }
-  return "?";
-}
+const char* scalingModeName(ScalingMode mode) { return kScalingModeNames.name(mode).data(); }
 
 void scaleByPowerOfTwo(const float* in, float* out, int64_t n, int shift) {
   if (shift == 0) {

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "framework/core/EnumNames.h"
+
 #include "precision/FloatFormat.h"
 
 #include <cstdint>
@@ -25,7 +27,10 @@ enum class ScalingMode : uint8_t {
   Global,  // one power-of-two shift for all layers
   Fp8Lm,   // the FP8-LM automatic scaler mu (Fp8LmScaler)
 };
-// "none", "aps", "global", "fp8lm" (alias "auto"); throws aps::Error naming the value.
+inline constexpr EnumNames<ScalingMode, 4> kScalingModeNames{{"none", "aps", "global", "fp8lm"}};
+static_assert(kScalingModeNames.covers(ScalingMode::Fp8Lm), "one name per ScalingMode");
+// "none", "aps", "global", "fp8lm" (aliases "autoscale", the config's name, and "auto");
+// throws aps::Error naming the value.
 ScalingMode parseScalingMode(const std::string& name);
 const char* scalingModeName(ScalingMode mode);
 

@@ -5,22 +5,13 @@
 namespace aps::precision {
 
 RoundingMode parseRoundingMode(const std::string& name) {
-  if (name == "nearest" || name == "nearest_even" || name == "rne") return RoundingMode::NearestEven;
-  if (name == "stochastic" || name == "sr") return RoundingMode::Stochastic;
-  if (name == "toward_zero" || name == "truncate" || name == "rtz") return RoundingMode::TowardZero;
-  APS_FAIL("rounding = '{}' is unknown (nearest, stochastic, toward_zero)", name);
+  if (const auto mode = kRoundingModeNames.find(name)) return *mode;
+  if (name == "nearest_even" || name == "rne") return RoundingMode::NearestEven;
+  if (name == "sr") return RoundingMode::Stochastic;
+  if (name == "truncate" || name == "rtz") return RoundingMode::TowardZero;
+  APS_FAIL("rounding = '{}' is unknown ({})", name, kRoundingModeNames.list());
 }
 
-const char* roundingModeName(RoundingMode mode) {
-  switch (mode) {
-    case RoundingMode::NearestEven:
-      return "nearest";
-    case RoundingMode::Stochastic:
-      return "stochastic";
-    case RoundingMode::TowardZero:
-      return "toward_zero";
-  }
-  return "?";
-}
+const char* roundingModeName(RoundingMode mode) { return kRoundingModeNames.name(mode).data(); }
 
 }  // namespace aps::precision

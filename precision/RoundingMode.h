@@ -1,5 +1,7 @@
 #pragma once
 
+#include "framework/core/EnumNames.h"
+
 #include <cstdint>
 #include <string>
 
@@ -11,6 +13,8 @@ enum class RoundingMode : uint8_t {
   Stochastic,   // up with probability (x - lo) / (hi - lo): unbiased, E[Q(x)] = x
   TowardZero,   // truncation
 };
+inline constexpr EnumNames<RoundingMode, 3> kRoundingModeNames{{"nearest", "stochastic", "toward_zero"}};
+static_assert(kRoundingModeNames.covers(RoundingMode::TowardZero), "one name per RoundingMode");
 
 // "nearest" (alias "nearest_even", "rne"), "stochastic" (alias "sr"), "toward_zero"
 // (alias "truncate", "rtz"); throws aps::Error naming the value otherwise.

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "framework/core/EnumNames.h"
+
 #include <cstdint>
 
 namespace aps::autograd {
@@ -9,6 +11,8 @@ namespace aps::autograd {
 // BFloat16 holds only values exactly representable in that format (IEEE 754 binary16 with
 // subnormals, inf and NaN; bfloat16 = the top 16 bits of binary32).
 enum class ComputeFormat : uint8_t { Fp32, Fp16, BFloat16 };
+inline constexpr EnumNames<ComputeFormat, 3> kComputeFormatNames{{"fp32", "fp16", "bf16"}};
+static_assert(kComputeFormatNames.covers(ComputeFormat::BFloat16), "one name per ComputeFormat");
 
 const char* computeFormatName(ComputeFormat format);  // "fp32", "fp16", "bf16"
 

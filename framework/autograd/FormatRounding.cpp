@@ -54,17 +54,7 @@ void roundAll(float* data, int64_t n) {
 }
 }  // namespace
 
-const char* computeFormatName(ComputeFormat format) {
-  switch (format) {
-    case ComputeFormat::Fp32:
-      return "fp32";
-    case ComputeFormat::Fp16:
-      return "fp16";
-    case ComputeFormat::BFloat16:
-      return "bf16";
-  }
-  return "?";
-}
+const char* computeFormatName(ComputeFormat format) { return kComputeFormatNames.name(format).data(); }
 
 float roundNearestEven(float x, ComputeFormat format) {
   switch (format) {

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "framework/core/EnumNames.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -10,6 +12,8 @@ namespace aps {
 // Storage element types. float32 is the compute type on the CPU; the 16-bit floats are
 // storage (and wire) formats whose arithmetic is emulated by the precision module.
 enum class DType : uint8_t { Float32, Float16, BFloat16, UInt8, Int32, Int64 };
+inline constexpr EnumNames<DType, 6> kDTypeNames{{"float32", "float16", "bfloat16", "uint8", "int32", "int64"}};
+static_assert(kDTypeNames.covers(DType::Int64), "one name per DType");
 
 constexpr size_t dtypeSize(DType t) {
   switch (t) {

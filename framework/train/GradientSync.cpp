@@ -77,7 +77,8 @@ void GradientSync::resolveFormats() {
   const bool floatOnly = std::all_of(paramSpecs_.begin(), paramSpecs_.end(), [](const precision::CodecSpec& c) {
     return c.kind == precision::CodecSpec::Kind::Float;
   });
-  APS_CHECK(floatOnly || (!p.errorFeedback && p.scaling != "autoscale" && !p.hybridAuto),
+  const bool fp8lm = precision::parseScalingMode(p.scaling) == precision::ScalingMode::Fp8Lm;
+  APS_CHECK(floatOnly || (!p.errorFeedback && !fp8lm && !p.hybridAuto),
             "{}: precision.error_feedback, scaling = autoscale and hybrid_auto need float wire formats (not "
             "Dettmers' types)",
             config_.sourceFile);
@@ -160,13 +161,13 @@ comm::BucketScaling::FormatScaling GradientSync::scalingOf(size_t f) {
   fs.format = spec.format;
   fs.rounding = spec.rounding;
   fs.errorFeedback = p.errorFeedback;
-  if (p.scaling == "autoscale") {
+  const auto mode = precision::parseScalingMode(p.scaling);  // the config's "autoscale" is fp8lm
+  if (mode == precision::ScalingMode::Fp8Lm) {
     auto& scaler = autoscalers_[codecNames_[f]];
     if (!scaler) scaler = std::make_shared<precision::Fp8LmScaler>(spec.format, ranks_.world);
     fs.autoscaler = scaler;
     return fs;
   }
-  const auto mode = precision::parseScalingMode(p.scaling);
   if (mode == precision::ScalingMode::None) return fs;
   fs.scaler = std::make_shared<precision::ApsScaler>(spec.format, ranks_.world, mode);
   if (!scaling_ && fs.scaler->usableBinades() < 1.0) {
