@@ -48,7 +48,7 @@ class UsageErrors(unittest.TestCase):
     def test_empty_resume_is_a_usage_error(self):
         code, _, err = run([TOOLS["aps_train"], "--config", "x.yaml", "--resume", ""])
         self.assertEqual(code, 2, err)
-        self.assertIn("--resume needs a checkpoint file", err)
+        self.assertIn("--resume: needs a checkpoint file", err)
 
 
 class RuntimeErrors(unittest.TestCase):

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   app.add_option("--set", overrides, "override a key: --set optimizer.lr=0.2 (repeatable)");
   app.add_option("--resume", resume, "checkpoint to continue from")
       ->check([](const std::string& value) {
-        return value.empty() ? std::string("--resume needs a checkpoint file, got an empty name") : std::string();
+        return value.empty() ? std::string("needs a checkpoint file, got an empty name") : std::string();
       });
   app.add_flag("--print-config", printConfig, "print the resolved config with every default and exit");
   app.add_flag("--dry-run", dryRun, "check the config, data, model and formats, then exit without training");
