@@ -1,5 +1,6 @@
 #pragma once
 
+#include "comm/BucketHooks.h"
 #include "comm/GradientReducer.h"
 #include "precision/ApsScaler.h"
 #include "precision/FloatFormat.h"
@@ -16,25 +17,18 @@
 
 namespace aps::comm {
 
-// Auto Precision Scaling around a bucket's all-reduce (Han, Demmel, You; arXiv 1911.08907;
-// docs/ALGORITHMS.md, APS). Before the reduction, every layer (parameter) of the bucket gets the
-// shift s_l = emax - ceil(log2(N * max|g_l|)) agreed by a MAX over all ranks (one value per
-// layer: an all-gather of the local maxima, the "one extra tiny all-reduce"); each rank's
-// gradient is multiplied by 2^s_l, exactly. After the reduction the sum is multiplied by
-// 2^-s_l. Formats with no scaler (fp32 or mode none) pass through untouched.
-//
-// Instead of APS, a format may use FP8-LM's automatic scaler (docs/ALGORITHMS.md, FP8-LM automatic scaling): every
-// rank multiplies by the shared scale mu (the minimum over ranks), the reduced sum is divided
-// by it again, and finishStep() updates mu from the saturation counts of all ranks.
-//
-// With error feedback, what quantization drops from each rank's (compensated, scaled)
-// gradient is kept per rank and parameter, in gradient units, and added to the next step's
-// gradient before scaling. The residual is measured by quantizing the scaled gradient with
-// the format and rounding mode the wire uses; with stochastic rounding that draw is not the
-// wire's own draw (an unbiased estimate of the dropped part, not the exact one).
-//
-// It also measures, per layer, what quantizing local rank 0's (scaled) gradient does:
-// values flushed to zero, values saturated, relative error; the trainer reports them.
+// The chain of bucket hooks around every bucket's all-reduce (comm/BucketHooks.h), in this
+// order before the reduction (and the reverse after it):
+//   1. ErrorFeedbackCompensate: last step's residual joins the gradient;
+//   2. ApsHook: APS (or global) power-of-two shift per layer, agreed by a MAX over all ranks
+//      (Han, Demmel, You; docs/ALGORITHMS.md, APS); undone exactly after the reduction;
+//   3. Fp8LmHook: FP8-LM's shared mu (docs/ALGORITHMS.md, FP8-LM automatic scaling), updated
+//      in finishStep() from every rank's saturation counts;
+//   4. StatisticsHook: what quantizing local rank 0's scaled gradient does (flushed,
+//      saturated, relative error) over a window of steps;
+//   5. ErrorFeedbackCapture: each local rank's new residual, in gradient units.
+// Each hook keeps its own state; a new mechanism is one more BucketHook in the chain. The
+// per-format settings (FormatScaling) say which hooks act on buckets of each wire format.
 class BucketScaling {
  public:
   struct FormatScaling {
@@ -57,7 +51,7 @@ class BucketScaling {
   // agree on the step's saturation counts over all ranks and update mu, identically everywhere.
   void finishStep(Transport& transport);
 
-  // The GradientReducer's hooks (ReducerOptions::beforeReduce / afterReduce).
+  // The GradientReducer's hooks (ReducerOptions::beforeReduce / afterReduce): the chain.
   void beforeReduce(const BucketContext& bucket);
   void afterReduce(const BucketContext& bucket);
   // Installs both hooks on `options`; the scaling must outlive the reducer.
@@ -80,18 +74,11 @@ class BucketScaling {
   void setResidual(int localRank, int param, std::vector<float> values);
 
  private:
-  std::vector<FormatScaling> perFormat_;
-  std::vector<std::unique_ptr<precision::Quantizer>> quantizers_;
-  mutable std::mutex mutex_;
-  std::vector<int> shifts_;    // per parameter
-  std::vector<float> scales_;  // per parameter: the autoscaler's factor this step (1: none)
-  precision::LayerStatistics stats_;
-  std::vector<std::vector<std::vector<float>>> residuals_;  // [local rank][parameter]
-  // This step's autoscale counts per format: saturated values of each local rank, and
-  // values seen per rank.
-  std::vector<std::vector<float>> saturated_;
-  std::vector<int64_t> seen_;
-  std::vector<int64_t> reducedSaturated_;  // saturated values of the reduced sums, per format
+  int localRanks_;
+  ParamScales scales_;
+  std::shared_ptr<ErrorFeedbackState> feedback_;
+  std::shared_ptr<StatisticsHook> statistics_;
+  std::vector<std::shared_ptr<BucketHook>> chain_;  // in beforeReduce order
 };
 
 }  // namespace aps::comm

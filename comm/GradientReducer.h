@@ -31,7 +31,7 @@ struct BucketContext {
   std::span<float* const> data = {};             // the flat buffer of each local rank
   uint64_t step = 0;
 };
-using BucketHook = std::function<void(const BucketContext&)>;
+using BucketCallback = std::function<void(const BucketContext&)>;
 
 struct ReducerOptions {
   size_t bucketCapBytes = BucketLayout::kDefaultCapBytes;
@@ -46,8 +46,8 @@ struct ReducerOptions {
   // Run around each bucket's all-reduce on the communication thread, e.g. APS scaling
   // (Han et al., ISC 2021): agree on per-layer exponents with smallAllReduce(Max), scale by
   // exact powers of two before, unscale after. Must do the same on every rank.
-  BucketHook beforeReduce = nullptr;
-  BucketHook afterReduce = nullptr;
+  BucketCallback beforeReduce = nullptr;
+  BucketCallback afterReduce = nullptr;
 };
 
 // What one step's gradient synchronisation cost.

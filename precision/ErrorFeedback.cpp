@@ -1,6 +1,7 @@
 #include "precision/ErrorFeedback.h"
 
 #include "framework/core/Error.h"
+#include "precision/ApsScaler.h"
 
 #include <algorithm>
 
@@ -14,6 +15,8 @@ ErrorFeedback::ErrorFeedback(std::vector<int64_t> layerSizes) {
   }
 }
 
+ErrorFeedback ErrorFeedback::empty(size_t layers) { return ErrorFeedback(std::vector<int64_t>(layers, 0)); }
+
 void ErrorFeedback::compensate(size_t layer, float* grad) const {
   const auto& r = residuals_.at(layer);
   for (size_t i = 0; i < r.size(); ++i) grad[i] += r[i];
@@ -24,6 +27,18 @@ void ErrorFeedback::update(size_t layer, const float* intended, const float* sen
   for (size_t i = 0; i < r.size(); ++i) {
     const float e = intended[i] - sent[i];
     r[i] = e == e && e - e == 0.0f ? e : 0.0f;  // a non-finite residual would poison every later step
+  }
+}
+
+void ErrorFeedback::update(size_t layer, const float* intended, const float* sent, int64_t n, int shift,
+                           float scale) {
+  APS_CHECK(n >= 0, "error feedback: layer size {} must be >= 0", n);
+  residuals_.at(layer).resize(static_cast<size_t>(n));
+  update(layer, intended, sent);
+  auto& r = residuals_[layer];
+  scaleByPowerOfTwo(r.data(), n, -shift);
+  if (scale != 1.0f) {
+    for (float& v : r) v /= scale;
   }
 }
 

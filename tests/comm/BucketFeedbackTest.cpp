@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 namespace aps::comm {
 namespace {
@@ -66,6 +67,29 @@ TEST(ErrorFeedback, ValuesBelowTheFormatArriveOverLaterSteps) {
       EXPECT_NEAR(sent, steps * g, std::ldexp(1.0, -9)) << "sent " << sent << " of " << steps * g;
       EXPECT_GT(sent, 0.5 * steps * g);
     }
+  }
+}
+
+// A step whose gradient holds NaN or inf (the trainer skips it) must not leave a non-finite
+// residual behind: it would be added to every later gradient and skip every later step.
+TEST(ErrorFeedback, ANonFiniteStepLeavesNoNonFiniteResidual) {
+  BucketScaling::FormatScaling f;
+  f.format = precision::FloatFormat::preset("e4m3");
+  f.errorFeedback = true;
+  BucketScaling* scaling = nullptr;
+  const auto out = run(
+      2, 3, 8,
+      [step = 0](int rank, int64_t i) mutable {
+        const bool poisoned = step++ < 16 && rank == 0 && i == 3;  // the first step's value 3 on rank 0
+        return poisoned ? std::numeric_limits<float>::quiet_NaN() : 0.3f;
+      },
+      f, &scaling);
+  EXPECT_TRUE(std::isnan(out[0][0][3]));
+  for (size_t s = 1; s < out.size(); ++s) {
+    for (float v : out[s][0]) EXPECT_TRUE(std::isfinite(v)) << "step " << s;
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    for (float r : scaling->residual(rank, 0)) EXPECT_TRUE(std::isfinite(r));
   }
 }
 

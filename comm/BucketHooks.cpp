@@ -1,0 +1,252 @@
+#include "comm/BucketHooks.h"
+
+#include "comm/SmallAllReduce.h"
+#include "framework/core/Error.h"
+#include "precision/HybridPolicy.h"
+
+#include <algorithm>
+
+namespace aps::comm {
+
+int64_t layerSize(const BucketLayout::Bucket& bucket, size_t k) {
+  const int64_t end = k + 1 < bucket.params.size() ? bucket.offsets[k + 1] : bucket.count;
+  return end - bucket.offsets[k];
+}
+
+namespace {
+size_t paramOf(const BucketLayout::Bucket& bucket, size_t k) { return static_cast<size_t>(bucket.params[k]); }
+
+precision::LayerGradient layerOf(const BucketContext& context, size_t local, size_t k) {
+  const BucketLayout::Bucket& bucket = *context.layout;
+  return {context.data[local] + bucket.offsets[k], layerSize(bucket, k)};
+}
+
+template <typename T>
+const T* forFormat(const std::vector<T>& perFormat, const BucketLayout::Bucket& bucket) {
+  const auto f = static_cast<size_t>(bucket.format);
+  return f < perFormat.size() ? &perFormat[f] : nullptr;
+}
+}  // namespace
+
+void ParamScales::reset(size_t param) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  shifts_.at(param) = 0;
+  factors_.at(param) = 1.0f;
+}
+void ParamScales::setShift(size_t param, int shift) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  shifts_.at(param) = shift;
+}
+void ParamScales::setFactor(size_t param, float factor) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  factors_.at(param) = factor;
+}
+int ParamScales::shift(size_t param) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return shifts_.at(param);
+}
+float ParamScales::factor(size_t param) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return factors_.at(param);
+}
+
+ErrorFeedbackState::ErrorFeedbackState(size_t params, int localRanks) {
+  APS_CHECK(localRanks >= 1, "error feedback: {} local ranks", localRanks);
+  for (int i = 0; i < localRanks; ++i) perRank.push_back(precision::ErrorFeedback::empty(params));
+}
+
+void ErrorFeedbackCompensate::beforeReduce(const BucketContext& context, ParamScales& /*scales*/) {
+  const BucketLayout::Bucket& bucket = *context.layout;
+  const auto f = static_cast<size_t>(bucket.format);
+  if (f >= enabled_.size() || !enabled_[f]) return;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  for (size_t i = 0; i < context.data.size(); ++i) {
+    for (size_t k = 0; k < bucket.params.size(); ++k) {
+      state_->perRank[i].compensate(paramOf(bucket, k), context.data[i] + bucket.offsets[k]);
+    }
+  }
+}
+
+void ApsHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
+  const BucketLayout::Bucket& bucket = *context.layout;
+  const auto* scalerPtr = forFormat(perFormat_, bucket);
+  if (scalerPtr == nullptr || !*scalerPtr || (*scalerPtr)->mode() == precision::ScalingMode::None) return;
+  const precision::ApsScaler& scaler = **scalerPtr;
+  const std::span<float* const> data = context.data;
+  const size_t layers = bucket.params.size();
+  // Every local rank's exponents; the MAX over ranks is taken by the callback, which folds in
+  // the other local ranks (simulated ranks) and then the remote ones.
+  std::vector<std::vector<float>> localExponents;
+  for (size_t i = 0; i < data.size(); ++i) {
+    std::vector<precision::LayerGradient> g;
+    for (size_t k = 0; k < layers; ++k) g.push_back(layerOf(context, i, k));
+    localExponents.push_back(scaler.localExponents(g));
+  }
+  std::vector<precision::LayerGradient> first;
+  for (size_t k = 0; k < layers; ++k) first.push_back(layerOf(context, 0, k));
+  const auto reduceMax = [&](float* values, int64_t n) {
+    std::vector<std::vector<float>> perLocal(data.size(), std::vector<float>(static_cast<size_t>(n)));
+    std::vector<float*> pointers;
+    for (size_t i = 0; i < data.size(); ++i) {
+      if (static_cast<size_t>(n) == layers) {
+        perLocal[i] = localExponents[i];
+      } else {  // global mode: one value, the max over this rank's layers
+        APS_ASSERT(n == 1);
+        perLocal[i][0] = *std::max_element(localExponents[i].begin(), localExponents[i].end());
+      }
+      pointers.push_back(perLocal[i].data());
+    }
+    smallAllReduce(*context.transport, pointers, n, ReduceOp::Max);
+    std::copy(perLocal[0].begin(), perLocal[0].end(), values);
+  };
+  const auto shifts = scaler.shifts(first, reduceMax);
+  for (size_t k = 0; k < layers; ++k) {
+    const int s = shifts.shift[k];
+    scales.setShift(paramOf(bucket, k), s);
+    if (s == 0) continue;
+    for (size_t i = 0; i < data.size(); ++i) {
+      precision::scaleByPowerOfTwo(data[i] + bucket.offsets[k], layerSize(bucket, k), s);
+    }
+  }
+}
+
+void ApsHook::afterReduce(const BucketContext& context, ParamScales& scales) {
+  const BucketLayout::Bucket& bucket = *context.layout;
+  for (size_t k = 0; k < bucket.params.size(); ++k) {
+    const int s = scales.shift(paramOf(bucket, k));
+    if (s == 0) continue;
+    for (float* d : context.data) precision::scaleByPowerOfTwo(d + bucket.offsets[k], layerSize(bucket, k), -s);
+  }
+}
+
+Fp8LmHook::Fp8LmHook(std::vector<std::shared_ptr<precision::Fp8LmScaler>> perFormat, int localRanks)
+    : perFormat_(std::move(perFormat)),
+      saturated_(perFormat_.size(), std::vector<float>(static_cast<size_t>(localRanks), 0.0f)),
+      seen_(perFormat_.size(), 0),
+      reducedSaturated_(perFormat_.size(), 0) {}
+
+void Fp8LmHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
+  const BucketLayout::Bucket& bucket = *context.layout;
+  const auto* scalerPtr = forFormat(perFormat_, bucket);
+  if (scalerPtr == nullptr || !*scalerPtr) return;
+  precision::Fp8LmScaler& scaler = **scalerPtr;
+  const std::span<float* const> data = context.data;
+  // All ranks use the smallest mu (FP8-LM); mu is the same everywhere unless a rank resumed
+  // differently, so this tiny agreement is a guard that costs one value per bucket.
+  const auto reduceMax = [&](float* values, int64_t n) {
+    std::vector<std::vector<float>> perLocal(data.size(), std::vector<float>(values, values + n));
+    std::vector<float*> pointers;
+    for (auto& v : perLocal) pointers.push_back(v.data());
+    smallAllReduce(*context.transport, pointers, n, ReduceOp::Max);
+    std::copy(perLocal[0].begin(), perLocal[0].end(), values);
+  };
+  const float scale = scaler.sharedScale(reduceMax);
+  std::vector<float> saturated(data.size(), 0.0f);
+  for (size_t i = 0; i < data.size(); ++i) {
+    for (int64_t j = 0; j < bucket.count; ++j) data[i][j] *= scale;
+    saturated[i] = static_cast<float>(scaler.countSaturated(data[i], bucket.count));
+  }
+  for (size_t k = 0; k < bucket.params.size(); ++k) scales.setFactor(paramOf(bucket, k), scale);
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto f = static_cast<size_t>(bucket.format);
+  for (size_t i = 0; i < data.size(); ++i) saturated_[f][i] += saturated[i];
+  seen_[f] += bucket.count;
+}
+
+void Fp8LmHook::afterReduce(const BucketContext& context, ParamScales& scales) {
+  const BucketLayout::Bucket& bucket = *context.layout;
+  const auto* scalerPtr = forFormat(perFormat_, bucket);
+  if (scalerPtr == nullptr || !*scalerPtr || bucket.params.empty()) return;
+  const float scale = scales.factor(paramOf(bucket, 0));
+  // The reduced sum is the same on every rank: its saturated values count once.
+  const int64_t saturated = (*scalerPtr)->countSaturated(context.data[0], bucket.count);
+  for (float* d : context.data) {
+    for (int64_t j = 0; j < bucket.count; ++j) d[j] /= scale;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  reducedSaturated_[static_cast<size_t>(bucket.format)] += saturated;
+}
+
+void Fp8LmHook::finishStep(Transport& transport) {
+  for (size_t f = 0; f < perFormat_.size(); ++f) {
+    const auto& scaler = perFormat_[f];
+    if (!scaler || seen_[f] == 0) continue;
+    std::vector<float*> pointers;
+    for (float& v : saturated_[f]) pointers.push_back(&v);
+    smallAllReduce(transport, pointers, 1, ReduceOp::Sum);
+    const auto world = static_cast<int64_t>(transport.worldSize());
+    scaler->update(static_cast<int64_t>(saturated_[f][0]) + reducedSaturated_[f], seen_[f] * (world + 1));
+    std::fill(saturated_[f].begin(), saturated_[f].end(), 0.0f);
+    seen_[f] = 0;
+    reducedSaturated_[f] = 0;
+  }
+}
+
+void StatisticsHook::setQuantizers(std::vector<std::shared_ptr<const precision::Quantizer>> perFormat,
+                                   std::vector<precision::RoundingMode> rounding) {
+  quantizers_ = std::move(perFormat);
+  rounding_ = std::move(rounding);
+}
+
+void StatisticsHook::beforeReduce(const BucketContext& context, ParamScales& /*scales*/) {
+  const BucketLayout::Bucket& bucket = *context.layout;
+  const auto* quantizer = forFormat(quantizers_, bucket);
+  if (quantizer == nullptr || !*quantizer) return;
+  const auto rounding = rounding_.at(static_cast<size_t>(bucket.format));
+  std::vector<float> q;
+  for (size_t k = 0; k < bucket.params.size(); ++k) {
+    const auto layer = layerOf(context, 0, k);  // local rank 0's scaled gradient
+    q.resize(static_cast<size_t>(layer.size));
+    (*quantizer)->quantize(layer.data, q.data(), layer.size, rounding);
+    const auto counts =
+        precision::QuantizationCounts::measure(layer.data, q.data(), layer.size, (*quantizer)->format().maxValue());
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.record(paramOf(bucket, k), counts);
+  }
+}
+
+precision::QuantizationCounts StatisticsHook::window(size_t param) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_.window(param);
+}
+
+std::vector<size_t> StatisticsHook::adapt(precision::HybridPolicy& policy) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return policy.adapt(stats_);
+}
+
+void StatisticsHook::reset(size_t param) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.reset(param);
+}
+
+std::vector<int64_t> StatisticsHook::state() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_.serialize();
+}
+
+void StatisticsHook::setState(const std::vector<int64_t>& state) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.restore(state);
+}
+
+void ErrorFeedbackCapture::beforeReduce(const BucketContext& context, ParamScales& scales) {
+  const BucketLayout::Bucket& bucket = *context.layout;
+  const auto* quantizer = forFormat(quantizers_, bucket);
+  if (quantizer == nullptr || !*quantizer) return;
+  const auto rounding = rounding_.at(static_cast<size_t>(bucket.format));
+  std::vector<float> q;
+  for (size_t i = 0; i < context.data.size(); ++i) {
+    for (size_t k = 0; k < bucket.params.size(); ++k) {
+      const auto layer = layerOf(context, i, k);
+      q.resize(static_cast<size_t>(layer.size));
+      (*quantizer)->quantize(layer.data, q.data(), layer.size, rounding);
+      const size_t param = paramOf(bucket, k);
+      // residual = intended - sent, back in gradient units (exact power-of-two unscaling).
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      state_->perRank[i].update(param, layer.data, q.data(), layer.size, scales.shift(param), scales.factor(param));
+    }
+  }
+}
+
+}  // namespace aps::comm

@@ -1,0 +1,142 @@
+#pragma once
+
+#include "comm/GradientReducer.h"
+#include "precision/ApsScaler.h"
+#include "precision/ErrorFeedback.h"
+#include "precision/Fp8LmScaler.h"
+#include "precision/HybridPolicy.h"
+#include "precision/QuantizationStats.h"
+#include "precision/Quantizer.h"
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace aps::comm {
+
+// The scale each parameter of a bucket carries during its reduction: 2^shift from APS (or
+// global scaling) and a factor from FP8-LM's mu. Scaling hooks set it, later hooks read it
+// (error feedback converts its residual back to gradient units), and afterReduce undoes it.
+class ParamScales {
+ public:
+  explicit ParamScales(size_t params) : shifts_(params, 0), factors_(params, 1.0f) {}
+  void reset(size_t param);
+  void setShift(size_t param, int shift);
+  void setFactor(size_t param, float factor);
+  int shift(size_t param) const;
+  float factor(size_t param) const;
+
+ private:
+  mutable std::mutex mutex_;  // written by the communication thread, read by the trainer
+  std::vector<int> shifts_;
+  std::vector<float> factors_;
+};
+
+// One mechanism around a bucket's all-reduce, like a PyTorch DDP comm hook: it sees every
+// local rank's flat buffer before the reduction and the reduced sums after it, keeps its own
+// state (and saves it, where a resume needs it), and agrees with other ranks only through
+// comm::smallAllReduce on the bucket's transport, so simulated and real ranks stay identical.
+// Hooks are chained (BucketScaling): beforeReduce in chain order, afterReduce in reverse.
+class BucketHook {
+ public:
+  virtual ~BucketHook() = default;
+  virtual void beforeReduce(const BucketContext& bucket, ParamScales& scales) = 0;
+  virtual void afterReduce(const BucketContext& /*bucket*/, ParamScales& /*scales*/) {}
+  // After the step's buckets are reduced (the communication thread idle).
+  virtual void finishStep(Transport& /*transport*/) {}
+};
+
+// The values of the k-th parameter of a bucket (parameters lie back to back in the flat buffer).
+int64_t layerSize(const BucketLayout::Bucket& bucket, size_t k);
+
+// Error feedback, first half: last step's residual joins this step's gradient, before any
+// scaling. The residuals (precision::ErrorFeedback, one per local rank) are shared with
+// ErrorFeedbackCapture, which computes them.
+struct ErrorFeedbackState {
+  ErrorFeedbackState(size_t params, int localRanks);
+  mutable std::mutex mutex;
+  std::vector<precision::ErrorFeedback> perRank;  // [local rank], one residual per parameter
+};
+class ErrorFeedbackCompensate : public BucketHook {
+ public:
+  ErrorFeedbackCompensate(std::shared_ptr<ErrorFeedbackState> state, std::vector<bool> enabled)
+      : state_(std::move(state)), enabled_(std::move(enabled)) {}
+  void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
+
+ private:
+  std::shared_ptr<ErrorFeedbackState> state_;
+  std::vector<bool> enabled_;  // per wire format
+};
+
+// Auto Precision Scaling (docs/ALGORITHMS.md, APS): per layer, the shift agreed by a MAX over
+// all ranks; every rank's gradient is multiplied by 2^shift, the sum by 2^-shift after.
+class ApsHook : public BucketHook {
+ public:
+  explicit ApsHook(std::vector<std::shared_ptr<const precision::ApsScaler>> perFormat)
+      : perFormat_(std::move(perFormat)) {}
+  void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
+  void afterReduce(const BucketContext& bucket, ParamScales& scales) override;
+
+ private:
+  std::vector<std::shared_ptr<const precision::ApsScaler>> perFormat_;  // null: none for that format
+};
+
+// FP8-LM's automatic scaling (docs/ALGORITHMS.md, FP8-LM automatic scaling): every rank
+// multiplies by the shared mu (the minimum over ranks), the sum is divided by it again, and
+// finishStep() updates mu from the saturation counts of all ranks.
+class Fp8LmHook : public BucketHook {
+ public:
+  explicit Fp8LmHook(std::vector<std::shared_ptr<precision::Fp8LmScaler>> perFormat, int localRanks);
+  void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
+  void afterReduce(const BucketContext& bucket, ParamScales& scales) override;
+  void finishStep(Transport& transport) override;
+
+ private:
+  std::vector<std::shared_ptr<precision::Fp8LmScaler>> perFormat_;  // null: none for that format
+  std::mutex mutex_;
+  std::vector<std::vector<float>> saturated_;  // [format][local rank]: saturated values this step
+  std::vector<int64_t> seen_;                  // [format]: values per rank this step
+  std::vector<int64_t> reducedSaturated_;      // [format]: saturated values of the reduced sums
+};
+
+// What quantizing local rank 0's scaled gradient does, per layer: values flushed to zero,
+// saturated, relative error, over a window of steps (hybrid precision decides from it).
+class StatisticsHook : public BucketHook {
+ public:
+  StatisticsHook(size_t params, int window) : stats_(params, window) {}
+  void setQuantizers(std::vector<std::shared_ptr<const precision::Quantizer>> perFormat,
+                     std::vector<precision::RoundingMode> rounding);
+  void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
+
+  precision::QuantizationCounts window(size_t param) const;
+  std::vector<size_t> adapt(precision::HybridPolicy& policy);
+  void reset(size_t param);
+  std::vector<int64_t> state() const;
+  void setState(const std::vector<int64_t>& state);
+
+ private:
+  std::vector<std::shared_ptr<const precision::Quantizer>> quantizers_;  // per format; null: float32 or not float
+  std::vector<precision::RoundingMode> rounding_;
+  mutable std::mutex mutex_;
+  precision::LayerStatistics stats_;
+};
+
+// Error feedback, second half: what quantization drops from each local rank's compensated,
+// scaled gradient, back in gradient units. The residual is measured by quantizing with the
+// wire's format and rounding mode; with stochastic rounding that draw is not the wire's own
+// (an unbiased estimate of the dropped part, not the exact one).
+class ErrorFeedbackCapture : public BucketHook {
+ public:
+  ErrorFeedbackCapture(std::shared_ptr<ErrorFeedbackState> state,
+                       std::vector<std::shared_ptr<const precision::Quantizer>> perFormat,
+                       std::vector<precision::RoundingMode> rounding)
+      : state_(std::move(state)), quantizers_(std::move(perFormat)), rounding_(std::move(rounding)) {}
+  void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
+
+ private:
+  std::shared_ptr<ErrorFeedbackState> state_;
+  std::vector<std::shared_ptr<const precision::Quantizer>> quantizers_;  // per format; null: no feedback
+  std::vector<precision::RoundingMode> rounding_;
+};
+
+}  // namespace aps::comm
