@@ -43,4 +43,35 @@ void smallAllReduce(Transport& transport, std::span<float* const> data, int64_t 
   for (size_t i = 1; i < data.size(); ++i) std::memcpy(data[i], out, bytes);
 }
 
+void broadcastFromRankZero(Transport& transport, void* data, size_t bytes) {
+  std::vector<Message> round;
+  for (int r = 1; r < transport.worldSize(); ++r) {
+    if (transport.isLocal(0) && transport.isLocal(r)) continue;  // one process: one copy of data
+    round.push_back({0, r, transport.isLocal(0) ? data : nullptr, transport.isLocal(r) ? data : nullptr, bytes});
+  }
+  transport.exchange(round);
+}
+
+void gatherToRankZero(Transport& transport, std::span<const void* const> mine, size_t bytes,
+                      std::span<void* const> gathered) {
+  APS_CHECK(mine.size() == static_cast<size_t>(transport.localRankCount()),
+            "comm gatherToRankZero: got {} buffers for {} local ranks", mine.size(), transport.localRankCount());
+  const bool root = transport.isLocal(0);
+  APS_CHECK(!root || gathered.size() == static_cast<size_t>(transport.worldSize()),
+            "comm gatherToRankZero: rank 0 needs {} buffers, got {}", transport.worldSize(), gathered.size());
+  const int first = transport.firstLocalRank();
+  std::vector<Message> round;
+  for (int r = 0; r < transport.worldSize(); ++r) {
+    const bool local = transport.isLocal(r);
+    if (local && root) {  // both ends in this process
+      if (bytes > 0) std::memcpy(gathered[static_cast<size_t>(r)], mine[static_cast<size_t>(r - first)], bytes);
+      continue;
+    }
+    if (!local && !root) continue;
+    round.push_back({r, 0, local ? mine[static_cast<size_t>(r - first)] : nullptr,
+                     root ? gathered[static_cast<size_t>(r)] : nullptr, bytes});
+  }
+  transport.exchange(round);
+}
+
 }  // namespace aps::comm

@@ -15,4 +15,15 @@ namespace aps::comm {
 // data[i] holds n floats of local rank transport.firstLocalRank() + i.
 void smallAllReduce(Transport& transport, std::span<float* const> data, int64_t n, ReduceOp op);
 
+// Every process's `data` (bytes) becomes rank 0's, through one exchange round: rank 0 sends
+// to each rank that lives in another process. The local ranks of one process share `data`
+// (simulated ranks share one model), so nothing moves between them.
+void broadcastFromRankZero(Transport& transport, void* data, size_t bytes);
+
+// Gathers every rank's `bytes` at rank 0, through one exchange round: mine[i] holds local
+// rank transport.firstLocalRank() + i's bytes; where rank 0 lives, gathered[r] receives rank
+// r's (gathered must then hold worldSize() buffers); elsewhere `gathered` is ignored.
+void gatherToRankZero(Transport& transport, std::span<const void* const> mine, size_t bytes,
+                      std::span<void* const> gathered);
+
 }  // namespace aps::comm

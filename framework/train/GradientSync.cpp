@@ -3,6 +3,7 @@
 #include "comm/AllReduceAlgorithm.h"
 #include "comm/BucketScaling.h"
 #include "comm/Communicator.h"
+#include "comm/SmallAllReduce.h"
 #include "framework/autograd/Function.h"
 #include "framework/core/Error.h"
 #include "framework/core/Logging.h"
@@ -210,10 +211,11 @@ void GradientSync::adaptFormats(int64_t step) {
   const bool root = ranks_.firstRank == 0;
   std::vector<size_t> widened;
   if (root) widened = scaling_->adapt(*policy_);
-  if (ranks_.mpi && ranks_.world > 1) {
+  {
+    // Rank 0's decisions to every process (nothing moves between simulated ranks).
     std::vector<uint8_t> flags(params_.size(), 0);
     for (size_t l : widened) flags[l] = 1;
-    ranks_.mpi->broadcast(flags.data(), flags.size(), 0);
+    comm::broadcastFromRankZero(*ranks_.transport, flags.data(), flags.size());
     if (!root) {
       for (size_t l = 0; l < flags.size(); ++l) {
         if (!flags[l]) continue;
@@ -267,25 +269,21 @@ NamedTensors GradientSync::saveState() {
     }
     return v;
   };
+  // Every rank's residuals to rank 0: one exchange round through the transport, the same
+  // code for simulated and real ranks.
   const Shape shape{total};
-  auto* mpi = ranks_.mpi;
-  if (mpi && ranks_.world > 1) {
-    std::vector<float> mine = flat(0);
-    if (ranks_.firstRank != 0) {
-      mpi->send(mine.data(), mine.size() * sizeof(float), 0, 7);
-    } else {
-      out.push_back({"residual.0", Tensor::fromVector(std::span<const float>(mine), shape)});
-      for (int r = 1; r < ranks_.world; ++r) {
-        mpi->recv(mine.data(), mine.size() * sizeof(float), r, 7);
-        out.push_back({fmt::format("residual.{}", r), Tensor::fromVector(std::span<const float>(mine), shape)});
-      }
-    }
-  } else {
-    for (int local = 0; local < ranks_.localRanks; ++local) {
-      const std::vector<float> v = flat(local);
-      out.push_back({fmt::format("residual.{}", ranks_.firstRank + local),
-                     Tensor::fromVector(std::span<const float>(v), shape)});
-    }
+  std::vector<std::vector<float>> mine, gathered;
+  std::vector<const void*> minePointers;
+  std::vector<void*> gatheredPointers;
+  for (int local = 0; local < ranks_.localRanks; ++local) mine.push_back(flat(local));
+  for (const auto& v : mine) minePointers.push_back(v.data());
+  const bool root = ranks_.firstRank == 0;
+  if (root) gathered.assign(static_cast<size_t>(ranks_.world), std::vector<float>(static_cast<size_t>(total)));
+  for (auto& v : gathered) gatheredPointers.push_back(v.data());
+  comm::gatherToRankZero(*ranks_.transport, minePointers, static_cast<size_t>(total) * sizeof(float),
+                         gatheredPointers);
+  for (size_t r = 0; r < gathered.size(); ++r) {
+    out.push_back({fmt::format("residual.{}", r), Tensor::fromVector(std::span<const float>(gathered[r]), shape)});
   }
   return out;
 }

@@ -49,10 +49,10 @@ std::vector<T> Trainer::State::sumOverProcesses(const std::vector<T>& local) {
 
 // Batch-norm running statistics are buffers, not parameters: like PyTorch DDP
 // (broadcast_buffers), every rank uses rank 0's after each step.
-
 void Trainer::State::broadcastBuffersFromRankZero() {
-  if (!mpi || world == 1) return;
-  for (auto& b : model->namedBuffers()) mpi->broadcast(b.tensor.rawData(), b.tensor.buffer().bytes(), 0);
+  for (auto& b : model->namedBuffers()) {
+    comm::broadcastFromRankZero(*transport, b.tensor.rawData(), b.tensor.buffer().bytes());
+  }
 }
 
 // Every local rank's forward and backward on its batch; backward's gradient-ready hooks hand

@@ -1,6 +1,7 @@
 // The all-reduce schedules on simulated ranks, against an fp64 exact sum.
 #include "comm/AllReduceAlgorithm.h"
 #include "comm/SimTransport.h"
+#include "comm/SmallAllReduce.h"
 #include "framework/core/Error.h"
 #include "framework/core/Rng.h"
 #include "tests/comm/TestCodecs.h"
@@ -253,6 +254,23 @@ TEST(AllReduceSim, StochasticRoundingStillAgreesAcrossRanks) {
     EXPECT_EQ(0, std::memcmp(a.data[0].data(), b.data[0].data(), 301 * 4)) << "same seed, same bits";
     EXPECT_NE(0, std::memcmp(a.data[0].data(), c.data[0].data(), 301 * 4)) << "another stream, other bits";
   }
+}
+
+// The trainer's small collectives over the transport: residuals gathered at rank 0 and rank
+// 0's decisions broadcast; simulated ranks of one process share the broadcast buffer.
+TEST(SmallCollectives, GatherToRankZeroAndBroadcastOnSimulatedRanks) {
+  SimTransport sim(3);
+  std::vector<std::vector<int32_t>> mine{{1, 2}, {3, 4}, {5, 6}}, gathered(3, std::vector<int32_t>(2, 0));
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  for (auto& v : mine) in.push_back(v.data());
+  for (auto& v : gathered) out.push_back(v.data());
+  gatherToRankZero(sim, in, 2 * sizeof(int32_t), out);
+  EXPECT_EQ(gathered, mine);
+  std::vector<uint8_t> flags{1, 0, 1};
+  broadcastFromRankZero(sim, flags.data(), flags.size());
+  EXPECT_EQ(flags, (std::vector<uint8_t>{1, 0, 1}));
+  EXPECT_THROW(gatherToRankZero(sim, std::span<const void* const>(in).first(2), 8, out), aps::Error);
 }
 
 TEST(AllReduceSim, RejectsBadArguments) {

@@ -1,6 +1,7 @@
 // The mpi backend's collectives, run under mpirun with 2, 3 and 4 ranks. Tests use EXPECT
 // (never ASSERT) before collective calls so that a failing rank still joins them.
 #include "comm/MpiCommunicator.h"
+#include "comm/SmallAllReduce.h"
 #include "framework/core/Error.h"
 
 #include <gtest/gtest.h>
@@ -20,6 +21,24 @@ TEST(MpiCommunicator, RankAndSize) {
   EXPECT_EQ(comm.worldSize(), comm.size());
   EXPECT_EQ(comm.firstLocalRank(), comm.rank());
   comm.barrier();
+}
+
+// The trainer's small collectives through the transport, between real ranks.
+TEST(MpiCommunicator, GatherToRankZeroAndBroadcastFromRankZero) {
+  MpiCommunicator comm;
+  const int n = comm.size(), me = comm.rank();
+  const std::vector<int32_t> mine{10 * me, 10 * me + 1};
+  std::vector<std::vector<int32_t>> gathered(me == 0 ? static_cast<size_t>(n) : 0, std::vector<int32_t>(2, -1));
+  std::vector<void*> out;
+  for (auto& v : gathered) out.push_back(v.data());
+  const void* in[1] = {mine.data()};
+  gatherToRankZero(comm, in, 2 * sizeof(int32_t), out);
+  for (int r = 0; r < static_cast<int>(gathered.size()); ++r) {
+    EXPECT_EQ(gathered[static_cast<size_t>(r)], (std::vector<int32_t>{10 * r, 10 * r + 1})) << "rank " << r;
+  }
+  std::vector<uint8_t> flags(3, static_cast<uint8_t>(me == 0 ? 7 : 0));
+  broadcastFromRankZero(comm, flags.data(), flags.size());
+  EXPECT_EQ(flags, (std::vector<uint8_t>(3, 7)));
 }
 
 TEST(MpiCommunicator, BroadcastFromEveryRoot) {
