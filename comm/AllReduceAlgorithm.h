@@ -1,9 +1,9 @@
 #pragma once
 
-#include "framework/core/EnumNames.h"
 #include "comm/ExchangeSchedule.h"
 #include "comm/ScratchArena.h"
 #include "comm/Transport.h"
+#include "framework/core/EnumNames.h"
 #include "precision/Codec.h"
 
 #include <cstdint>

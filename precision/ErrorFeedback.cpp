@@ -30,8 +30,7 @@ void ErrorFeedback::update(size_t layer, const float* intended, const float* sen
   }
 }
 
-void ErrorFeedback::update(size_t layer, const float* intended, const float* sent, int64_t n, int shift,
-                           float scale) {
+void ErrorFeedback::update(size_t layer, const float* intended, const float* sent, int64_t n, int shift, float scale) {
   APS_CHECK(n >= 0, "error feedback: layer size {} must be >= 0", n);
   residuals_.at(layer).resize(static_cast<size_t>(n));
   update(layer, intended, sent);

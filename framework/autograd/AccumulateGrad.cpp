@@ -1,11 +1,13 @@
 #include "framework/autograd/AccumulateGrad.h"
 
 #include "framework/autograd/ComputePrecision.h"
-#include "framework/autograd/FormatRounding.h"
 #include "framework/autograd/GradAccumulation.h"
 #include "framework/core/Error.h"
+#include "precision/FormatRounding.h"
 
 namespace aps::autograd {
+
+using precision::roundInPlace;
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf) : Node("AccumulateGrad"), leaf_(std::move(leaf)) {}
 

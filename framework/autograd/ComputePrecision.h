@@ -1,12 +1,16 @@
 #pragma once
 
-#include "framework/autograd/ComputeFormat.h"
 #include "framework/tensor/Tensor.h"
+#include "precision/ComputeFormat.h"
 
 #include <cstdint>
 #include <string_view>
 
 namespace aps::autograd {
+
+// The formats and their rounding are precision's (precision/ComputeFormat.h,
+// precision/FormatRounding.h); autograd applies them to op outputs and gradients.
+using precision::ComputeFormat;
 
 // precision.compute: the arithmetic training emulates on the CPU (docs/ALGORITHMS.md, 16-bit training:
 // Cheng et al., arXiv 1911.07384, and the mixed precision it is compared with).

@@ -1,16 +1,18 @@
 #include "framework/autograd/Engine.h"
 
-#include "framework/autograd/FormatRounding.h"
 #include "framework/autograd/Function.h"
 #include "framework/autograd/GradAccumulation.h"
 #include "framework/autograd/GradMode.h"
 #include "framework/autograd/Node.h"
 #include "framework/core/Error.h"
+#include "precision/FormatRounding.h"
 
 #include <queue>
 #include <unordered_map>
 
 namespace aps::autograd {
+
+using precision::roundInPlace;
 
 namespace {
 

@@ -1,11 +1,13 @@
 #include "framework/autograd/Function.h"
 
 #include "framework/autograd/AccumulateGrad.h"
-#include "framework/autograd/FormatRounding.h"
 #include "framework/autograd/GradMode.h"
 #include "framework/core/Error.h"
+#include "precision/FormatRounding.h"
 
 namespace aps::autograd {
+
+using precision::roundInPlace;
 
 std::vector<Tensor> FunctionNode::apply(std::vector<Tensor>&& gradOutputs) {
   if (!gradOutputs.at(0).defined()) return std::vector<Tensor>(nextEdges().size());

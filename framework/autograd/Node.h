@@ -1,7 +1,7 @@
 #pragma once
 
-#include "framework/autograd/ComputeFormat.h"
 #include "framework/tensor/Tensor.h"
+#include "precision/ComputeFormat.h"
 
 #include <cstdint>
 #include <memory>
@@ -9,6 +9,8 @@
 #include <vector>
 
 namespace aps::autograd {
+
+using precision::ComputeFormat;  // the 16-bit formats are precision's (precision/ComputeFormat.h)
 
 class Node;
 

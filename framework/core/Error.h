@@ -38,20 +38,21 @@ std::string checkMessage(fmt::format_string<Args...> format, Args&&... args) {
 // APS_CHECK(cond, "format {}", args...): throws aps::Error(message) when cond is false; the
 // error's where() is "file:line". Without a message the text is "file:line: check failed: cond"
 // (an internal check: the location is the only useful thing to report).
-#define APS_CHECK(cond, ...)                                                                                  \
-  do {                                                                                                        \
-    if (!(cond)) [[unlikely]] {                                                                               \
-      ::aps::detail::throwCheckFailed(__FILE__, __LINE__, #cond, ::aps::detail::checkMessage(__VA_ARGS__));   \
-    }                                                                                                         \
+#define APS_CHECK(cond, ...)                                                                                \
+  do {                                                                                                      \
+    if (!(cond)) [[unlikely]] {                                                                             \
+      ::aps::detail::throwCheckFailed(__FILE__, __LINE__, #cond, ::aps::detail::checkMessage(__VA_ARGS__)); \
+    }                                                                                                       \
   } while (0)
 
 // APS_FAIL("format {}", args...): throws aps::Error unconditionally.
-#define APS_FAIL(...) ::aps::detail::throwCheckFailed(__FILE__, __LINE__, nullptr, ::aps::detail::checkMessage(__VA_ARGS__))
+#define APS_FAIL(...) \
+  ::aps::detail::throwCheckFailed(__FILE__, __LINE__, nullptr, ::aps::detail::checkMessage(__VA_ARGS__))
 
 // APS_ASSERT(cond): an internal invariant; a violation is a bug, so the process aborts.
-#define APS_ASSERT(cond)                                          \
-  do {                                                            \
-    if (!(cond)) [[unlikely]] {                                   \
-      ::aps::detail::assertFailed(__FILE__, __LINE__, #cond);     \
-    }                                                             \
+#define APS_ASSERT(cond)                                      \
+  do {                                                        \
+    if (!(cond)) [[unlikely]] {                               \
+      ::aps::detail::assertFailed(__FILE__, __LINE__, #cond); \
+    }                                                         \
   } while (0)

@@ -1,7 +1,7 @@
 #include "framework/optim/Optimizer.h"
 
-#include "framework/autograd/FormatRounding.h"
 #include "framework/core/Error.h"
+#include "precision/FormatRounding.h"
 
 #include <set>
 
@@ -23,7 +23,7 @@ void Optimizer::step() {
   roundToStorageFormat(stochastic_);
 }
 
-void Optimizer::setStorageFormat(autograd::ComputeFormat format, bool stochastic, uint64_t seed) {
+void Optimizer::setStorageFormat(precision::ComputeFormat format, bool stochastic, uint64_t seed) {
   storageFormat_ = format;
   stochastic_ = stochastic;
   roundingSeed_ = seed;
@@ -31,15 +31,15 @@ void Optimizer::setStorageFormat(autograd::ComputeFormat format, bool stochastic
 }
 
 void Optimizer::roundToStorageFormat(bool stochastic) {
-  if (storageFormat_ == autograd::ComputeFormat::Fp32) return;
+  if (storageFormat_ == precision::ComputeFormat::Fp32) return;
   uint64_t id = 0;  // parameters in order, then state entries in key order
   auto round = [&](Tensor& t) {
     APS_ASSERT(id < (uint64_t{1} << 20));
     if (stochastic) {
-      autograd::roundStochastic(t.data<float>(), t.numel(), storageFormat_, roundingSeed_,
-                                static_cast<uint64_t>(steps_) << 20 | id);
+      precision::roundStochastic(t.data<float>(), t.numel(), storageFormat_, roundingSeed_,
+                                 static_cast<uint64_t>(steps_) << 20 | id);
     } else {
-      autograd::roundNearestEven(t.data<float>(), t.numel(), storageFormat_);
+      precision::roundNearestEven(t.data<float>(), t.numel(), storageFormat_);
     }
     ++id;
   };

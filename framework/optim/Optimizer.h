@@ -1,7 +1,7 @@
 #pragma once
 
-#include "framework/autograd/ComputeFormat.h"
 #include "framework/tensor/NamedTensor.h"
+#include "precision/ComputeFormat.h"
 
 #include <cstdint>
 #include <map>
@@ -31,8 +31,8 @@ class Optimizer {
   // half tensors does. Stochastic rounding (Gupta et al. 2015) of the stored results makes
   // small updates survive in expectation; element i of tensor t after step s draws
   // randomBits32(seed, s << 20 | t, i), so runs and resumes are reproducible.
-  void setStorageFormat(autograd::ComputeFormat format, bool stochastic = false, uint64_t seed = 0);
-  autograd::ComputeFormat storageFormat() const { return storageFormat_; }
+  void setStorageFormat(precision::ComputeFormat format, bool stochastic = false, uint64_t seed = 0);
+  precision::ComputeFormat storageFormat() const { return storageFormat_; }
 
   double lr() const { return lr_; }
   void setLr(double lr);
@@ -63,7 +63,7 @@ class Optimizer {
   void roundToStorageFormat(bool stochastic);
 
   int64_t steps_ = 0;
-  autograd::ComputeFormat storageFormat_ = autograd::ComputeFormat::Fp32;
+  precision::ComputeFormat storageFormat_ = precision::ComputeFormat::Fp32;
   bool stochastic_ = false;
   uint64_t roundingSeed_ = 0;
   std::map<std::string, Tensor> state_;  // "<kind>.<param name>"

@@ -2,7 +2,6 @@
 
 #include "framework/core/Error.h"
 
-
 namespace aps {
 
 std::string_view dtypeName(DType t) {

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace aps::train {
@@ -88,8 +88,8 @@ std::string applyOverride(YAML::Node& root, const std::string& text) {
   } catch (const YAML::Exception& e) {
     APS_FAIL("--set {}: value is not valid YAML: {}", shown, e.msg);
   }
-  APS_CHECK(value.IsDefined() && !value.IsNull(),
-            "--set {}: '{}' has no value (an empty string is written {}='')", shown, path, path);
+  APS_CHECK(value.IsDefined() && !value.IsNull(), "--set {}: '{}' has no value (an empty string is written {}='')",
+            shown, path, path);
   setPath(root, path, value);
   return path;
 }
@@ -111,8 +111,8 @@ class Validator {
       const std::string key = entry.first.Scalar();
       const std::string path = prefix.empty() ? key : prefix + "." + key;
       const auto [first, inserted] = seen.emplace(key, entry.first.Mark().line + 1);
-      APS_CHECK(inserted, "{}: '{}' is given twice (first at line {}); remove one of them",
-                where(source_, entry.first), shorten(path), first->second);
+      APS_CHECK(inserted, "{}: '{}' is given twice (first at line {}); remove one of them", where(source_, entry.first),
+                shorten(path), first->second);
       if (const ConfigKey* leaf = findConfigKey(path)) {
         // "lr:" or "lr: ~" would silently become the default: say so instead.
         APS_CHECK(!entry.second.IsNull(), "{}: '{}' has no value; give one or delete the line for the default ({})",
@@ -173,8 +173,7 @@ class Validator {
         for (const auto& item : node) {
           long long v = 0;
           APS_CHECK(item.IsScalar() && YAML::convert<long long>::decode(item, v),
-                    "{}: '{}' must be a list of integers, got element {}", origin(key, item), key.path,
-                    describe(item));
+                    "{}: '{}' must be a list of integers, got element {}", origin(key, item), key.path, describe(item));
         }
         break;
       case ValueKind::Format:

@@ -65,7 +65,9 @@ TrainSummary EvalAccumulator::summary() const {
   double iouSum = 0, correct = 0, total = 0;
   int present = 0;
   for (int64_t c = 0; c < classes_; ++c) {
-    const auto at = [&](int64_t r, int64_t k) { return static_cast<double>(counts_[static_cast<size_t>(r * classes_ + k)]); };
+    const auto at = [&](int64_t r, int64_t k) {
+      return static_cast<double>(counts_[static_cast<size_t>(r * classes_ + k)]);
+    };
     double row = 0, col = 0;
     for (int64_t k = 0; k < classes_; ++k) {
       row += at(c, k);

@@ -26,7 +26,7 @@ struct EvalSetup {
   int workers = 1, prefetch = 1;
   uint64_t seed = 0;
   autograd::ComputePrecision compute;
-  EvalAccumulator::CountSum sumCounts;    // element-wise sums over processes (identity for one)
+  EvalAccumulator::CountSum sumCounts;  // element-wise sums over processes (identity for one)
   EvalAccumulator::DoubleSum sumDoubles;
 };
 

@@ -146,8 +146,8 @@ void GradientSync::buildReducer(uint64_t step) {
   options.average = true;
   options.seed = config_.seed;
   scaling_->install(options);
-  reducer_ = std::make_unique<comm::GradientReducer>(*ranks_.transport, std::move(grads), algorithms, formatOf_,
-                                                     options);
+  reducer_ =
+      std::make_unique<comm::GradientReducer>(*ranks_.transport, std::move(grads), algorithms, formatOf_, options);
   reducer_->setStep(step);
   logFormats();
 }
@@ -280,8 +280,7 @@ NamedTensors GradientSync::saveState() {
   const bool root = ranks_.firstRank == 0;
   if (root) gathered.assign(static_cast<size_t>(ranks_.world), std::vector<float>(static_cast<size_t>(total)));
   for (auto& v : gathered) gatheredPointers.push_back(v.data());
-  comm::gatherToRankZero(*ranks_.transport, minePointers, static_cast<size_t>(total) * sizeof(float),
-                         gatheredPointers);
+  comm::gatherToRankZero(*ranks_.transport, minePointers, static_cast<size_t>(total) * sizeof(float), gatheredPointers);
   for (size_t r = 0; r < gathered.size(); ++r) {
     out.push_back({fmt::format("residual.{}", r), Tensor::fromVector(std::span<const float>(gathered[r]), shape)});
   }

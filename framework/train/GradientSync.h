@@ -95,12 +95,12 @@ class GradientSync {
   NamedTensors params_;
   Ranks ranks_;
   MetricsSink metrics_;
-  std::vector<precision::CodecSpec> paramSpecs_;                                 // per parameter
-  std::vector<precision::CodecSpec> specs_;                                      // per wire-format id
-  std::vector<std::string> codecNames_;                                          // per wire-format id
-  std::vector<int> formatOf_;                                                    // per parameter
-  std::unique_ptr<precision::HybridPolicy> policy_;                              // precision.hybrid_auto
-  std::vector<int64_t> widenings_;                                               // per parameter
+  std::vector<precision::CodecSpec> paramSpecs_;                                // per parameter
+  std::vector<precision::CodecSpec> specs_;                                     // per wire-format id
+  std::vector<std::string> codecNames_;                                         // per wire-format id
+  std::vector<int> formatOf_;                                                   // per parameter
+  std::unique_ptr<precision::HybridPolicy> policy_;                             // precision.hybrid_auto
+  std::vector<int64_t> widenings_;                                              // per parameter
   std::map<std::string, std::shared_ptr<precision::Fp8LmScaler>> autoscalers_;  // per codec name
   std::shared_ptr<comm::BucketScaling> scaling_;
   std::unique_ptr<comm::GradientReducer> reducer_;

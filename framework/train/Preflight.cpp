@@ -47,10 +47,11 @@ void checkMemoryFits(const TrainConfig& config, const NamedTensors& params, cons
             "this run needs at least {:.1f} GiB of memory and the machine has {:.1f} GiB: {} {} x (gradient buffers "
             "{:.1f} MB for {} parameters + data.prefetch = {} batches of data.batch_size = {} samples, {:.1f} MB); "
             "lower {}",
-            need / GiB, have / GiB, localRanks, simulated ? "simulated ranks (comm.world_size)" : "rank", perRankGrad / 1e6,
-            static_cast<int64_t>(paramCount), config.data.prefetch, config.data.batchSize, perRankData / 1e6,
+            need / GiB, have / GiB, localRanks, simulated ? "simulated ranks (comm.world_size)" : "rank",
+            perRankGrad / 1e6, static_cast<int64_t>(paramCount), config.data.prefetch, config.data.batchSize,
+            perRankData / 1e6,
             simulated && localRanks > 1 ? "comm.world_size, data.batch_size or data.prefetch"
-                                  : "data.batch_size or data.prefetch");
+                                        : "data.batch_size or data.prefetch");
 }
 
 // A fresh run must not write over another run's checkpoints (it would also prune them, or
@@ -81,8 +82,8 @@ void checkOutputsWritable(const TrainConfig& config) {
   auto probeDir = [](const std::filesystem::path& dir, const std::string& key) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    APS_CHECK(!ec && std::filesystem::is_directory(dir), "{} '{}': cannot create the directory: {}", key,
-              dir.string(), ec ? ec.message() : "a file of that name exists");
+    APS_CHECK(!ec && std::filesystem::is_directory(dir), "{} '{}': cannot create the directory: {}", key, dir.string(),
+              ec ? ec.message() : "a file of that name exists");
     const auto probe = dir / fmt::format(".aps-write-test.{}", ::getpid());
     {
       std::ofstream out(probe);

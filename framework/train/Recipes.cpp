@@ -16,9 +16,9 @@ namespace aps::train {
 
 double peakLearningRate(const TrainConfig& config, int worldSize) {
   const int64_t globalBatch = config.data.batchSize * worldSize;
-  return config.optimizer.lr * (config.schedule.scaleWithBatch ? static_cast<double>(globalBatch) /
-                                                                     static_cast<double>(config.schedule.baseBatch)
-                                                               : 1.0);
+  return config.optimizer.lr * (config.schedule.scaleWithBatch
+                                    ? static_cast<double>(globalBatch) / static_cast<double>(config.schedule.baseBatch)
+                                    : 1.0);
 }
 
 std::unique_ptr<optim::Optimizer> makeOptimizer(const TrainConfig& config, const NamedTensors& params, double lr) {

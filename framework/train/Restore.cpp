@@ -45,8 +45,8 @@ void restoreTrainingState(const Checkpoint& c, const std::string& path, const Ru
             "checkpoint '{}': 'optimizer.step' = {} is outside [0, global_step = {}]", path, optimizerSteps,
             c.globalStep);
   const int64_t scheduleStep = scalarEntry(scheduleState, "schedule", "schedule_step", path);
-  APS_CHECK(scheduleStep == c.globalStep, "checkpoint '{}': 'schedule.schedule_step' = {} but 'global_step' = {}",
-            path, scheduleStep, c.globalStep);
+  APS_CHECK(scheduleStep == c.globalStep, "checkpoint '{}': 'schedule.schedule_step' = {} but 'global_step' = {}", path,
+            scheduleStep, c.globalStep);
   models::loadState(model, c.section("model"), path);
   try {
     optimizer.loadStateDict(optimizerState);

@@ -114,24 +114,23 @@ void Trainer::State::setupPrecisionAndComm() {
     // 16-bit compute (autograd/ComputePrecision.h): loss scaling keeps small gradients above
     // the format's underflow; pure modes store weights and optimizer state in 16 bits.
     if (p.lossScaling != "none") {
-      optim::DynamicLossScaler::Options o;
+      aps::precision::DynamicLossScaler::Options o;
       o.initialScale = p.lossScale;
       if (p.lossScaling == "static") o.growthFactor = o.backoffFactor = 1.0;
       o.minScale = std::min(o.minScale, o.initialScale);
       o.maxScale = std::max(o.maxScale, o.initialScale);
-      lossScaler = std::make_unique<optim::DynamicLossScaler>(o);
+      lossScaler = std::make_unique<aps::precision::DynamicLossScaler>(o);
     }
     if (compute.isPure()) optimizer->setStorageFormat(compute.format(), p.stochasticUpdate, config.seed);
   }
 
-  sync = std::make_unique<GradientSync>(config, params, GradientSync::Ranks{transport, mpi.get(), world, firstRank,
-                                                                         localRanks},
+  sync = std::make_unique<GradientSync>(config, params,
+                                        GradientSync::Ranks{transport, mpi.get(), world, firstRank, localRanks},
                                         [this](const nlohmann::json& line) { log->write(line); });
   sync->attach([this](int64_t param, int local, Tensor& grad) {
     faults.poisonGradient(firstRank + local, globalStep, param, grad);
   });
 }
-
 
 // Element-wise sums over the processes, in rank order, the same on every rank (int64 counts
 // are checked against overflow).

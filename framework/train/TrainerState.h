@@ -9,7 +9,6 @@
 #include "data/Loader.h"
 #include "framework/autograd/ComputePrecision.h"
 #include "framework/nn/Dropout.h"
-#include "framework/optim/DynamicLossScaler.h"
 #include "framework/optim/LrScheduler.h"
 #include "framework/optim/Optimizer.h"
 #include "framework/train/Checkpoint.h"
@@ -19,6 +18,7 @@
 #include "framework/train/RunLog.h"
 #include "framework/train/Trainer.h"
 #include "models/ModelRegistry.h"
+#include "precision/DynamicLossScaler.h"
 
 #include <memory>
 #include <string>
@@ -44,15 +44,15 @@ struct Trainer::State {
   std::vector<std::unique_ptr<data::Loader>> loaders;  // one per local rank
   int64_t stepsPerEpoch = 0, totalSteps = 0;
 
-  std::vector<nn::Dropout*> dropouts;                    // their masks depend on (step, rank) only
-  autograd::ComputePrecision compute;                    // precision.compute
-  std::unique_ptr<optim::DynamicLossScaler> lossScaler;  // 16-bit compute only
+  std::vector<nn::Dropout*> dropouts;                             // their masks depend on (step, rank) only
+  autograd::ComputePrecision compute;                             // precision.compute
+  std::unique_ptr<aps::precision::DynamicLossScaler> lossScaler;  // 16-bit compute only
 
   std::unique_ptr<GradientSync> sync;  // gradient precision on the wire
 
   int64_t epoch = 0, batchInEpoch = 0, globalStep = 0, skipped = 0;
   bool trainLossNonFinite = false;  // some step's training loss was inf or NaN: the run diverged
-  std::unique_ptr<RunLog> log;  // log lines, progress bar, metrics file
+  std::unique_ptr<RunLog> log;      // log lines, progress bar, metrics file
   const FaultInjection faults = FaultInjection::fromEnvironment();  // tests only; empty otherwise
 
   bool isRoot() const { return firstRank == 0; }

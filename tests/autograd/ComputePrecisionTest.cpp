@@ -1,10 +1,10 @@
 #include "framework/autograd/ComputePrecision.h"
 #include "framework/autograd/Engine.h"
-#include "framework/autograd/FormatRounding.h"
 #include "framework/autograd/Function.h"
 #include "framework/core/Error.h"
 #include "framework/core/Rng.h"
 #include "framework/tensor/HalfFloat.h"
+#include "precision/FormatRounding.h"
 
 #include <gtest/gtest.h>
 
@@ -17,8 +17,9 @@ namespace {
 
 using aps::Tensor;
 namespace ag = aps::autograd;
-using ag::ComputeFormat;
+namespace precision = aps::precision;
 using ag::ComputePrecision;
+using aps::precision::ComputeFormat;
 using Mode = ComputePrecision::Mode;
 
 float viaHalf(float x) { return aps::halfBitsToFloat(aps::floatToHalfBits(x)); }
@@ -95,8 +96,8 @@ TEST(FormatRounding, NearestEvenMatchesStorageConversions) {
   for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 2039)
     values.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
   std::vector<float> half = values, bf = values;
-  ag::roundNearestEven(half.data(), static_cast<int64_t>(half.size()), ComputeFormat::Fp16);
-  ag::roundNearestEven(bf.data(), static_cast<int64_t>(bf.size()), ComputeFormat::BFloat16);
+  precision::roundNearestEven(half.data(), static_cast<int64_t>(half.size()), ComputeFormat::Fp16);
+  precision::roundNearestEven(bf.data(), static_cast<int64_t>(bf.size()), ComputeFormat::BFloat16);
   int64_t halfMismatches = 0, bfMismatches = 0;
   for (size_t i = 0; i < values.size(); ++i) {
     const float x = values[i];
@@ -111,12 +112,12 @@ TEST(FormatRounding, NearestEvenMatchesStorageConversions) {
   }
   EXPECT_EQ(halfMismatches, 0);
   EXPECT_EQ(bfMismatches, 0);
-  EXPECT_EQ(ag::roundNearestEven(65520.0f, ComputeFormat::Fp16), inf);
-  EXPECT_EQ(ag::roundNearestEven(0x1p-25f, ComputeFormat::Fp16), 0.0f);  // tie to even (zero)
-  EXPECT_EQ(ag::roundNearestEven(0x1.8p-25f, ComputeFormat::Fp16), 0x1p-24f);
-  EXPECT_TRUE(ag::isRepresentable(0x1p-24f, ComputeFormat::Fp16));
-  EXPECT_FALSE(ag::isRepresentable(1.0f + 0x1p-11f, ComputeFormat::Fp16));
-  EXPECT_FALSE(ag::isRepresentable(1.0f + 0x1p-8f, ComputeFormat::BFloat16));
+  EXPECT_EQ(precision::roundNearestEven(65520.0f, ComputeFormat::Fp16), inf);
+  EXPECT_EQ(precision::roundNearestEven(0x1p-25f, ComputeFormat::Fp16), 0.0f);  // tie to even (zero)
+  EXPECT_EQ(precision::roundNearestEven(0x1.8p-25f, ComputeFormat::Fp16), 0x1p-24f);
+  EXPECT_TRUE(precision::isRepresentable(0x1p-24f, ComputeFormat::Fp16));
+  EXPECT_FALSE(precision::isRepresentable(1.0f + 0x1p-11f, ComputeFormat::Fp16));
+  EXPECT_FALSE(precision::isRepresentable(1.0f + 0x1p-8f, ComputeFormat::BFloat16));
 }
 
 TEST(FormatRounding, StochasticIsUnbiasedBetweenNeighboursAndReproducible) {
@@ -124,8 +125,8 @@ TEST(FormatRounding, StochasticIsUnbiasedBetweenNeighboursAndReproducible) {
     for (float x : {1.0f + 0x1p-13f, -3.3f, 0x1.4p-25f, 1000.1f}) {
       const int64_t n = 20000;
       std::vector<float> v(static_cast<size_t>(n), x), again = v;
-      ag::roundStochastic(v.data(), n, format, 42, 7);
-      ag::roundStochastic(again.data(), n, format, 42, 7);
+      precision::roundStochastic(v.data(), n, format, 42, 7);
+      precision::roundStochastic(again.data(), n, format, 42, 7);
       EXPECT_EQ(v, again);
       // The neighbours: nearest-even gives one, the other is one grid step away.
       double mean = 0.0;
@@ -134,25 +135,25 @@ TEST(FormatRounding, StochasticIsUnbiasedBetweenNeighboursAndReproducible) {
         mean += r;
         lo = std::min(lo, r);
         hi = std::max(hi, r);
-        EXPECT_TRUE(ag::isRepresentable(r, format));
+        EXPECT_TRUE(precision::isRepresentable(r, format));
       }
       mean /= static_cast<double>(n);
       EXPECT_LE(lo, x);
       EXPECT_GE(hi, x);
-      EXPECT_TRUE(lo == ag::roundNearestEven(x, format) || hi == ag::roundNearestEven(x, format));
+      EXPECT_TRUE(lo == precision::roundNearestEven(x, format) || hi == precision::roundNearestEven(x, format));
       EXPECT_NEAR(mean, x, 4.0 * (hi - lo) / std::sqrt(static_cast<double>(n)) + 1e-12) << x;
     }
     // Format values stay as they are; another stream draws other bits.
     std::vector<float> exact{1.0f, -0.5f, 0.0f, 2048.0f};
     const std::vector<float> before = exact;
-    ag::roundStochastic(exact.data(), 4, format, 1, 1);
+    precision::roundStochastic(exact.data(), 4, format, 1, 1);
     EXPECT_EQ(exact, before);
   }
   std::vector<float> a(1000, 1.0f + 0x1p-12f), b = a;
-  ag::roundStochastic(a.data(), 1000, ComputeFormat::Fp16, 42, 1);
-  ag::roundStochastic(b.data(), 1000, ComputeFormat::Fp16, 42, 2);
+  precision::roundStochastic(a.data(), 1000, ComputeFormat::Fp16, 42, 1);
+  precision::roundStochastic(b.data(), 1000, ComputeFormat::Fp16, 42, 2);
   EXPECT_NE(a, b);
-  EXPECT_EQ(ag::roundStochastic(65535.0f, ComputeFormat::Fp16, 0u), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(precision::roundStochastic(65535.0f, ComputeFormat::Fp16, 0u), std::numeric_limits<float>::infinity());
 }
 
 TEST(ComputePrecision, OpOutputsAreRoundedUnderAGuardOnly) {
@@ -165,12 +166,12 @@ TEST(ComputePrecision, OpOutputsAreRoundedUnderAGuardOnly) {
     const Tensor y = scale(x, k);
     for (int64_t i = 0; i < 4; ++i) {
       const float exact = k * x.toFloatVector()[static_cast<size_t>(i)];
-      EXPECT_EQ(y.toFloatVector()[static_cast<size_t>(i)], ag::roundNearestEven(exact, precision.format()));
+      EXPECT_EQ(y.toFloatVector()[static_cast<size_t>(i)], precision::roundNearestEven(exact, precision.format()));
       EXPECT_NE(y.toFloatVector()[static_cast<size_t>(i)], exact);
     }
     // Autocast's fp32 ops keep fp32 outputs in mixed modes only.
     const Tensor loss = scale(x, k, ag::OpPrecision::Fp32WhenMixed);
-    EXPECT_EQ(ag::countNotRepresentable(loss, precision.format()) > 0, precision.isMixed());
+    EXPECT_EQ(precision::countNotRepresentable(loss, precision.format()) > 0, precision.isMixed());
   }
 }
 
@@ -201,10 +202,10 @@ TEST(ComputePrecision, BackwardRoundsGradientsByTheFormatOfTheirTensor) {
     const Tensor root = Tensor::fromVector({seed, seed}, {2});
     ag::backward(loss, root);  // after the guard: nodes remember their formats
     EXPECT_EQ(root.toFloatVector()[0], seed);
-    const float intermediate = ag::roundNearestEven(k2 * seed, f);  // gradient of scale(x, k1)
-    const float expected = precision.isPure() ? ag::roundNearestEven(k1 * intermediate, f) : k1 * intermediate;
+    const float intermediate = precision::roundNearestEven(k2 * seed, f);  // gradient of scale(x, k1)
+    const float expected = precision.isPure() ? precision::roundNearestEven(k1 * intermediate, f) : k1 * intermediate;
     EXPECT_EQ(x.grad().toFloatVector()[0], expected) << precision.name();
-    EXPECT_NE(k1 * intermediate, ag::roundNearestEven(k1 * intermediate, f));  // the test can tell
+    EXPECT_NE(k1 * intermediate, precision::roundNearestEven(k1 * intermediate, f));  // the test can tell
   }
 }
 
@@ -220,8 +221,8 @@ TEST(ComputePrecision, SharedGradientsAreCopiedBeforeRoundingForDifferentFormats
   const Tensor y = plus(x, h, ag::OpPrecision::Fp32WhenMixed);
   const float seed = 1.0f / 3.0f;
   ag::backward(y, Tensor::fromVector({seed}, {1}));
-  EXPECT_EQ(x.grad().toFloatVector()[0], seed);                                             // fp32 leaf
-  EXPECT_EQ(w.grad().toFloatVector()[0], ag::roundNearestEven(seed, ComputeFormat::Fp16));  // via h
+  EXPECT_EQ(x.grad().toFloatVector()[0], seed);                                                    // fp32 leaf
+  EXPECT_EQ(w.grad().toFloatVector()[0], precision::roundNearestEven(seed, ComputeFormat::Fp16));  // via h
 }
 
 TEST(ComputePrecision, PureLeafGradientsStayFormatValuesAcrossAccumulation) {
@@ -235,7 +236,7 @@ TEST(ComputePrecision, PureLeafGradientsStayFormatValuesAcrossAccumulation) {
     y = scale(x, 1.0f);
   }
   ag::backward(y, Tensor::fromVector({0x1p-9f, 0x1p-9f}, {2}));
-  EXPECT_EQ(ag::countNotRepresentable(x.grad(), ComputeFormat::BFloat16), 0);
+  EXPECT_EQ(precision::countNotRepresentable(x.grad(), ComputeFormat::BFloat16), 0);
   EXPECT_EQ(x.grad().toFloatVector()[0], 1.0f);  // 1 + 2^-9 rounds back to 1 in bf16
 }
 

@@ -23,13 +23,13 @@ inline bool datasetsRequired() {
 }  // namespace aps::testsupport
 
 // In a test body or SetUp: skip (or fail under APS_TESTS_REQUIRE_DATA=1) without Fashion-MNIST.
-#define APS_REQUIRE_FASHION_MNIST()                                                                  \
-  do {                                                                                               \
-    if (!::aps::testsupport::haveFashionMnist()) {                                                   \
-      if (::aps::testsupport::datasetsRequired()) {                                                  \
-        FAIL() << "Fashion-MNIST is not installed but APS_TESTS_REQUIRE_DATA=1 "                     \
-                  "(apt-get install dataset-fashion-mnist, or run tools/install-deps.sh)";           \
-      }                                                                                              \
-      GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";         \
-    }                                                                                                \
+#define APS_REQUIRE_FASHION_MNIST()                                                          \
+  do {                                                                                       \
+    if (!::aps::testsupport::haveFashionMnist()) {                                           \
+      if (::aps::testsupport::datasetsRequired()) {                                          \
+        FAIL() << "Fashion-MNIST is not installed but APS_TESTS_REQUIRE_DATA=1 "             \
+                  "(apt-get install dataset-fashion-mnist, or run tools/install-deps.sh)";   \
+      }                                                                                      \
+      GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)"; \
+    }                                                                                        \
   } while (0)

@@ -22,10 +22,10 @@ std::string errorOf(Fn&& fn) {
 
 // EXPECT_ERROR_NAMES(statement, fragment): the statement throws aps::Error whose message
 // contains `fragment` (the key, file or value the error is about).
-#define EXPECT_ERROR_NAMES(statement, fragment)                                                    \
-  do {                                                                                             \
-    const std::string apsErrorText_ = ::aps::testsupport::errorOf([&] { (void)(statement); });     \
-    EXPECT_FALSE(apsErrorText_.empty()) << #statement " threw no aps::Error";                     \
-    EXPECT_NE(apsErrorText_.find(fragment), std::string::npos)                                     \
+#define EXPECT_ERROR_NAMES(statement, fragment)                                                       \
+  do {                                                                                                \
+    const std::string apsErrorText_ = ::aps::testsupport::errorOf([&] { (void)(statement); });        \
+    EXPECT_FALSE(apsErrorText_.empty()) << #statement " threw no aps::Error";                         \
+    EXPECT_NE(apsErrorText_.find(fragment), std::string::npos)                                        \
         << #statement " threw '" << apsErrorText_ << "', which does not name '" << (fragment) << "'"; \
   } while (0)

@@ -102,9 +102,12 @@ TEST_F(Safetensors, OverwritesAtomicallyAndRejectsBadInput) {
   io::saveSafetensors(path, {{"a", Tensor::ones({2})}});
   io::saveSafetensors(path, {{"b", Tensor::zeros({3})}});
   EXPECT_EQ(io::loadSafetensors(path).tensors.at(0).name, "b");
-  EXPECT_ERROR_NAMES(io::saveSafetensors(path, {{"a", Tensor::ones({1})}, {"a", Tensor::ones({1})}}), "tensor name 'a' appears twice");
-  EXPECT_ERROR_NAMES(io::saveSafetensors(path, {{"__metadata__", Tensor::ones({1})}}), "invalid tensor name '__metadata__'");
-  EXPECT_ERROR_NAMES(io::saveSafetensors(file("missing_dir/x.safetensors"), {{"a", Tensor::ones({1})}}), "missing_dir/x.safetensors");
+  EXPECT_ERROR_NAMES(io::saveSafetensors(path, {{"a", Tensor::ones({1})}, {"a", Tensor::ones({1})}}),
+                     "tensor name 'a' appears twice");
+  EXPECT_ERROR_NAMES(io::saveSafetensors(path, {{"__metadata__", Tensor::ones({1})}}),
+                     "invalid tensor name '__metadata__'");
+  EXPECT_ERROR_NAMES(io::saveSafetensors(file("missing_dir/x.safetensors"), {{"a", Tensor::ones({1})}}),
+                     "missing_dir/x.safetensors");
   EXPECT_EQ(io::loadSafetensors(path).tensors.at(0).name, "b");  // the failed writes left it alone
 }
 

@@ -1,9 +1,9 @@
-#include "tests/common/ErrorMessage.h"
 #include "framework/autograd/GradMode.h"
 #include "framework/core/Error.h"
 #include "framework/io/Safetensors.h"
 #include "models/ModelRegistry.h"
 #include "models/Weights.h"
+#include "tests/common/ErrorMessage.h"
 
 #include <gtest/gtest.h>
 

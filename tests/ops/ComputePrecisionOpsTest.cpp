@@ -3,13 +3,13 @@
 // master weights and leave the masters and their fp32 gradients alone.
 #include "framework/autograd/ComputePrecision.h"
 #include "framework/autograd/Engine.h"
-#include "framework/autograd/FormatRounding.h"
 #include "framework/core/Rng.h"
 #include "framework/ops/BatchNorm.h"
 #include "framework/ops/Conv.h"
 #include "framework/ops/Elementwise.h"
 #include "framework/ops/Linear.h"
 #include "framework/ops/Loss.h"
+#include "precision/FormatRounding.h"
 
 #include <gtest/gtest.h>
 
@@ -22,13 +22,13 @@ using aps::Rng;
 using aps::Tensor;
 namespace ag = aps::autograd;
 namespace ops = aps::ops;
-using ag::ComputeFormat;
 using ag::ComputePrecision;
+using aps::precision::ComputeFormat;
 using Mode = ComputePrecision::Mode;
 
 Tensor rounded(const Tensor& t, ComputeFormat f) {
   Tensor c = t.detach().clone();
-  ag::roundInPlace(c, f);
+  aps::precision::roundInPlace(c, f);
   return c;
 }
 
@@ -67,7 +67,7 @@ TEST(ComputePrecisionOps, LinearMatchesFp32OnRoundedOperandsThenRounded) {
     const Tensor yr = ops::linear(rounded(x, f), wr, br);
     ag::backward(yr, seed);
     expectSameValues(y, rounded(yr, f), p.name());
-    EXPECT_GT(ag::countNotRepresentable(yr, f), 0);  // the fp32 result is not: the test can tell
+    EXPECT_GT(aps::precision::countNotRepresentable(yr, f), 0);  // the fp32 result is not: the test can tell
     // Mixed: the cast's gradient is rounded, then lands in the fp32 master's grad.
     expectSameValues(w.grad(), rounded(wr.grad(), f), std::string(p.name()) + " weight grad");
     expectSameValues(b.grad(), rounded(br.grad(), f), std::string(p.name()) + " bias grad");
@@ -127,11 +127,11 @@ TEST(ComputePrecisionOps, BatchNormGammaGradientIsFp32OnlyInMixedModes) {
       ag::ComputePrecisionGuard guard(p);
       y = ops::batchNorm2d(ops::mul(x, 1.0f), gamma, beta, mean, var, true, 0.1f, 1e-5f);
     }
-    EXPECT_EQ(ag::countNotRepresentable(y, f), 0) << p.name();
+    EXPECT_EQ(aps::precision::countNotRepresentable(y, f), 0) << p.name();
     ag::backward(y, seed);
-    EXPECT_EQ(ag::countNotRepresentable(x.grad(), f), 0) << p.name();
-    EXPECT_EQ(ag::countNotRepresentable(gamma.grad(), f) > 0, p.isMixed()) << p.name();
-    EXPECT_EQ(ag::countNotRepresentable(beta.grad(), f) > 0, p.isMixed()) << p.name();
+    EXPECT_EQ(aps::precision::countNotRepresentable(x.grad(), f), 0) << p.name();
+    EXPECT_EQ(aps::precision::countNotRepresentable(gamma.grad(), f) > 0, p.isMixed()) << p.name();
+    EXPECT_EQ(aps::precision::countNotRepresentable(beta.grad(), f) > 0, p.isMixed()) << p.name();
   }
 }
 
@@ -145,16 +145,17 @@ TEST(ComputePrecisionOps, CrossEntropyIsFp32InMixedModes) {
     const ComputeFormat f = p.format();
     Tensor logits = leaf(rounded(logits0, f));
     const Tensor reference = ops::crossEntropy(logits.detach(), targets);
-    ASSERT_FALSE(ag::isRepresentable(reference.item(), f));
+    ASSERT_FALSE(aps::precision::isRepresentable(reference.item(), f));
     Tensor loss;
     {
       ag::ComputePrecisionGuard guard(p);
       loss = ops::crossEntropy(ops::mul(logits, 1.0f), targets);
     }
-    EXPECT_EQ(loss.item(), p.isMixed() ? reference.item() : ag::roundNearestEven(reference.item(), f)) << p.name();
+    EXPECT_EQ(loss.item(), p.isMixed() ? reference.item() : aps::precision::roundNearestEven(reference.item(), f))
+        << p.name();
     // The loss scale (root gradient) is not rounded even where it overflows fp16.
     ag::backward(loss, Tensor::scalar(65536.0f));
-    EXPECT_EQ(ag::countNotRepresentable(logits.grad(), f), 0);
+    EXPECT_EQ(aps::precision::countNotRepresentable(logits.grad(), f), 0);
     for (float g : logits.grad().toFloatVector()) EXPECT_TRUE(std::isfinite(g));
   }
 }

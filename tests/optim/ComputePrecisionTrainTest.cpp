@@ -4,7 +4,6 @@
 // value of the format after every step.
 #include "framework/autograd/ComputePrecision.h"
 #include "framework/autograd/Engine.h"
-#include "framework/autograd/FormatRounding.h"
 #include "framework/autograd/GradMode.h"
 #include "framework/core/Rng.h"
 #include "framework/nn/BatchNorm2d.h"
@@ -16,8 +15,9 @@
 #include "framework/nn/Sequential.h"
 #include "framework/ops/Loss.h"
 #include "framework/ops/Reduction.h"
-#include "framework/optim/DynamicLossScaler.h"
 #include "framework/optim/Sgd.h"
+#include "precision/DynamicLossScaler.h"
+#include "precision/FormatRounding.h"
 
 #include <gtest/gtest.h>
 
@@ -90,10 +90,10 @@ Result train(const std::string& mode, bool stochastic = false, double initialSca
   NamedTensors params = model->namedParameters();
   optim::Sgd sgd(params, {.lr = 0.05, .momentum = 0.9});
   if (precision.isPure()) sgd.setStorageFormat(precision.format(), stochastic, 17);
-  optim::DynamicLossScaler scaler({.initialScale = initialScale});
-  const ag::ComputeFormat f = precision.parameterFormat();
+  aps::precision::DynamicLossScaler scaler({.initialScale = initialScale});
+  const aps::precision::ComputeFormat f = precision.parameterFormat();
   auto offFormat = [&](const Tensor& t) {
-    return t.dtype() == aps::DType::Float32 ? ag::countNotRepresentable(t, f) : 0;
+    return t.dtype() == aps::DType::Float32 ? aps::precision::countNotRepresentable(t, f) : 0;
   };
 
   Result r;

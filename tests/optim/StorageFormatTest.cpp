@@ -1,8 +1,8 @@
 // Optimizer::setStorageFormat: pure 16-bit parameters and optimizer state.
-#include "framework/autograd/FormatRounding.h"
 #include "framework/optim/AdamW.h"
 #include "framework/optim/Lars.h"
 #include "framework/optim/Sgd.h"
+#include "precision/FormatRounding.h"
 
 #include <gtest/gtest.h>
 
@@ -24,7 +24,8 @@ void setGrads(NamedTensors& ps, float g) {
 }
 
 TEST(StorageFormat, EveryOptimizerKeepsParametersAndStateInTheFormat) {
-  for (ag::ComputeFormat f : {ag::ComputeFormat::Fp16, ag::ComputeFormat::BFloat16}) {
+  for (aps::precision::ComputeFormat f :
+       {aps::precision::ComputeFormat::Fp16, aps::precision::ComputeFormat::BFloat16}) {
     for (int kind = 0; kind < 3; ++kind) {
       NamedTensors ps = params(0.3f, 100);  // 0.3 and 0.1 are not 16-bit values
       std::unique_ptr<optim::Optimizer> opt;
@@ -32,18 +33,18 @@ TEST(StorageFormat, EveryOptimizerKeepsParametersAndStateInTheFormat) {
       if (kind == 1) opt = std::make_unique<optim::AdamW>(ps, optim::AdamWOptions{.lr = 0.01});
       if (kind == 2) opt = std::make_unique<optim::Lars>(ps, optim::LarsOptions{.lr = 0.1, .momentum = 0.9});
       opt->setStorageFormat(f);
-      for (const auto& p : ps) EXPECT_EQ(ag::countNotRepresentable(p.tensor, f), 0);
+      for (const auto& p : ps) EXPECT_EQ(aps::precision::countNotRepresentable(p.tensor, f), 0);
       for (int step = 0; step < 3; ++step) {
         setGrads(ps, 0.0123f);
         opt->step();
-        for (const auto& p : ps) EXPECT_EQ(ag::countNotRepresentable(p.tensor, f), 0) << kind;
+        for (const auto& p : ps) EXPECT_EQ(aps::precision::countNotRepresentable(p.tensor, f), 0) << kind;
         for (const auto& s : opt->stateDict()) {
           if (s.tensor.dtype() == aps::DType::Float32) {
-            EXPECT_EQ(ag::countNotRepresentable(s.tensor, f), 0) << s.name;
+            EXPECT_EQ(aps::precision::countNotRepresentable(s.tensor, f), 0) << s.name;
           }
         }
       }
-      EXPECT_NE(ps[0].tensor.toFloatVector()[0], ag::roundNearestEven(0.3f, f));  // it moved
+      EXPECT_NE(ps[0].tensor.toFloatVector()[0], aps::precision::roundNearestEven(0.3f, f));  // it moved
     }
   }
 }
@@ -55,7 +56,7 @@ TEST(StorageFormat, StochasticRoundingKeepsSmallUpdatesInExpectation) {
   auto run = [&](bool stochastic, uint64_t seed) {
     NamedTensors ps = params(1.0f, n);
     optim::Sgd sgd(ps, {.lr = 1.0});
-    sgd.setStorageFormat(ag::ComputeFormat::Fp16, stochastic, seed);
+    sgd.setStorageFormat(aps::precision::ComputeFormat::Fp16, stochastic, seed);
     setGrads(ps, 0x1p-13f);  // a quarter of the grid step 2^-11 below 1
     sgd.step();
     return ps[0].tensor.toFloatVector();

@@ -1,5 +1,5 @@
-#include "tests/common/ErrorMessage.h"
 #include "precision/FloatFormat.h"
+#include "tests/common/ErrorMessage.h"
 
 #include "framework/core/Error.h"
 #include "precision/RoundingMode.h"

@@ -8,9 +8,9 @@
 // unbiased on both the emulation and the wire path but maps the random bits to the rounding
 // decision differently, so the two do not agree draw for draw (yet: unifying them changes the
 // bits of every stochastic run, see docs/ARCHITECTURE.md).
-#include "framework/autograd/FormatRounding.h"
 #include "framework/tensor/HalfFloat.h"
 #include "precision/FloatFormat.h"
+#include "precision/FormatRounding.h"
 #include "precision/Quantizer.h"
 
 #include <gtest/gtest.h>
@@ -24,7 +24,7 @@
 namespace aps {
 namespace {
 
-using autograd::ComputeFormat;
+using precision::ComputeFormat;
 using precision::FloatFormat;
 using precision::Quantizer;
 using precision::RoundingMode;
@@ -59,7 +59,7 @@ TEST(RoundingAgreement, Fp16NearestEvenIsTheSameOnEveryPath) {
   int64_t checked = 0;
   for (float v : inputs()) {
     const float storage = halfBitsToFloat(floatToHalfBits(v));
-    const float compute = autograd::roundNearestEven(v, ComputeFormat::Fp16);
+    const float compute = precision::roundNearestEven(v, ComputeFormat::Fp16);
     const float codec = wire.quantize(v, RoundingMode::NearestEven);
     ASSERT_TRUE(sameBits(storage, compute)) << std::hexfloat << v << ": storage " << storage << ", compute " << compute;
     ASSERT_TRUE(sameBits(storage, codec)) << std::hexfloat << v << ": storage " << storage << ", wire " << codec;
@@ -72,7 +72,7 @@ TEST(RoundingAgreement, Bf16NearestEvenIsTheSameOnEveryPath) {
   const Quantizer wire(FloatFormat::preset("bf16"));
   for (float v : inputs()) {
     const float storage = bfloat16BitsToFloat(floatToBFloat16Bits(v));
-    const float compute = autograd::roundNearestEven(v, ComputeFormat::BFloat16);
+    const float compute = precision::roundNearestEven(v, ComputeFormat::BFloat16);
     const float codec = wire.quantize(v, RoundingMode::NearestEven);
     ASSERT_TRUE(sameBits(storage, compute)) << std::hexfloat << v << ": storage " << storage << ", compute " << compute;
     ASSERT_TRUE(sameBits(storage, codec)) << std::hexfloat << v << ": storage " << storage << ", wire " << codec;

@@ -172,11 +172,11 @@ TEST(ConfigHardening, DuplicateKeysAreErrors) {
 
 TEST(ConfigHardening, LongValuesAreCutInMessages) {
   const std::string huge(1 << 20, 'x');
-  for (const auto& [yaml, overrides] : std::vector<std::pair<std::string, std::vector<std::string>>>{
-           {"optimizer: {name: " + huge + "}\n", {}},
-           {"seed: 1\n", {"optimizer.name=" + huge}},
-           {"seed: 1\n", {huge + "=1"}},
-           {"seed: " + huge + "\n", {}}}) {
+  for (const auto& [yaml, overrides] :
+       std::vector<std::pair<std::string, std::vector<std::string>>>{{"optimizer: {name: " + huge + "}\n", {}},
+                                                                     {"seed: 1\n", {"optimizer.name=" + huge}},
+                                                                     {"seed: 1\n", {huge + "=1"}},
+                                                                     {"seed: " + huge + "\n", {}}}) {
     try {
       parseConfig(yaml, "exp.yaml", overrides);
       FAIL();

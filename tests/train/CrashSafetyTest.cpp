@@ -28,7 +28,6 @@ using testing::ChildProcess;
 using testing::readText;
 using Clock = std::chrono::steady_clock;
 
-
 // A run of 24 steps (2 simulated ranks x batch 8) that checkpoints every epoch (3 steps), keeping two.
 std::string writeConfig(const fs::path& dir, const std::string& checkpointDir) {
   const fs::path path = dir / "tiny.yaml";

@@ -76,15 +76,20 @@ TEST(CheckpointHeader, PositionsOutsideTheRunAreRefusedNamingTheField) {
     const char* names;
   };
   const Case cases[] = {
-      {0, -1, -1, "'batch_in_epoch' = -1"},      {1, -3, 13, "'batch_in_epoch' = -3"},
-      {0, 16, 16, "'batch_in_epoch' = 16"},      {0, 0, -5, "'global_step' = -5"},
+      {0, -1, -1, "'batch_in_epoch' = -1"},
+      {1, -3, 13, "'batch_in_epoch' = -3"},
+      {0, 16, 16, "'batch_in_epoch' = 16"},
+      {0, 0, -5, "'global_step' = -5"},
       {1000000, 0, 16000000, "'global_step' = 16000000 is beyond"},
-      {kMax, 0, kMax, "does not match"},         {0, 2, kMax, "does not match"},
-      {1, 3, 18, "does not match"},              {-1, 0, 0, "'epoch' = -1"},
+      {kMax, 0, kMax, "does not match"},
+      {0, 2, kMax, "does not match"},
+      {1, 3, 18, "does not match"},
+      {-1, 0, 0, "'epoch' = -1"},
       {3, 1, 49, "is beyond this run's 48 steps"},
   };
   for (const Case& c : cases) {
-    const std::string message = errorOf([&] { validatePosition(smallCheckpoint(c.epoch, c.batch, c.step), "x.safetensors", 16, 48); });
+    const std::string message =
+        errorOf([&] { validatePosition(smallCheckpoint(c.epoch, c.batch, c.step), "x.safetensors", 16, 48); });
     EXPECT_NE(message.find(c.names), std::string::npos)
         << "epoch " << c.epoch << " batch " << c.batch << " step " << c.step << ": '" << message << "'";
     EXPECT_NE(message.find("x.safetensors"), std::string::npos) << message;
@@ -97,7 +102,8 @@ TEST(CheckpointHeader, PositionsOutsideTheRunAreRefusedNamingTheField) {
 // keeps the new checkpoint and the newer one, and deletes only older ones beyond `keep`.
 TEST(CheckpointHeader, PruningNeverDeletesTheNewCheckpointOrANewerOne) {
   const fs::path dir = scratch("prune");
-  for (int64_t step : {10, 15, 30, 20}) saveCheckpoint(checkpointPath(dir.string(), step), smallCheckpoint(0, step, step));
+  for (int64_t step : {10, 15, 30, 20})
+    saveCheckpoint(checkpointPath(dir.string(), step), smallCheckpoint(0, step, step));
   pruneCheckpoints(dir.string(), 1, 20);
   EXPECT_EQ(listCheckpoints(dir.string()),
             (std::vector<std::string>{checkpointPath(dir.string(), 20), checkpointPath(dir.string(), 30)}));
@@ -145,7 +151,8 @@ TEST(EvalMetrics, ConfusionMatrixMergesOverProcessesWithCheckedSums) {
   EXPECT_EQ(totals.counts()[3], 0);
   const auto twice = [](const std::vector<int64_t>& v) {
     std::vector<int64_t> out;
-    for (int64_t x : v) out.push_back(addCount(x, x == 1 ? std::numeric_limits<int64_t>::max() : 0, "confusion matrix"));
+    for (int64_t x : v)
+      out.push_back(addCount(x, x == 1 ? std::numeric_limits<int64_t>::max() : 0, "confusion matrix"));
     return out;
   };
   EXPECT_ERROR_NAMES(totals.mergeOverProcesses(twice, [](const std::vector<double>& v) { return v; }),
@@ -236,11 +243,11 @@ TEST_F(HardeningTrainerTest, PruningKeepsTheCheckpointJustWritten) {
 // A run driven to divergence (learning rate 1e5) reports its huge test loss as a positive
 // number (it once overflowed int64 micro-units into a negative one) and says it diverged.
 TEST_F(HardeningTrainerTest, ADivergedRunSaysSo) {
-  Trainer trainer(smallConfig("sim", 1,
-                              {"optimizer.lr=100000", "schedule.name=constant", "data.train_samples=128",
-                               "data.test_samples=64", "data.batch_size=16", "epochs=2",
-                               "logging.metrics_file=" + path("m.jsonl")}),
-                  nullptr);
+  Trainer trainer(
+      smallConfig("sim", 1,
+                  {"optimizer.lr=100000", "schedule.name=constant", "data.train_samples=128", "data.test_samples=64",
+                   "data.batch_size=16", "epochs=2", "logging.metrics_file=" + path("m.jsonl")}),
+      nullptr);
   const TrainSummary s = trainer.run();
   EXPECT_TRUE(s.diverged);
   EXPECT_TRUE(std::isnan(s.loss) || s.loss > 1.0) << s.loss;

@@ -11,12 +11,12 @@
 #include "framework/nn/ReLU.h"
 #include "framework/nn/Sequential.h"
 #include "framework/ops/Loss.h"
-#include "framework/optim/DynamicLossScaler.h"
 #include "framework/optim/Sgd.h"
 #include "framework/train/Checkpoint.h"
 #include "framework/train/FaultInjection.h"
 #include "framework/train/Trainer.h"
 #include "models/ModelRegistry.h"
+#include "precision/DynamicLossScaler.h"
 #include "tests/common/ErrorMessage.h"
 #include "tests/train/ChildProcess.h"
 #include "tests/train/TrainerTestSupport.h"
@@ -39,7 +39,6 @@ using testing::ChildProcess;
 using testing::readText;
 using testing::smallConfig;
 using testsupport::errorOf;
-
 
 // Sets APS_FAULT_INJECTION for the lifetime of the guard (the trainer reads it when built).
 class InjectedFaults {
@@ -225,7 +224,7 @@ TEST(PoisonedGradients, LossScalerSkipsPoisonedStepsAndLowersTheScale) {
                          [&, i](Tensor& leaf) { faults.poisonGradient(0, step, static_cast<int64_t>(i), leaf); });
   }
   optim::Sgd sgd(params, {.lr = 0.05, .momentum = 0.9});
-  optim::DynamicLossScaler scaler({.initialScale = 1024.0, .growthInterval = 1000});
+  precision::DynamicLossScaler scaler({.initialScale = 1024.0, .growthInterval = 1000});
   const ag::ComputePrecision precision = ag::ComputePrecision::parse("fp16_mixed");
   Rng data(5);
   const Tensor x = Tensor::randn({8, 16}, data);

@@ -9,8 +9,8 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <unistd.h>
+#include <filesystem>
 
 namespace aps::train {
 namespace {
@@ -73,8 +73,8 @@ TEST(TrainerMpi, LearnsUnderMpirun) {
   auto mpi = world();
   const std::string metrics = (std::filesystem::temp_directory_path() / "aps-mpi-learns.jsonl").string();
   Trainer trainer(smallConfig("mpi", mpi->size(),
-                              {"data.train_samples=" + std::to_string(512 * mpi->size()), "optimizer.lr=0.1", "precision.format=e4m3",
-                               "precision.scaling=aps", "logging.metrics_file=" + metrics}),
+                              {"data.train_samples=" + std::to_string(512 * mpi->size()), "optimizer.lr=0.1",
+                               "precision.format=e4m3", "precision.scaling=aps", "logging.metrics_file=" + metrics}),
                   mpi);
   const TrainSummary summary = trainer.run();
   if (mpi->rank() == 0) {

@@ -8,9 +8,9 @@
 #include "framework/core/Parallel.h"
 #include "framework/core/Rng.h"
 #include "framework/ops/Loss.h"
-#include "framework/optim/DynamicLossScaler.h"
 #include "framework/optim/Sgd.h"
 #include "models/ModelRegistry.h"
+#include "precision/DynamicLossScaler.h"
 #include "tools/common/ToolMain.h"
 
 #include <fmt/format.h>
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
     const aps::NamedTensors params = model->namedParameters();
     aps::optim::Sgd sgd(params, {.lr = 0.01, .momentum = 0.9, .weightDecay = 5e-4});
     if (precision.isPure()) sgd.setStorageFormat(precision.format());
-    aps::optim::DynamicLossScaler scaler;
+    aps::precision::DynamicLossScaler scaler;
 
     aps::Rng rng(7);
     const aps::Tensor x = aps::Tensor::randn({batch, image[0], image[1], image[2]}, rng);

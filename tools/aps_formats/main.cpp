@@ -150,7 +150,9 @@ int main(int argc, char** argv) {
   auto* quantizeCmd = app.add_subcommand("quantize", "quantize one decimal number per stdin line (%.9g)");
   quantizeCmd->add_option("--format", format, "preset name or YAML map")->required();
   quantizeCmd->add_option("--rounding", rounding, "nearest, stochastic or toward_zero");
-  quantizeCmd->add_option("--seed", seed, "stochastic rounding seed (input line i, from 0, blank lines counted, uses randomBits32(seed, 0, i))");
+  quantizeCmd->add_option(
+      "--seed", seed,
+      "stochastic rounding seed (input line i, from 0, blank lines counted, uses randomBits32(seed, 0, i))");
   auto* errorCmd = app.add_subcommand("error", "rounding error statistics on random data");
   errorCmd->add_option("format", format, "preset name or YAML map")->required();
   errorCmd->add_option("--dist", dist, "normal (N(0,1)) or uniform (U(-1,1))");

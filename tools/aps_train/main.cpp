@@ -16,10 +16,9 @@ int main(int argc, char** argv) {
   bool printConfig = false, dryRun = false;
   app.add_option("--config", configPath, "experiment YAML file")->required();
   app.add_option("--set", overrides, "override a key: --set optimizer.lr=0.2 (repeatable)");
-  app.add_option("--resume", resume, "checkpoint to continue from")
-      ->check([](const std::string& value) {
-        return value.empty() ? std::string("needs a checkpoint file, got an empty name") : std::string();
-      });
+  app.add_option("--resume", resume, "checkpoint to continue from")->check([](const std::string& value) {
+    return value.empty() ? std::string("needs a checkpoint file, got an empty name") : std::string();
+  });
   app.add_flag("--print-config", printConfig, "print the resolved config with every default and exit");
   app.add_flag("--dry-run", dryRun, "check the config, data, model and formats, then exit without training");
   return aps::runTool(app, argc, argv, [&] {

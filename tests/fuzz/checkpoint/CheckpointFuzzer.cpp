@@ -3,8 +3,8 @@
 // checks of the header against the run (model, config hash, position) and of every tensor
 // against a small model, its optimizer and schedule. Any input must restore or throw aps::Error.
 #include "framework/core/Error.h"
-#include "framework/nn/Conv2d.h"
 #include "framework/core/Rng.h"
+#include "framework/nn/Conv2d.h"
 #include "framework/optim/ConstantLr.h"
 #include "framework/optim/LrScheduler.h"
 #include "framework/optim/Sgd.h"

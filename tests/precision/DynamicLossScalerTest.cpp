@@ -1,6 +1,7 @@
-#include "framework/autograd/FormatRounding.h"
+#include "precision/DynamicLossScaler.h"
+
 #include "framework/core/Error.h"
-#include "framework/optim/DynamicLossScaler.h"
+#include "precision/FormatRounding.h"
 
 #include "tests/common/ErrorMessage.h"
 
@@ -14,8 +15,7 @@ namespace {
 
 using aps::NamedTensors;
 using aps::Tensor;
-using aps::optim::DynamicLossScaler;
-namespace ag = aps::autograd;
+using aps::precision::DynamicLossScaler;
 
 TEST(DynamicLossScaler, GrowsAfterIntervalAndBacksOffOnNonFinite) {
   DynamicLossScaler scaler({.initialScale = 1024.0, .growthInterval = 3});
@@ -82,17 +82,17 @@ TEST(DynamicLossScaler, UnscalesRoundsAndDetectsNonFinite) {
   NamedTensors params{{"w", w}};
   DynamicLossScaler scaler({.initialScale = 1024.0});
   w.setGrad(Tensor::fromVector({1024.0f, 3.0f, -0x1p-20f}, {3}));
-  EXPECT_TRUE(scaler.unscaleGradients(params, ag::ComputeFormat::Fp32));
+  EXPECT_TRUE(scaler.unscaleGradients(params, aps::precision::ComputeFormat::Fp32));
   EXPECT_EQ(w.grad().toFloatVector(), (std::vector<float>{1.0f, 3.0f / 1024.0f, -0x1p-30f}));
   // Pure fp16: the unscaled gradient is 16-bit too (2^-30 is below fp16's smallest subnormal).
   w.setGrad(Tensor::fromVector({1024.0f, 3.0f, -0x1p-20f}, {3}));
-  EXPECT_TRUE(scaler.unscaleGradients(params, ag::ComputeFormat::Fp16));
+  EXPECT_TRUE(scaler.unscaleGradients(params, aps::precision::ComputeFormat::Fp16));
   EXPECT_EQ(w.grad().toFloatVector(), (std::vector<float>{1.0f, 3.0f / 1024.0f, -0.0f}));
   w.setGrad(Tensor::fromVector({1.0f, std::numeric_limits<float>::infinity(), 0.0f}, {3}));
   EXPECT_FALSE(DynamicLossScaler::gradientsFinite(params));
-  EXPECT_FALSE(scaler.unscaleGradients(params, ag::ComputeFormat::Fp16));
+  EXPECT_FALSE(scaler.unscaleGradients(params, aps::precision::ComputeFormat::Fp16));
   w.setGrad(Tensor::fromVector({1.0f, std::numeric_limits<float>::quiet_NaN(), 0.0f}, {3}));
-  EXPECT_FALSE(scaler.unscaleGradients(params, ag::ComputeFormat::Fp32));
+  EXPECT_FALSE(scaler.unscaleGradients(params, aps::precision::ComputeFormat::Fp32));
 }
 
 }  // namespace

@@ -1,18 +1,18 @@
-#include "framework/optim/DynamicLossScaler.h"
+#include "precision/DynamicLossScaler.h"
 
-#include "framework/autograd/FormatRounding.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "precision/FormatRounding.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bit>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 
-namespace aps::optim {
+namespace aps::precision {
 
 DynamicLossScaler::DynamicLossScaler(const Options& options) : options_(options) {
   APS_CHECK(options.minScale > 0 && options.minScale <= options.maxScale,
@@ -30,7 +30,7 @@ DynamicLossScaler::DynamicLossScaler(const Options& options) : options_(options)
 
 Tensor DynamicLossScaler::rootGradient() const { return Tensor::scalar(scale()); }
 
-bool DynamicLossScaler::unscaleGradients(const NamedTensors& params, autograd::ComputeFormat gradFormat) const {
+bool DynamicLossScaler::unscaleGradients(const NamedTensors& params, precision::ComputeFormat gradFormat) const {
   const float inverse = static_cast<float>(1.0 / state_.scale);
   std::atomic<bool> finite{true};
   for (const auto& p : params) {
@@ -47,7 +47,7 @@ bool DynamicLossScaler::unscaleGradients(const NamedTensors& params, autograd::C
       }
       if (!ok) finite = false;
     });
-    autograd::roundNearestEven(g, grad.numel(), gradFormat);
+    precision::roundNearestEven(g, grad.numel(), gradFormat);
   }
   return finite;
 }
@@ -104,4 +104,4 @@ void DynamicLossScaler::loadStateDict(const NamedTensors& state) {
   APS_FAIL("loss scaler: the state has no 'loss_scale'");
 }
 
-}  // namespace aps::optim
+}  // namespace aps::precision

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace aps::autograd {
+namespace aps::precision {
 
 // The number format a tensor's values are kept in when training computes in 16 bits
 // (precision.compute). Values stay in float32 storage on the CPU; a tensor "in" Fp16 or
@@ -16,4 +16,4 @@ static_assert(kComputeFormatNames.covers(ComputeFormat::BFloat16), "one name per
 
 const char* computeFormatName(ComputeFormat format);  // "fp32", "fp16", "bf16"
 
-}  // namespace aps::autograd
+}  // namespace aps::precision

@@ -1,11 +1,11 @@
 #pragma once
 
-#include "framework/autograd/ComputeFormat.h"
 #include "framework/tensor/Tensor.h"
+#include "precision/ComputeFormat.h"
 
 #include <cstdint>
 
-namespace aps::autograd {
+namespace aps::precision {
 
 // Rounding of float32 values to a ComputeFormat, exactly, for the compute-precision
 // emulation (ComputePrecision.h). Nearest-even is IEEE 754 roundTiesToEven with the
@@ -31,4 +31,4 @@ bool isRepresentable(float x, ComputeFormat format);
 // The number of elements of a float32 tensor that are not values of the format (tests, checks).
 int64_t countNotRepresentable(const Tensor& t, ComputeFormat format);
 
-}  // namespace aps::autograd
+}  // namespace aps::precision

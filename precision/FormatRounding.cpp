@@ -1,4 +1,4 @@
-#include "framework/autograd/FormatRounding.h"
+#include "precision/FormatRounding.h"
 
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
@@ -8,7 +8,7 @@
 #include <cmath>
 #include <limits>
 
-namespace aps::autograd {
+namespace aps::precision {
 
 namespace {
 constexpr int64_t kGrain = 1 << 15;
@@ -123,4 +123,4 @@ int64_t countNotRepresentable(const Tensor& t, ComputeFormat format) {
   return count;
 }
 
-}  // namespace aps::autograd
+}  // namespace aps::precision

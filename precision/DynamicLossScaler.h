@@ -1,12 +1,12 @@
 #pragma once
 
-#include "framework/autograd/ComputeFormat.h"
 #include "framework/tensor/NamedTensor.h"
+#include "precision/ComputeFormat.h"
 
 #include <cstdint>
 #include <string>
 
-namespace aps::optim {
+namespace aps::precision {
 
 // Dynamic loss scaling (Micikevicius et al., "Mixed Precision Training", ICLR 2018;
 // torch.cuda.amp.GradScaler): backward starts from the loss gradient `scale` instead of 1,
@@ -41,7 +41,7 @@ class DynamicLossScaler {
   // Divides every parameter's gradient by the scale in place (fp32 arithmetic, then rounded
   // to gradFormat: the parameters' format, 16-bit in pure modes) and returns whether all
   // gradients are finite.
-  bool unscaleGradients(const NamedTensors& params, autograd::ComputeFormat gradFormat) const;
+  bool unscaleGradients(const NamedTensors& params, precision::ComputeFormat gradFormat) const;
   // Whether every parameter gradient is finite (when the caller unscales by other means).
   static bool gradientsFinite(const NamedTensors& params);
   // After each step's backward: returns whether the optimizer should apply this step (the
@@ -62,4 +62,4 @@ class DynamicLossScaler {
   State state_;
 };
 
-}  // namespace aps::optim
+}  // namespace aps::precision
