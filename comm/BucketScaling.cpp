@@ -2,7 +2,6 @@
 
 #include "framework/core/Error.h"
 
-#include <ranges>
 
 namespace aps::comm {
 
@@ -49,7 +48,8 @@ void BucketScaling::beforeReduce(const BucketContext& context) {
 }
 
 void BucketScaling::afterReduce(const BucketContext& context) {
-  for (const auto& hook : std::views::reverse(chain_)) hook->afterReduce(context, scales_);
+  // Reverse order (no std::views::reverse: clang 14 cannot compile libstdc++ 12's ranges).
+  for (auto hook = chain_.rbegin(); hook != chain_.rend(); ++hook) (*hook)->afterReduce(context, scales_);
 }
 
 void BucketScaling::finishStep(Transport& transport) {
