@@ -15,7 +15,7 @@ struct TrainSummary {
   double miou = 0, pixelAccuracy = 0;   // segmentation (fractions)
   int64_t steps = 0, skippedSteps = 0;
   double seconds = 0;
-  bool diverged = false;  // a training or test loss was not finite
+  bool diverged = false;  // a training or test loss, or the last step's gradients, were not finite
 };
 
 // a + b for accumulated counts; throws aps::Error naming `what` instead of overflowing.

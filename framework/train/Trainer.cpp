@@ -108,12 +108,14 @@ bool Trainer::State::update(bool gradientsFinite, double loss) {
     scheduler->apply();
     autograd::NoGradGuard noGrad;
     optimizer->step();
+    lastStepDiverged = false;
     return true;
   }
   // With loss scaling an overflow is routine (the scale backs off): `stop` then fires only
   // when the loss itself is not finite or the scale cannot back off any further.
   const bool diverged =
       !lossScaler || !std::isfinite(loss) || lossScaler->state().scale <= lossScaler->options().minScale;
+  lastStepDiverged = diverged;  // a run that ends here has diverged (a single bad step it recovers from has not)
   APS_CHECK(config.precision.nonfinite != "stop" || !diverged,
             "step {}: a gradient holds NaN or inf on some rank (precision.nonfinite = stop)", globalStep);
   if (lossScaler) {
@@ -270,7 +272,7 @@ TrainSummary Trainer::run(const std::string& resumeFrom) {
   summary.steps = s.globalStep;
   summary.skippedSteps = s.skipped;
   summary.seconds = secondsSince(start);
-  summary.diverged = summary.diverged || s.trainLossNonFinite;
+  summary.diverged = summary.diverged || s.trainLossNonFinite || s.lastStepDiverged;
   s.report(summary, "final");
   if (s.isRoot() && !s.config.checkpoint.dir.empty()) {
     const std::string path = (std::filesystem::path(s.config.checkpoint.dir) / "final.safetensors").string();

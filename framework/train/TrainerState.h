@@ -52,6 +52,7 @@ struct Trainer::State {
 
   int64_t epoch = 0, batchInEpoch = 0, globalStep = 0, skipped = 0;
   bool trainLossNonFinite = false;  // some step's training loss was inf or NaN: the run diverged
+  bool lastStepDiverged = false;    // the last step was skipped for gradients no loss scale explains
   std::unique_ptr<RunLog> log;      // log lines, progress bar, metrics file
   const FaultInjection faults = FaultInjection::fromEnvironment();  // tests only; empty otherwise
 

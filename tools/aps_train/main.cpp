@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
       const auto s = trainer.run(resume);
       if (communicator && communicator->rank() != 0) return;
       // A diverged run says so on the line scripts read.
-      const std::string diverged = s.diverged ? " DIVERGED: a training or test loss was not finite" : "";
+      const std::string diverged = s.diverged ? " DIVERGED: a loss, or the last step's gradients, were not finite" : "";
       if (s.segmentation) {
         fmt::print("final: test mIoU {:.2f}% pixel accuracy {:.2f}% ({} steps, {} skipped, {:.0f} s){}\n", 100 * s.miou,
                    100 * s.pixelAccuracy, s.steps, s.skippedSteps, s.seconds, diverged);
