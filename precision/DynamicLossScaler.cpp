@@ -90,18 +90,15 @@ NamedTensors DynamicLossScaler::stateDict() const {
 }
 
 void DynamicLossScaler::loadStateDict(const NamedTensors& state) {
-  for (const auto& entry : state) {
-    if (entry.name != "loss_scale") continue;
-    const Tensor t = entry.tensor.contiguous();
-    APS_CHECK(t.dtype() == DType::Int64 && t.numel() == 3, "loss scaler: 'loss_scale' must be 3 int64, got {} {}",
-              t.numel(), dtypeName(t.dtype()));
-    const int64_t* v = t.data<int64_t>();
-    APS_CHECK(std::isfinite(std::bit_cast<double>(v[0])) && std::bit_cast<double>(v[0]) > 0 && v[1] >= 0 && v[2] >= 0,
-              "loss scaler: 'loss_scale' holds scale {} and counts {}, {}", std::bit_cast<double>(v[0]), v[1], v[2]);
-    setState({std::bit_cast<double>(v[0]), v[1], v[2]});
-    return;
-  }
-  APS_FAIL("loss scaler: the state has no 'loss_scale'");
+  const Tensor* entry = findTensor(state, "loss_scale");
+  APS_CHECK(entry != nullptr, "loss scaler: the state has no 'loss_scale'");
+  const Tensor t = entry->contiguous();
+  APS_CHECK(t.dtype() == DType::Int64 && t.numel() == 3, "loss scaler: 'loss_scale' must be 3 int64, got {} {}",
+            t.numel(), dtypeName(t.dtype()));
+  const int64_t* v = t.data<int64_t>();
+  APS_CHECK(std::isfinite(std::bit_cast<double>(v[0])) && std::bit_cast<double>(v[0]) > 0 && v[1] >= 0 && v[2] >= 0,
+            "loss scaler: 'loss_scale' holds scale {} and counts {}, {}", std::bit_cast<double>(v[0]), v[1], v[2]);
+  setState({std::bit_cast<double>(v[0]), v[1], v[2]});
 }
 
 }  // namespace aps::precision

@@ -50,18 +50,15 @@ NamedTensors Fp8LmScaler::stateDict() const {
 }
 
 void Fp8LmScaler::loadStateDict(const NamedTensors& state) {
-  for (const auto& entry : state) {
-    if (entry.name != "state") continue;
-    const Tensor t = entry.tensor.contiguous();
-    APS_CHECK(t.dtype() == DType::Int64 && t.numel() == 2, "fp8lm scaler: 'state' must be 2 int64, got {} {}",
-              t.numel(), dtypeName(t.dtype()));
-    const double mu = std::bit_cast<double>(t.data<int64_t>()[0]);
-    const int64_t step = t.data<int64_t>()[1];
-    APS_CHECK(std::isfinite(mu) && mu > 0 && step >= 0, "fp8lm scaler: 'state' holds mu {} and step {}", mu, step);
-    setState({mu, step});
-    return;
-  }
-  APS_FAIL("fp8lm scaler: the state has no 'state'");
+  const Tensor* entry = findTensor(state, "state");
+  APS_CHECK(entry != nullptr, "fp8lm scaler: the state has no 'state'");
+  const Tensor t = entry->contiguous();
+  APS_CHECK(t.dtype() == DType::Int64 && t.numel() == 2, "fp8lm scaler: 'state' must be 2 int64, got {} {}", t.numel(),
+            dtypeName(t.dtype()));
+  const double mu = std::bit_cast<double>(t.data<int64_t>()[0]);
+  const int64_t step = t.data<int64_t>()[1];
+  APS_CHECK(std::isfinite(mu) && mu > 0 && step >= 0, "fp8lm scaler: 'state' holds mu {} and step {}", mu, step);
+  setState({mu, step});
 }
 
 }  // namespace aps::precision

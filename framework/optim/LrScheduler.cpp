@@ -22,14 +22,10 @@ NamedTensors LrScheduler::stateDict() const {
 }
 
 void LrScheduler::loadStateDict(const NamedTensors& state) {
-  for (const auto& entry : state) {
-    if (entry.name != "schedule_step") continue;
-    APS_CHECK(entry.tensor.dtype() == DType::Int64 && entry.tensor.numel() == 1,
-              "LrScheduler: 'schedule_step' must be one int64");
-    step_ = entry.tensor.toVector<int64_t>()[0];
-    return;
-  }
-  APS_FAIL("LrScheduler: state has no 'schedule_step' entry");
+  const Tensor* t = findTensor(state, "schedule_step");
+  APS_CHECK(t != nullptr, "LrScheduler: state has no 'schedule_step' entry");
+  APS_CHECK(t->dtype() == DType::Int64 && t->numel() == 1, "LrScheduler: 'schedule_step' must be one int64");
+  step_ = t->toVector<int64_t>()[0];
 }
 
 }  // namespace aps::optim

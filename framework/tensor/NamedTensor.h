@@ -3,6 +3,7 @@
 #include "framework/tensor/Tensor.h"
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace aps {
@@ -15,5 +16,14 @@ struct NamedTensor {
 };
 
 using NamedTensors = std::vector<NamedTensor>;
+
+// The tensor named `name` in `tensors` (the first, if several), or nullptr: how state dicts
+// and checkpoint sections are looked up.
+inline const Tensor* findTensor(const NamedTensors& tensors, std::string_view name) {
+  for (const auto& entry : tensors) {
+    if (entry.name == name) return &entry.tensor;
+  }
+  return nullptr;
+}
 
 }  // namespace aps

@@ -25,10 +25,10 @@ Tensor int64Tensor(const std::vector<int64_t>& values) {
 
 // precision.<name> of a checkpoint, contiguous; throws naming the file when it is missing.
 Tensor precisionEntry(const NamedTensors& section, const std::string& name, const std::string& path) {
-  for (const auto& t : section) {
-    if (t.name == name) return t.tensor.contiguous();
-  }
-  APS_FAIL("checkpoint '{}' has no precision.{} (written by another configuration or with fewer ranks?)", path, name);
+  const Tensor* t = findTensor(section, name);
+  APS_CHECK(t != nullptr, "checkpoint '{}' has no precision.{} (written by another configuration or with fewer ranks?)",
+            path, name);
+  return t->contiguous();
 }
 
 std::vector<int64_t> int64Values(const NamedTensors& section, const std::string& name, const std::string& path) {

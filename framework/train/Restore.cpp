@@ -13,14 +13,11 @@ namespace {
 // The single int64 named `name` in a section, or throws naming the file.
 int64_t scalarEntry(const NamedTensors& section, const std::string& prefix, const std::string& name,
                     const std::string& path) {
-  for (const auto& entry : section) {
-    if (entry.name != name) continue;
-    APS_CHECK(entry.tensor.dtype() == DType::Int64 && entry.tensor.numel() == 1,
-              "checkpoint '{}': '{}.{}' must be one int64, got {} {}", path, prefix, name,
-              dtypeName(entry.tensor.dtype()), entry.tensor.shapeString());
-    return entry.tensor.contiguous().data<int64_t>()[0];
-  }
-  APS_FAIL("checkpoint '{}' has no '{}.{}'", path, prefix, name);
+  const Tensor* t = findTensor(section, name);
+  APS_CHECK(t != nullptr, "checkpoint '{}' has no '{}.{}'", path, prefix, name);
+  APS_CHECK(t->dtype() == DType::Int64 && t->numel() == 1, "checkpoint '{}': '{}.{}' must be one int64, got {} {}",
+            path, prefix, name, dtypeName(t->dtype()), t->shapeString());
+  return t->contiguous().data<int64_t>()[0];
 }
 
 }  // namespace
