@@ -1,6 +1,5 @@
 #include "comm/AllGatherAllReduce.h"
 
-#include "comm/StreamingAllReduce.h"
 #include "framework/core/Error.h"
 
 #include <cstring>
@@ -25,14 +24,6 @@ AllGatherAllReduce::AllGatherAllReduce(std::shared_ptr<const precision::Codec> c
 std::string AllGatherAllReduce::name() const {
   return std::string("allgather") + (roundEveryAdd_ ? (kahan_ ? "_kahan" : "_rounded") : "_fp32") + "/" +
          codec_->name();
-}
-
-std::unique_ptr<StreamingAllReduce> AllGatherAllReduce::makeStreaming(int worldSize) const {
-  return std::make_unique<StreamingAllReduce>(AllReduceOptions{.kind = AllReduceKind::AllGather,
-                                                               .roundEveryAdd = roundEveryAdd_,
-                                                               .kahan = kahan_,
-                                                               .checkFinite = checksFinite()},
-                                              codec_, worldSize);
 }
 
 void AllGatherAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, int64_t n) const {

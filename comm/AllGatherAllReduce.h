@@ -16,9 +16,8 @@ class AllGatherAllReduce final : public AllReduceAlgorithm {
  public:
   AllGatherAllReduce(std::shared_ptr<const precision::Codec> codec, bool roundEveryAdd, bool kahan);
   std::string name() const override;
-  std::unique_ptr<StreamingAllReduce> makeStreaming(int worldSize) const override;
 
-  // Encode-context phases of the schedule (shared with StreamingAllReduce).
+  // Encode-context phases of the schedule.
   static constexpr int kEncodeInputPhase = 0;
   static constexpr int kSumPhase = 1;
   static RankOrderSum::Mode sumMode(bool roundEveryAdd, bool kahan);

@@ -4,7 +4,6 @@
 #include "comm/Fp32WireCodec.h"
 #include "comm/NonFinite.h"
 #include "comm/RingAllReduce.h"
-#include "comm/StreamingAllReduce.h"
 #include "comm/TwoShotAllReduce.h"
 #include "framework/core/Error.h"
 
@@ -62,10 +61,6 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
   stats.bytesSent = schedule.bytesSent();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
-}
-
-std::unique_ptr<StreamingAllReduce> AllReduceAlgorithm::makeStreaming(int) const {
-  APS_FAIL("comm {}: cannot be simulated one rank at a time; use SimTransport with every rank's buffer", name());
 }
 
 std::unique_ptr<AllReduceAlgorithm> makeAllReduce(const AllReduceOptions& options,

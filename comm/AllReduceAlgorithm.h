@@ -16,8 +16,6 @@
 
 namespace aps::comm {
 
-class StreamingAllReduce;
-
 // What one all-reduce reports.
 struct SyncStats {
   double seconds = 0.0;
@@ -68,10 +66,6 @@ class AllReduceAlgorithm {
   // Calls on one algorithm object are serialised (they share its scratch memory).
   SyncStats run(Transport& transport, std::span<float* const> data, int64_t n,
                 const precision::EncodeContext& ctx = {}) const;
-
-  // The same reduction for a simulated world fed one rank at a time (StreamingAllReduce);
-  // throws aps::Error for algorithms that need every rank's buffer at once (ring).
-  virtual std::unique_ptr<StreamingAllReduce> makeStreaming(int worldSize) const;
 
   bool checksFinite() const { return checkFinite_; }
   void setCheckFinite(bool check) { checkFinite_ = check; }

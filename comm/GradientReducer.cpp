@@ -93,14 +93,6 @@ BufferView GradientReducer::flatGradient(int param, int localRank) {
   return {base + layout_.offsetOf(param), grads_[0][static_cast<size_t>(param)].count, DType::Float32, Device::cpu()};
 }
 
-void GradientReducer::bindGradientsToBuckets() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  APS_CHECK(doneBuckets_ == 0 && std::all_of(marked_.begin(), marked_.end(), [](uint8_t m) { return m == 0; }),
-            "comm reducer: bind gradients to buckets between steps, not during one");
-  for (int i = 0; i < local_; ++i)
-    for (int p = 0; p < paramCount(); ++p) grads_[static_cast<size_t>(i)][static_cast<size_t>(p)] = flatGradient(p, i);
-}
-
 int GradientReducer::bucketsReduced() {
   std::lock_guard<std::mutex> lock(mutex_);
   return doneBuckets_;

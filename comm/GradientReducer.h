@@ -67,10 +67,7 @@ struct StepCommStats {
 // hooks fire in). wait() blocks the optimizer step until all buckets are reduced and the
 // reduced gradients are back in the parameters' buffers.
 //
-// Gradients are copied into the flat buckets at markReady and back after the reduction,
-// unless the engine made them views into the buckets (flatGradient, then
-// bindGradientsToBuckets), which avoids both
-// copies. With a SimTransport, every virtual rank registers its own gradients and marks
+// Gradients are copied into the flat buckets at markReady and back after the reduction. With a SimTransport, every virtual rank registers its own gradients and marks
 // them ready (markReady(p, localRank)); a bucket is queued once all local ranks have.
 class GradientReducer {
  public:
@@ -98,13 +95,10 @@ class GradientReducer {
 
   const BucketLayout& layout() const { return layout_; }
   int paramCount() const { return static_cast<int>(names_.size()); }
-  // Where parameter p's gradient lives in its bucket's flat buffer (local rank i).
-  BufferView flatGradient(int param, int localRank = 0);
-  // From now on the gradients are the flat-buffer views (the engine points its parameters'
-  // gradients at flatGradient(p)), so markReady and the reduction copy nothing.
-  void bindGradientsToBuckets();
 
  private:
+  // Where parameter p's gradient lives in its bucket's flat buffer (local rank i).
+  BufferView flatGradient(int param, int localRank);
   void commLoop();
   void reduceBucket(int b);
 

@@ -10,7 +10,7 @@ namespace aps::comm {
 // The sum of encoded contributions taken one at a time in rank order, as every
 // receiving rank of two_shot and allgather computes it: in fp32, or rounded to the wire
 // format after every add (the APS artifact), optionally Kahan-compensated. One class so the
-// schedules and StreamingAllReduce share the arithmetic and cannot drift apart.
+// two schedules share the arithmetic and cannot drift apart.
 class RankOrderSum {
  public:
   enum class Mode { Fp32, RoundEveryAdd, Kahan };

@@ -8,20 +8,27 @@
 
 namespace aps::comm {
 
+void allGatherBytes(Transport& transport, std::span<const void* const> mine, size_t bytes, void* all) {
+  APS_CHECK(mine.size() == static_cast<size_t>(transport.localRankCount()),
+            "comm allGatherBytes: got {} buffers for {} local ranks", mine.size(), transport.localRankCount());
+  if (bytes == 0) return;
+  ScratchArena unused;
+  ExchangeSchedule s(transport, {}, unused);
+  const auto w = static_cast<size_t>(s.worldSize());
+  std::vector<size_t> counts(w, bytes), offsets(w);
+  for (size_t r = 0; r < w; ++r) offsets[r] = r * bytes;
+  s.allGatherShared(std::vector<const void*>(mine.begin(), mine.end()), counts, offsets, all);
+}
+
 void smallAllReduce(Transport& transport, std::span<float* const> data, int64_t n, ReduceOp op) {
   APS_CHECK(data.size() == static_cast<size_t>(transport.localRankCount()),
             "comm smallAllReduce: got {} buffers for {} local ranks", data.size(), transport.localRankCount());
   APS_CHECK(n >= 0, "comm smallAllReduce: negative count {}", n);
   if (n == 0) return;
-  ScratchArena unused;
-  ExchangeSchedule s(transport, {}, unused);
-  const auto w = static_cast<size_t>(s.worldSize());
+  const auto w = static_cast<size_t>(transport.worldSize());
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
   std::vector<float> gathered(static_cast<size_t>(n) * w);
-  std::vector<size_t> counts(w, bytes), offsets(w);
-  for (size_t r = 0; r < w; ++r) offsets[r] = r * bytes;
-  std::vector<const void*> send(data.begin(), data.end());
-  s.allGatherShared(send, counts, offsets, gathered.data());
+  allGatherBytes(transport, std::vector<const void*>(data.begin(), data.end()), bytes, gathered.data());
   float* out = data[0];
   std::memcpy(out, gathered.data(), bytes);
   for (size_t r = 1; r < w; ++r) {

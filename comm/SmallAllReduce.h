@@ -15,6 +15,11 @@ namespace aps::comm {
 // data[i] holds n floats of local rank transport.firstLocalRank() + i.
 void smallAllReduce(Transport& transport, std::span<float* const> data, int64_t n, ReduceOp op);
 
+// Every rank receives every rank's `bytes`: mine[i] holds local rank
+// transport.firstLocalRank() + i's, and all[r * bytes ...] receives rank r's (worldSize() *
+// bytes in all). One code path for real and simulated ranks.
+void allGatherBytes(Transport& transport, std::span<const void* const> mine, size_t bytes, void* all);
+
 // Every process's `data` (bytes) becomes rank 0's, through one exchange round: rank 0 sends
 // to each rank that lives in another process. The local ranks of one process share `data`
 // (simulated ranks share one model), so nothing moves between them.

@@ -1,7 +1,6 @@
 #include "comm/TwoShotAllReduce.h"
 
 #include "comm/RankOrderSum.h"
-#include "comm/StreamingAllReduce.h"
 #include "framework/core/Error.h"
 
 #include <cstring>
@@ -19,11 +18,6 @@ TwoShotAllReduce::TwoShotAllReduce(std::shared_ptr<const precision::Codec> codec
 }
 
 std::string TwoShotAllReduce::name() const { return name_ + "/" + codec_->name(); }
-
-std::unique_ptr<StreamingAllReduce> TwoShotAllReduce::makeStreaming(int worldSize) const {
-  return std::make_unique<StreamingAllReduce>(
-      AllReduceOptions{.kind = AllReduceKind::TwoShot, .checkFinite = checksFinite()}, codec_, worldSize);
-}
 
 void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, int64_t n) const {
   const precision::Codec& codec = *codec_;

@@ -15,9 +15,8 @@ class TwoShotAllReduce final : public AllReduceAlgorithm {
  public:
   TwoShotAllReduce(std::shared_ptr<const precision::Codec> codec, std::string name = "two_shot");
   std::string name() const override;
-  std::unique_ptr<StreamingAllReduce> makeStreaming(int worldSize) const override;
 
-  // Encode-context phases of the schedule (shared with StreamingAllReduce).
+  // Encode-context phases of the schedule.
   static constexpr int kEncodeInputPhase = 0;
   static constexpr int kEncodeSumPhase = 1;
 

@@ -96,9 +96,11 @@ void DynamicLossScaler::loadStateDict(const NamedTensors& state) {
   APS_CHECK(t.dtype() == DType::Int64 && t.numel() == 3, "loss scaler: 'loss_scale' must be 3 int64, got {} {}",
             t.numel(), dtypeName(t.dtype()));
   const int64_t* v = t.data<int64_t>();
-  APS_CHECK(std::isfinite(std::bit_cast<double>(v[0])) && std::bit_cast<double>(v[0]) > 0 && v[1] >= 0 && v[2] >= 0,
-            "loss scaler: 'loss_scale' holds scale {} and counts {}, {}", std::bit_cast<double>(v[0]), v[1], v[2]);
-  setState({std::bit_cast<double>(v[0]), v[1], v[2]});
+  try {
+    setState({std::bit_cast<double>(v[0]), v[1], v[2]});
+  } catch (const Error& e) {
+    APS_FAIL("{} in 'loss_scale'", e.what());
+  }
 }
 
 }  // namespace aps::precision

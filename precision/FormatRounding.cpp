@@ -2,7 +2,7 @@
 
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
-#include "framework/core/Rng.h"
+#include "precision/Quantizer.h"
 
 #include <bit>
 #include <cmath>
@@ -73,31 +73,24 @@ void roundNearestEven(float* data, int64_t n, ComputeFormat format) {
   if (format == ComputeFormat::BFloat16) roundAll<roundBf16>(data, n);
 }
 
+// Stochastic rounding is the wire codec's (Quantizer): one routine, so a weight rounded for
+// 16-bit storage and a gradient rounded for the wire take the same draw to the same bits.
+namespace {
+const Quantizer& sixteenBitQuantizer(ComputeFormat format) {
+  static const Quantizer fp16(FloatFormat::preset("fp16"));
+  static const Quantizer bf16(FloatFormat::preset("bf16"));
+  return format == ComputeFormat::Fp16 ? fp16 : bf16;
+}
+}  // namespace
+
 float roundStochastic(float x, ComputeFormat format, uint32_t randomBits) {
   if (format == ComputeFormat::Fp32) return x;
-  const uint32_t bits = std::bit_cast<uint32_t>(x);
-  const uint32_t magnitude = bits & 0x7FFFFFFFu;
-  if (magnitude >= 0x7F800000u) return roundNearestEven(x, format);  // inf, NaN
-  const bool half = format == ComputeFormat::Fp16;
-  const uint32_t mantissaBits = half ? 10u : 7u;
-  const uint32_t minExponent = half ? 113u : 1u;  // biased float32 exponent of the smallest normal
-  const uint32_t exponent = std::max(magnitude >> 23, minExponent);
-  // The grid step around |x| as a double; |x| / step, its floor and fraction are exact.
-  const double step = std::bit_cast<double>(static_cast<uint64_t>(exponent - 127u - mantissaBits + 1023u) << 52);
-  const double q = static_cast<double>(std::bit_cast<float>(magnitude)) / step;
-  const double low = std::floor(q);
-  const double up = (q - low) * 0x1p32 > static_cast<double>(randomBits) ? 1.0 : 0.0;
-  float rounded = static_cast<float>((low + up) * step);  // exact; 2^128 (bf16 past max) becomes inf
-  if (half && rounded > 65504.0f) rounded = std::numeric_limits<float>::infinity();
-  return std::copysign(rounded, x);
+  return sixteenBitQuantizer(format).quantize(x, RoundingMode::Stochastic, randomBits);
 }
 
 void roundStochastic(float* data, int64_t n, ComputeFormat format, uint64_t seed, uint64_t stream) {
   if (format == ComputeFormat::Fp32) return;
-  parallelFor(n, kGrain / 8, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      data[i] = roundStochastic(data[i], format, randomBits32(seed, stream, static_cast<uint64_t>(i)));
-  });
+  roundToFormat(data, n, sixteenBitQuantizer(format).format(), RoundingMode::Stochastic, {seed, stream, 0});
 }
 
 void roundInPlace(Tensor& t, ComputeFormat format) {

@@ -19,7 +19,9 @@ void roundNearestEven(float* data, int64_t n, ComputeFormat format);  // in plac
 // ICML 2015): x goes to the neighbour above with probability (x - lo) / (hi - lo), so
 // E[Q(x)] = x. Element i draws randomBits32(seed, stream, i) (framework/core/Rng.h), so the
 // result is reproducible and independent of the thread count. Finite values above the
-// largest finite value become inf, as with nearest-even.
+// largest finite value become inf, as with nearest-even. This is the wire codec's routine
+// (Quantizer with the fp16/bf16 format and RoundingMode::Stochastic): the neighbour above
+// is taken when the fraction plus the random bits carries out of 32 bits.
 float roundStochastic(float x, ComputeFormat format, uint32_t randomBits);
 void roundStochastic(float* data, int64_t n, ComputeFormat format, uint64_t seed, uint64_t stream);
 

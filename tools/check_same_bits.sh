@@ -2,7 +2,8 @@
 # Proves that a change did not change what training computes: runs short aps_train runs of
 # several configurations under the sim backend (4 simulated ranks) and under
 # `mpirun -np 4` (real ranks), and prints for each the SHA-256 of the final weights and of
-# the metrics file with its timing fields removed.
+# the metrics file with its timing fields removed. Fails when a configuration's sim and mpi
+# runs differ.
 #
 #   tools/check_same_bits.sh [-b APS_TRAIN] [-o OUT_DIR] [-r REFERENCE_FILE]
 #
@@ -22,7 +23,7 @@ while getopts "b:o:r:h" opt; do
     b) binary=$OPTARG ;;
     o) out=$OPTARG ;;
     r) reference=$OPTARG ;;
-    *) sed -n '2,13p' "$0"; exit 2 ;;
+    *) sed -n '2,14p' "$0"; exit 2 ;;
   esac
 done
 [ -x "$binary" ] || { echo "check_same_bits.sh: error: no aps_train at '$binary'" >&2; exit 2; }
@@ -80,6 +81,14 @@ for entry in "${runs[@]}"; do
     printf '%-12s %-3s weights %s metrics %s\n' "$name" "$backend" "$weights" "$metrics" | tee -a "$result"
   done
 done
+
+# A simulated world computes what the real one does: each configuration's sim line must equal
+# its mpi line (weights and metrics).
+mismatch=$(awk '{key=$1; sub(/^[^ ]+ +[^ ]+ +/, ""); if (key in seen && seen[key] != $0) print key; seen[key]=$0}' "$result")
+if [ -n "$mismatch" ]; then
+  echo "check_same_bits.sh: error: sim and mpi differ for: $mismatch" >&2
+  exit 1
+fi
 
 if [ -n "$reference" ]; then
   if diff -u "$reference" "$result"; then

@@ -46,9 +46,19 @@ void EvalAccumulator::addSegmentation(const float* logits, const int64_t* labels
   }
 }
 
-void EvalAccumulator::mergeOverProcesses(const CountSum& sumCounts, const DoubleSum& sumDoubles) {
-  counts_ = sumCounts(counts_);
-  lossSum_ = sumDoubles({lossSum_})[0];
+EvalAccumulator EvalAccumulator::mergeOverRanks(const std::vector<EvalAccumulator>& local, const CountSum& sumCounts,
+                                                const DoubleSum& sumDoubles) {
+  APS_CHECK(!local.empty(), "evaluation: no local rank to merge");
+  std::vector<std::vector<int64_t>> counts;
+  std::vector<std::vector<double>> losses;
+  for (const EvalAccumulator& a : local) {
+    counts.push_back(a.counts_);
+    losses.push_back({a.lossSum_});
+  }
+  EvalAccumulator merged(local[0].segmentation_, local[0].classes_);
+  merged.counts_ = sumCounts(counts);
+  merged.lossSum_ = sumDoubles(losses)[0];
+  return merged;
 }
 
 TrainSummary EvalAccumulator::summary() const {

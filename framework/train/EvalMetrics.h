@@ -34,11 +34,13 @@ class EvalAccumulator {
   // outside [0, classes) are ignored.
   void addSegmentation(const float* logits, const int64_t* labels, int64_t n, int64_t hw);
 
-  // Merges the accumulators of every process: `sumCounts` and `sumDoubles` are element-wise
-  // sums over processes, in rank order (the identity for one process).
-  using CountSum = std::function<std::vector<int64_t>(const std::vector<int64_t>&)>;
-  using DoubleSum = std::function<std::vector<double>(const std::vector<double>&)>;
-  void mergeOverProcesses(const CountSum& sumCounts, const DoubleSum& sumDoubles);
+  // Merges the accumulators of every rank: `local` holds this process's local ranks' (in rank
+  // order); `sumCounts` and `sumDoubles` take one vector per local rank and return the
+  // element-wise sums over all ranks of the world, in rank order.
+  using CountSum = std::function<std::vector<int64_t>(const std::vector<std::vector<int64_t>>&)>;
+  using DoubleSum = std::function<std::vector<double>(const std::vector<std::vector<double>>&)>;
+  static EvalAccumulator mergeOverRanks(const std::vector<EvalAccumulator>& local, const CountSum& sumCounts,
+                                        const DoubleSum& sumDoubles);
 
   TrainSummary summary() const;
   const std::vector<int64_t>& counts() const { return counts_; }

@@ -9,14 +9,14 @@
 
 namespace aps::train {
 
-TrainSummary evaluate(nn::Module& model, const std::shared_ptr<const data::Dataset>& testSet, const EvalSetup& setup) {
-  model.eval();
-  autograd::NoGradGuard noGrad;
-  autograd::ComputePrecisionGuard precisionGuard(setup.compute);
+namespace {
+
+EvalAccumulator evaluateShard(nn::Module& model, const std::shared_ptr<const data::Dataset>& testSet,
+                              const EvalSetup& setup, int shard) {
   int64_t size = testSet->size();
   if (setup.samples > 0) size = std::min(size, setup.samples);
   std::vector<int64_t> indices;
-  for (int64_t i = setup.shard; i < size; i += setup.shards) indices.push_back(i);
+  for (int64_t i = shard; i < size; i += setup.shards) indices.push_back(i);
   data::Loader loader(testSet, {setup.batchSize, setup.workers, setup.prefetch, false, setup.seed});
   loader.startEpoch(0, indices);
   EvalAccumulator totals(setup.segmentation, setup.classes);
@@ -33,9 +33,19 @@ TrainSummary evaluate(nn::Module& model, const std::shared_ptr<const data::Datas
                              batch.imageShape[2] * batch.imageShape[3]);
     }
   }
-  totals.mergeOverProcesses(setup.sumCounts, setup.sumDoubles);
+  return totals;
+}
+
+}  // namespace
+
+TrainSummary evaluate(nn::Module& model, const std::shared_ptr<const data::Dataset>& testSet, const EvalSetup& setup) {
+  model.eval();
+  autograd::NoGradGuard noGrad;
+  autograd::ComputePrecisionGuard precisionGuard(setup.compute);
+  std::vector<EvalAccumulator> local;
+  for (int i = 0; i < setup.localShards; ++i) local.push_back(evaluateShard(model, testSet, setup, setup.firstShard + i));
   model.train();
-  return totals.summary();
+  return EvalAccumulator::mergeOverRanks(local, setup.sumCounts, setup.sumDoubles).summary();
 }
 
 }  // namespace aps::train

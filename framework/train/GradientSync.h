@@ -36,12 +36,11 @@ namespace aps::train {
 // applies hybrid precision's rule once the optimizer has stepped.
 class GradientSync {
  public:
-  // The ranks this process runs: all `world` ranks' collectives go through `transport`;
-  // `mpi` is the MPI world for the small collectives (null under sim). Ranks firstRank ..
-  // firstRank + localRanks - 1 are this process's.
+  // The ranks this process runs: all `world` ranks' collectives, gradients and small ones
+  // alike, go through `transport`. Ranks firstRank .. firstRank + localRanks - 1 are this
+  // process's.
   struct Ranks {
     comm::Transport* transport = nullptr;
-    comm::Communicator* mpi = nullptr;
     int world = 1, firstRank = 0, localRanks = 1;
   };
   using MetricsSink = std::function<void(const nlohmann::json&)>;

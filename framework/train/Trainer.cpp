@@ -28,15 +28,24 @@ double secondsSince(Clock::time_point start) { return std::chrono::duration<doub
 
 }  // namespace
 
+// Element-wise sums over every rank, in rank order: local[i] is local rank i's vector. Real
+// and simulated worlds take the same path (an all-gather through the transport).
 template <typename T>
-std::vector<T> Trainer::State::sumOverProcesses(const std::vector<T>& local) {
-  if (!mpi || world == 1) return local;
-  std::vector<T> all(local.size() * static_cast<size_t>(world));
-  mpi->allGather(local.data(), local.size() * sizeof(T), all.data());
-  std::vector<T> sum(local.size(), T{0});
+std::vector<T> Trainer::State::sumOverRanks(const std::vector<std::vector<T>>& local) {
+  APS_CHECK(local.size() == static_cast<size_t>(localRanks), "evaluation: {} local sums for {} local ranks",
+            local.size(), localRanks);
+  const size_t n = local[0].size();
+  std::vector<const void*> mine;
+  for (const auto& v : local) {
+    APS_CHECK(v.size() == n, "evaluation: local sums of {} and {} values", n, v.size());
+    mine.push_back(v.data());
+  }
+  std::vector<T> all(n * static_cast<size_t>(world));
+  comm::allGatherBytes(*transport, mine, n * sizeof(T), all.data());
+  std::vector<T> sum(n, T{0});
   for (int r = 0; r < world; ++r) {
-    for (size_t i = 0; i < local.size(); ++i) {
-      const T v = all[static_cast<size_t>(r) * local.size() + i];
+    for (size_t i = 0; i < n; ++i) {
+      const T v = all[static_cast<size_t>(r) * n + i];
       if constexpr (std::is_same_v<T, int64_t>) {
         sum[i] = addCount(sum[i], v, "evaluation counts over ranks");
       } else {
@@ -192,21 +201,22 @@ void Trainer::State::trainEpoch() {
   logInterval(interval);
 }
 
-// Real ranks split the test set; a simulated world evaluates it once (same weights everywhere).
+// Every rank, real or simulated, evaluates its shard of the test set (same bits both ways).
 TrainSummary Trainer::State::evaluate() {
   EvalSetup setup;
   setup.classes = config.model.numClasses;
   setup.segmentation = info.segmentation;
   setup.samples = config.data.testSamples;
-  setup.shards = mpi ? world : 1;
-  setup.shard = mpi ? firstRank : 0;
+  setup.shards = world;
+  setup.firstShard = firstRank;
+  setup.localShards = localRanks;
   setup.batchSize = config.data.testBatchSize;
   setup.workers = static_cast<int>(std::max<int64_t>(config.data.workers, 1));
   setup.prefetch = static_cast<int>(config.data.prefetch);
   setup.seed = config.seed;
   setup.compute = compute;
-  setup.sumCounts = [this](const std::vector<int64_t>& v) { return sumOverProcesses(v); };
-  setup.sumDoubles = [this](const std::vector<double>& v) { return sumOverProcesses(v); };
+  setup.sumCounts = [this](const std::vector<std::vector<int64_t>>& v) { return sumOverRanks(v); };
+  setup.sumDoubles = [this](const std::vector<std::vector<double>>& v) { return sumOverRanks(v); };
   return train::evaluate(*model, testSet, setup);
 }
 

@@ -1,5 +1,6 @@
 // Building a run from its config (world, model, data, optimizer, precision) and its
 // checkpoints: the parts of Trainer::State that the loop (Trainer.cpp) does not need to show.
+#include "comm/SmallAllReduce.h"
 #include "framework/core/Error.h"
 #include "framework/core/Logging.h"
 #include "framework/core/Parallel.h"
@@ -44,10 +45,11 @@ void Trainer::State::setupWorld(std::shared_ptr<comm::Communicator> communicator
 }
 
 void Trainer::State::checkSameConfig() {
-  if (!mpi || world == 1) return;
+  if (localRanks == world) return;  // one process runs every rank: there is nothing to compare
   const uint64_t hash = configHash(config);
+  std::vector<const void*> mine(static_cast<size_t>(localRanks), &hash);
   std::vector<uint64_t> all(static_cast<size_t>(world));
-  mpi->allGather(&hash, sizeof(hash), all.data());
+  comm::allGatherBytes(*transport, mine, sizeof(hash), all.data());
   for (int r = 0; r < world; ++r) {
     APS_CHECK(all[static_cast<size_t>(r)] == all[0],
               "rank {} runs a different configuration than rank 0 (config hash {:016x} vs {:016x}); every rank "
@@ -125,7 +127,7 @@ void Trainer::State::setupPrecisionAndComm() {
   }
 
   sync = std::make_unique<GradientSync>(config, params,
-                                        GradientSync::Ranks{transport, mpi.get(), world, firstRank, localRanks},
+                                        GradientSync::Ranks{transport, world, firstRank, localRanks},
                                         [this](const nlohmann::json& line) { log->write(line); });
   sync->attach([this](int64_t param, int local, Tensor& grad) {
     faults.poisonGradient(firstRank + local, globalStep, param, grad);

@@ -80,7 +80,7 @@ struct Trainer::State {
   void report(const TrainSummary& summary, const char* type);
   void broadcastBuffersFromRankZero();
   template <typename T>
-  std::vector<T> sumOverProcesses(const std::vector<T>& local);
+  std::vector<T> sumOverRanks(const std::vector<std::vector<T>>& local);
 };
 
 }  // namespace aps::train

@@ -153,7 +153,10 @@ TEST(FormatRounding, StochasticIsUnbiasedBetweenNeighboursAndReproducible) {
   precision::roundStochastic(a.data(), 1000, ComputeFormat::Fp16, 42, 1);
   precision::roundStochastic(b.data(), 1000, ComputeFormat::Fp16, 42, 2);
   EXPECT_NE(a, b);
-  EXPECT_EQ(precision::roundStochastic(65535.0f, ComputeFormat::Fp16, 0u), std::numeric_limits<float>::infinity());
+  // All-ones random bits round every inexact value up: past fp16's largest finite value to inf.
+  EXPECT_EQ(precision::roundStochastic(65535.0f, ComputeFormat::Fp16, 0xFFFFFFFFu),
+            std::numeric_limits<float>::infinity());
+  EXPECT_EQ(precision::roundStochastic(65535.0f, ComputeFormat::Fp16, 0u), 65504.0f);
 }
 
 TEST(ComputePrecision, OpOutputsAreRoundedUnderAGuardOnly) {

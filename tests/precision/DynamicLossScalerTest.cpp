@@ -71,7 +71,7 @@ TEST(DynamicLossScaler, StateRoundTripsThroughItsStateDict) {
                      "loss_scale");
   EXPECT_ERROR_NAMES(
       resumed.loadStateDict({{"loss_scale", Tensor::fromVector(std::span<const int64_t>(negative), {3})}}),
-      "counts -1");
+      "good steps -1");
   EXPECT_ERROR_NAMES(resumed.loadStateDict({{"loss_scale", Tensor::ones({3})}}), "must be 3 int64");
   EXPECT_ERROR_NAMES(resumed.loadStateDict({}), "no 'loss_scale'");
   EXPECT_EQ(resumed.state(), scaler.state());  // a refused state changes nothing

@@ -1,15 +1,15 @@
 // fp16 and bf16 rounding exists on three paths: the tensor storage conversions
-// (framework/tensor/HalfFloat.h), the compute-precision emulation (framework/autograd/
-// FormatRounding.h, on every op output under precision.compute) and the wire codecs
-// (precision/Quantizer.h, on every gradient sent as fp16 or bf16). A gradient rounded for
-// the wire and a weight rounded for storage must agree, so this checks that every path gives
-// the same bits for nearest-even rounding, on every 16-bit-relevant neighbourhood of float
-// (a stride through all 2^32 patterns plus each format's edges). Stochastic rounding is
-// unbiased on both the emulation and the wire path but maps the random bits to the rounding
-// decision differently, so the two do not agree draw for draw (yet: unifying them changes the
-// bits of every stochastic run, see docs/ARCHITECTURE.md).
+// (framework/tensor/HalfFloat.h), the compute-precision emulation (precision/FormatRounding.h,
+// on every op output under precision.compute, and on 16-bit weights after each update) and the
+// wire codecs (precision/Quantizer.h, on every gradient sent as fp16 or bf16). A gradient
+// rounded for the wire and a weight rounded for storage must agree, so this checks that every
+// path gives the same bits for nearest-even rounding, on every 16-bit-relevant neighbourhood of
+// float (a stride through all 2^32 patterns plus each format's edges), and that stochastic
+// rounding's bulk form (the one the optimizer and the wire use) takes element i's draw
+// randomBits32(seed, stream, i) to the bits the scalar routine gives for that draw.
 #include "framework/tensor/HalfFloat.h"
 #include "precision/FloatFormat.h"
+#include "framework/core/Rng.h"
 #include "precision/FormatRounding.h"
 #include "precision/Quantizer.h"
 
@@ -76,6 +76,29 @@ TEST(RoundingAgreement, Bf16NearestEvenIsTheSameOnEveryPath) {
     const float codec = wire.quantize(v, RoundingMode::NearestEven);
     ASSERT_TRUE(sameBits(storage, compute)) << std::hexfloat << v << ": storage " << storage << ", compute " << compute;
     ASSERT_TRUE(sameBits(storage, codec)) << std::hexfloat << v << ": storage " << storage << ", wire " << codec;
+  }
+}
+
+TEST(RoundingAgreement, StochasticBulkAndScalarTakeTheSameDraw) {
+  const std::vector<float> x = inputs();
+  for (ComputeFormat format : {ComputeFormat::Fp16, ComputeFormat::BFloat16}) {
+    const Quantizer wire(FloatFormat::preset(format == ComputeFormat::Fp16 ? "fp16" : "bf16"));
+    std::vector<float> bulk = x;
+    precision::roundStochastic(bulk.data(), static_cast<int64_t>(bulk.size()), format, 99, 5);
+    std::vector<float> wireBulk(x.size());
+    wire.quantize(x.data(), wireBulk.data(), static_cast<int64_t>(x.size()), RoundingMode::Stochastic, {99, 5, 0});
+    for (size_t i = 0; i < x.size(); ++i) {
+      const uint32_t draw = randomBits32(99, 5, i);
+      const float scalar = precision::roundStochastic(x[i], format, draw);
+      ASSERT_TRUE(sameBits(bulk[i], scalar)) << std::hexfloat << x[i] << ": bulk " << bulk[i] << ", scalar " << scalar;
+      ASSERT_TRUE(sameBits(wireBulk[i], scalar))
+          << std::hexfloat << x[i] << ": wire " << wireBulk[i] << ", compute " << scalar;
+      // Every result is one of the two neighbours nearest-even chooses between.
+      if (std::isfinite(x[i]) && std::isfinite(scalar)) {
+        const float ne = precision::roundNearestEven(x[i], format);
+        ASSERT_TRUE(scalar == ne || (scalar - x[i]) * (ne - x[i]) <= 0.0f) << std::hexfloat << x[i];
+      }
+    }
   }
 }
 

@@ -149,14 +149,17 @@ TEST(EvalMetrics, ConfusionMatrixMergesOverProcessesWithCheckedSums) {
   EXPECT_EQ(totals.counts()[1], 1);  // label 0 predicted 1
   EXPECT_EQ(totals.counts()[2], 0);
   EXPECT_EQ(totals.counts()[3], 0);
-  const auto twice = [](const std::vector<int64_t>& v) {
+  // Two ranks' matrices summed, the second holding a count near the 64-bit limit.
+  const auto overflowing = [](const std::vector<std::vector<int64_t>>& local) {
     std::vector<int64_t> out;
-    for (int64_t x : v)
+    for (int64_t x : local.at(0))
       out.push_back(addCount(x, x == 1 ? std::numeric_limits<int64_t>::max() : 0, "confusion matrix"));
     return out;
   };
-  EXPECT_ERROR_NAMES(totals.mergeOverProcesses(twice, [](const std::vector<double>& v) { return v; }),
-                     "confusion matrix");
+  const auto first = [](const std::vector<std::vector<double>>& local) { return local.at(0); };
+  EXPECT_ERROR_NAMES(EvalAccumulator::mergeOverRanks({totals}, overflowing, first), "confusion matrix");
+  const auto same = [](const std::vector<std::vector<int64_t>>& local) { return local.at(0); };
+  EXPECT_EQ(EvalAccumulator::mergeOverRanks({totals}, same, first).counts(), totals.counts());
 }
 
 class HardeningTrainerTest : public ::testing::Test {
