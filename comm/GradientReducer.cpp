@@ -195,6 +195,21 @@ void GradientReducer::commLoop() {
   }
 }
 
+SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext& bucket, const ReducerOptions& options) {
+  Transport& transport = *bucket.transport;
+  const int64_t n = bucket.layout->count;
+  const precision::EncodeContext ctx{options.seed, bucket.step * 1000003ull + static_cast<uint64_t>(bucket.bucket), 0};
+  if (options.beforeReduce) options.beforeReduce(bucket);
+  const SyncStats sync = algorithm.run(transport, bucket.data, n, ctx);
+  if (options.afterReduce) options.afterReduce(bucket);
+  if (options.average) {
+    const auto world = static_cast<float>(transport.worldSize());
+    for (float* d : bucket.data)
+      for (int64_t i = 0; i < n; ++i) d[i] /= world;
+  }
+  return sync;
+}
+
 void GradientReducer::reduceBucket(int b) {
   const BucketLayout::Bucket& bucket = layout_.buckets()[static_cast<size_t>(b)];
   const auto start = std::chrono::steady_clock::now();
@@ -205,16 +220,8 @@ void GradientReducer::reduceBucket(int b) {
     std::lock_guard<std::mutex> lock(mutex_);
     step = step_;
   }
-  const precision::EncodeContext ctx{options_.seed, step * 1000003ull + static_cast<uint64_t>(b), 0};
-  const BucketContext hookContext{b, &bucket, &transport_, data, step};
-  if (options_.beforeReduce) options_.beforeReduce(hookContext);
-  const SyncStats sync = algorithms_[static_cast<size_t>(bucket.format)]->run(transport_, data, bucket.count, ctx);
-  if (options_.afterReduce) options_.afterReduce(hookContext);
-  if (options_.average) {
-    const auto world = static_cast<float>(transport_.worldSize());
-    for (float* d : data)
-      for (int64_t i = 0; i < bucket.count; ++i) d[i] /= world;
-  }
+  const SyncStats sync =
+      comm::reduceBucket(*algorithms_[static_cast<size_t>(bucket.format)], {b, &bucket, &transport_, data, step}, options_);
   for (size_t i = 0; i < data.size(); ++i) {
     for (size_t k = 0; k < bucket.params.size(); ++k) {
       const BufferView& grad = grads_[i][static_cast<size_t>(bucket.params[k])];

@@ -50,6 +50,12 @@ struct ReducerOptions {
   BucketCallback afterReduce = nullptr;
 };
 
+// One bucket's reduction, the same wherever buckets come from (GradientReducer here, a
+// PyTorch DDP bucket in the Python module): options.beforeReduce, the all-reduce of every
+// local rank's flat buffer with stochastic rounding seeded by (options.seed, step, bucket),
+// options.afterReduce, then the mean when options.average. The buffers hold the result.
+SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext& bucket, const ReducerOptions& options);
+
 // What one step's gradient synchronisation cost.
 struct StepCommStats {
   double exposedSeconds = 0.0;      // time wait() blocked the optimizer step

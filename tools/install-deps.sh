@@ -14,6 +14,8 @@ PACKAGES=(
   clang libclang-rt-14-dev libomp-dev llvm
   dataset-fashion-mnist
   python3-matplotlib
+  # the Python module aps and its PyTorch DDP comm hook (python/): built and tested when found
+  python3-dev pybind11-dev python3-numpy python3-torch
 )
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -1,0 +1,279 @@
+// The Python module `aps._aps` (pybind11): aps's formats, codecs and APS on NumPy arrays, and
+// the bucket reduction behind the PyTorch DDP comm hook (python/aps/torch.py). Every function
+// calls the same C++ code as aps_train and aps_formats, so results are bit-identical to theirs.
+#include "comm/AllReduceAlgorithm.h"
+#include "comm/BucketScaling.h"
+#include "comm/GradientReducer.h"
+#include "comm/Transport.h"
+#include "framework/core/Error.h"
+#include "precision/ApsScaler.h"
+#include "precision/CodecSpec.h"
+#include "precision/FloatFormat.h"
+#include "precision/Fp8LmScaler.h"
+#include "precision/Quantizer.h"
+#include "precision/RoundingMode.h"
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace aps::python {
+namespace {
+
+using precision::FloatFormat;
+using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
+
+// A format from a preset name, a dict of format keys (as in YAML), or a Format.
+FloatFormat toFormat(const py::object& spec) {
+  if (py::isinstance<FloatFormat>(spec)) return spec.cast<FloatFormat>();
+  if (py::isinstance<py::str>(spec)) return FloatFormat::preset(spec.cast<std::string>());
+  if (py::isinstance<py::dict>(spec)) {
+    std::map<std::string, std::string> fields;
+    for (const auto& [key, value] : spec.cast<py::dict>()) {
+      const py::object v = py::reinterpret_borrow<py::object>(value);
+      fields[py::str(key)] = py::isinstance<py::bool_>(v) ? (v.cast<bool>() ? "true" : "false") : std::string(py::str(v));
+    }
+    return FloatFormat::fromMap(fields);
+  }
+  throw py::type_error("aps: a format is a preset name (str), a dict of format keys or an aps.Format, not " +
+                       std::string(py::str(py::type::of(spec))));
+}
+
+precision::EncodeContext context(uint64_t seed, uint64_t stream, int64_t offset) { return {seed, stream, offset}; }
+
+FloatArray quantize(const FloatArray& x, const py::object& format, const std::string& rounding, uint64_t seed,
+                    uint64_t stream) {
+  const precision::Quantizer q(toFormat(format));
+  FloatArray out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  q.quantize(x.data(), out.mutable_data(), x.size(), precision::parseRoundingMode(rounding), context(seed, stream, 0));
+  return out;
+}
+
+py::bytes encode(const FloatArray& x, const std::string& codec, uint64_t seed, uint64_t stream) {
+  const auto c = precision::makeCodec(codec);
+  std::string bytes(c->encodedBytes(x.size()), '\0');
+  c->encode(x.data(), x.size(), reinterpret_cast<uint8_t*>(bytes.data()), context(seed, stream, 0));
+  return py::bytes(bytes);
+}
+
+FloatArray decode(const py::bytes& data, const std::string& codec, int64_t n) {
+  const auto c = precision::makeCodec(codec);
+  APS_CHECK(n >= 0, "aps.decode: n = {} is negative", n);
+  const std::string_view bytes = data;
+  APS_CHECK(bytes.size() == c->encodedBytes(n), "aps.decode: {} values of '{}' take {} bytes, got {} bytes", n, c->name(),
+            c->encodedBytes(n), bytes.size());
+  FloatArray out(n);
+  c->decode(reinterpret_cast<const uint8_t*>(bytes.data()), n, out.mutable_data());
+  return out;
+}
+
+// Every code's value (index = code), for formats of at most 16 bits.
+FloatArray formatValues(const FloatFormat& f) {
+  APS_CHECK(f.bits() <= 16, "aps.Format.values: {} has {} bits; tables exist for up to 16", f.name, f.bits());
+  const int64_t codes = int64_t{1} << f.bits();
+  FloatArray out(codes);
+  for (int64_t c = 0; c < codes; ++c) out.mutable_data()[c] = f.decode(static_cast<uint32_t>(c));
+  return out;
+}
+
+// APS shifts of one process's layers (Han, Demmel, You): with world_size > 1 the caller
+// passes the MAX over ranks itself, so this is the single-process form.
+std::vector<int> apsShifts(const std::vector<FloatArray>& layers, const py::object& format, int worldSize,
+                           const std::string& mode) {
+  const precision::ApsScaler scaler(toFormat(format), worldSize, precision::parseScalingMode(mode));
+  std::vector<precision::LayerGradient> views;
+  for (const auto& l : layers) views.push_back({l.data(), static_cast<int64_t>(l.size())});
+  return scaler.shifts(views, [](float*, int64_t) {}).shift;
+}
+
+// A Transport whose rounds Python delivers: exchange(messages) gets (src, dst, send, recv)
+// tuples, send and recv being writable memoryviews of the local side (None otherwise).
+class PyTransport : public comm::Transport {
+ public:
+  PyTransport(int rank, int world, py::object exchange) : rank_(rank), world_(world), exchange_(std::move(exchange)) {
+    APS_CHECK(world >= 1 && rank >= 0 && rank < world, "aps transport: rank {} of a world of {}", rank, world);
+  }
+  std::string transportName() const override { return "python"; }
+  int worldSize() const override { return world_; }
+  int firstLocalRank() const override { return rank_; }
+  int localRankCount() const override { return 1; }
+  void exchange(std::span<const comm::Message> round) override {
+    py::list messages;
+    const auto view = [](const void* p, size_t bytes) -> py::object {
+      if (p == nullptr) return py::none();
+      return py::memoryview::from_memory(const_cast<void*>(p), static_cast<py::ssize_t>(bytes), false);
+    };
+    for (const comm::Message& m : round) {
+      messages.append(py::make_tuple(m.src, m.dst, view(isLocal(m.src) ? m.sendData : nullptr, m.bytes),
+                                     view(isLocal(m.dst) ? m.recvData : nullptr, m.bytes)));
+    }
+    exchange_(messages);
+  }
+
+ private:
+  int rank_, world_;
+  py::object exchange_;
+};
+
+// The reduction of a PyTorch DDP bucket with aps's numerics: the same hooks (error feedback,
+// APS or FP8-LM scaling, statistics) and the same all-reduce schedule as aps_train's
+// GradientSync, through comm::reduceBucket. Parameters are identified by ids the caller keeps
+// stable across steps (their per-layer state: residuals, statistics).
+class BucketReducer {
+ public:
+  BucketReducer(std::shared_ptr<PyTransport> transport, const std::string& codec, const std::string& scaling,
+                const std::string& algorithm, bool errorFeedback, uint64_t seed, int maxParameters)
+      : transport_(std::move(transport)), maxParameters_(maxParameters) {
+    APS_CHECK(maxParameters > 0, "aps comm hook: max_parameters = {} must be positive", maxParameters);
+    const precision::CodecSpec spec = precision::CodecSpec::parse(codec);
+    comm::AllReduceOptions reduce;
+    reduce.kind = comm::parseAllReduceKind(algorithm);
+    algorithm_ = comm::makeAllReduce(reduce, precision::makeCodec(spec));
+    const auto mode = precision::parseScalingMode(scaling);
+    comm::BucketScaling::FormatScaling fs;
+    const bool lowPrecision = spec.kind == precision::CodecSpec::Kind::Float && !spec.format.isFp32();
+    APS_CHECK(lowPrecision || (mode == precision::ScalingMode::None && !errorFeedback),
+              "aps comm hook: scaling = '{}' and error_feedback apply to float formats below fp32, not '{}'", scaling,
+              codec);
+    if (lowPrecision) {
+      fs.format = spec.format;
+      fs.rounding = spec.rounding;
+      fs.errorFeedback = errorFeedback;
+      if (mode == precision::ScalingMode::Fp8Lm) {
+        fs.autoscaler = std::make_shared<precision::Fp8LmScaler>(spec.format, transport_->worldSize());
+      } else if (mode != precision::ScalingMode::None) {
+        fs.scaler = std::make_shared<precision::ApsScaler>(spec.format, transport_->worldSize(), mode);
+      }
+    }
+    scaling_ = std::make_unique<comm::BucketScaling>(std::vector<comm::BucketScaling::FormatScaling>{fs},
+                                                     static_cast<size_t>(maxParameters), 1);
+    options_.average = true;
+    options_.seed = seed;
+    scaling_->install(options_);
+  }
+
+  // Reduces `flat` in place (the bucket's parameters at `offsets`, identified by `params`)
+  // and returns the bytes this rank sent and whether some rank's gradient was not finite.
+  py::dict reduce(py::array_t<float, py::array::c_style> flat, const std::vector<int>& params,
+                  const std::vector<int64_t>& offsets, int bucket, uint64_t step) {
+    APS_CHECK(params.size() == offsets.size() && !params.empty(),
+              "aps comm hook: {} parameter ids for {} offsets", params.size(), offsets.size());
+    for (int p : params) {
+      APS_CHECK(p >= 0 && p < maxParameters_,
+                "aps comm hook: parameter id {} is outside [0, max_parameters = {}); raise max_parameters", p,
+                maxParameters_);
+    }
+    comm::BucketLayout::Bucket layout{params, offsets, static_cast<int64_t>(flat.size()), 0};
+    float* data = flat.mutable_data();
+    const comm::SyncStats sync = comm::reduceBucket(*algorithm_, {bucket, &layout, transport_.get(), {&data, 1}, step},
+                                                    options_);
+    py::dict out;
+    out["bytes_sent"] = sync.bytesSent.empty() ? 0 : sync.bytesSent[0];
+    out["non_finite"] = sync.nonFinite;
+    return out;
+  }
+
+  // After a step's last bucket: FP8-LM's mu agreement (a no-op for other scalings).
+  void finishStep() { scaling_->finishStep(*transport_); }
+  int lastShift(int param) const { return scaling_->lastShift(param); }
+  py::dict statistics(int param) const {
+    const auto c = scaling_->statistics(param);
+    py::dict out;
+    out["values"] = c.total;
+    out["nonzero"] = c.nonzero;
+    out["flushed"] = c.flushed;
+    out["saturated"] = c.saturated;
+    return out;
+  }
+
+ private:
+  std::shared_ptr<PyTransport> transport_;
+  int maxParameters_;
+  std::unique_ptr<comm::AllReduceAlgorithm> algorithm_;
+  std::unique_ptr<comm::BucketScaling> scaling_;
+  comm::ReducerOptions options_;
+};
+
+}  // namespace
+}  // namespace aps::python
+
+PYBIND11_MODULE(_aps, m) {
+  using namespace aps;
+  using namespace aps::python;
+  m.doc() = "aps: low-precision formats, codecs and gradient all-reduce (C++ core)";
+  py::register_exception<Error>(m, "Error", PyExc_ValueError);
+
+  py::class_<FloatFormat>(m, "Format", "A float format: a preset name or a dict of format keys")
+      .def(py::init([](const py::object& spec) { return toFormat(spec); }), py::arg("spec"))
+      .def_readonly("name", &FloatFormat::name)
+      .def_readonly("exponent_bits", &FloatFormat::exponentBits)
+      .def_readonly("mantissa_bits", &FloatFormat::mantissaBits)
+      .def_readonly("bias", &FloatFormat::bias)
+      .def_readonly("subnormals", &FloatFormat::subnormals)
+      .def_property_readonly("specials", [](const FloatFormat& f) { return precision::specialsName(f.specials); })
+      .def_property_readonly("overflow", [](const FloatFormat& f) { return precision::overflowName(f.overflow); })
+      .def_property_readonly("bits", &FloatFormat::bits)
+      .def_property_readonly("max_value", &FloatFormat::maxValue)
+      .def_property_readonly("min_normal", &FloatFormat::minNormal)
+      .def_property_readonly("min_subnormal", &FloatFormat::minSubnormal)
+      .def_property_readonly("epsilon", &FloatFormat::epsilon)
+      .def_property_readonly("finite_count", &FloatFormat::finiteCount)
+      .def_property_readonly("has_inf", &FloatFormat::hasInf)
+      .def_property_readonly("has_nan", &FloatFormat::hasNan)
+      .def("decode", &FloatFormat::decode, py::arg("code"), "The value of one code")
+      .def("values", &formatValues, "Every code's value (index = code), formats of up to 16 bits")
+      .def("describe", &FloatFormat::describe)
+      .def("__repr__", [](const FloatFormat& f) { return "aps.Format(" + f.describe() + ")"; })
+      .def("__eq__", [](const FloatFormat& a, const FloatFormat& b) { return a == b; });
+
+  m.def("quantize", &quantize, py::arg("x"), py::arg("format"), py::arg("rounding") = "nearest",
+        py::arg("seed") = 0, py::arg("stream") = 0,
+        "x rounded to the format (float32, same shape). Stochastic rounding gives element i (flat "
+        "index) the draw randomBits32(seed, stream, i), as aps_formats quantize --seed does with stream 0.");
+  m.def("encode", &encode, py::arg("x"), py::arg("codec"), py::arg("seed") = 0, py::arg("stream") = 0,
+        "The wire bytes of x under a codec spec ('e4m3', 'e5m2:stochastic', 'dettmers_dynamic/block256', ...)");
+  m.def("decode", &decode, py::arg("data"), py::arg("codec"), py::arg("n"), "n float32 values back from wire bytes");
+  m.def("encoded_bytes", [](const std::string& codec, int64_t n) { return precision::makeCodec(codec)->encodedBytes(n); },
+        py::arg("codec"), py::arg("n"));
+  m.def("aps_shifts", &apsShifts, py::arg("layers"), py::arg("format"), py::arg("world_size") = 1,
+        py::arg("mode") = "aps",
+        "APS power-of-two shift per layer (multiply by 2**shift before quantizing) for one process's layers");
+  m.def(
+      "scale_by_power_of_two",
+      [](const FloatArray& x, int shift) {
+        FloatArray out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+        precision::scaleByPowerOfTwo(x.data(), out.mutable_data(), x.size(), shift);
+        return out;
+      },
+      py::arg("x"), py::arg("shift"));
+  m.def("rounding_modes", [] {
+    std::vector<std::string> names;
+    for (auto n : precision::kRoundingModeNames.names) names.emplace_back(n);
+    return names;
+  });
+
+  py::class_<PyTransport, std::shared_ptr<PyTransport>>(m, "Transport",
+                                                       "A world of ranks whose exchange rounds Python delivers")
+      .def(py::init<int, int, py::object>(), py::arg("rank"), py::arg("world_size"), py::arg("exchange"))
+      .def_property_readonly("world_size", &PyTransport::worldSize)
+      .def_property_readonly("rank", &PyTransport::firstLocalRank);
+
+  py::class_<BucketReducer>(m, "BucketReducer", "aps's reduction of one flat gradient bucket over a Transport")
+      .def(py::init<std::shared_ptr<PyTransport>, const std::string&, const std::string&, const std::string&, bool,
+                    uint64_t, int>(),
+           py::arg("transport"), py::arg("codec"), py::arg("scaling"), py::arg("algorithm"),
+           py::arg("error_feedback"), py::arg("seed"), py::arg("max_parameters"))
+      .def("reduce", &BucketReducer::reduce, py::arg("flat"), py::arg("params"), py::arg("offsets"),
+           py::arg("bucket"), py::arg("step"))
+      .def("finish_step", &BucketReducer::finishStep)
+      .def("last_shift", &BucketReducer::lastShift, py::arg("param"))
+      .def("statistics", &BucketReducer::statistics, py::arg("param"));
+}

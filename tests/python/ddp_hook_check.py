@@ -1,0 +1,156 @@
+"""Run under torchrun (gloo, CPU): checks aps.torch's DDP comm hook.
+
+1. The reduced bucket equals an independent NumPy computation of aps's two_shot numerics
+   with E4M3 and APS, bit for bit: per layer the shift s = emax - max over ranks of
+   ceil(log2(N max|g|)), every rank's g * 2^s rounded to E4M3 (nearest-even), the owner's
+   fp32 sum in rank order, that sum rounded to E4M3 again for the all-gather, then * 2^-s / N.
+2. fp32 (native) gives the mean in rank order; allgather and ring give close results.
+3. A small DDP training with E4M3 + APS through the hook learns.
+
+    torchrun --nproc_per_node 4 tests/python/ddp_hook_check.py
+"""
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+import aps
+import aps.torch
+
+
+def e4m3_nearest(x):
+    """OCP E4M3 round-to-nearest-even, written independently of aps (finite inputs that stay
+    below 448 after rounding, as APS guarantees)."""
+    x = np.asarray(x, np.float64)
+    out = np.zeros_like(x)
+    nz = x != 0
+    exponent = np.floor(np.log2(np.abs(x[nz])))
+    exponent = np.maximum(exponent, -6.0)           # subnormals share the smallest normal's step
+    step = np.exp2(exponent - 3.0)                   # 3 mantissa bits
+    out[nz] = np.round(x[nz] / step) * step          # numpy rounds halves to even
+    assert np.all(np.abs(out) <= 448.0)
+    return out.astype(np.float32)
+
+
+def rank_gradients(rank, sizes, step):
+    rng = np.random.default_rng(1000 * step + rank)
+    # Layers of very different magnitudes, one with values that flush without scaling.
+    scales = [1e-3, 1.0, 1e-6][: len(sizes)]
+    return [(rng.standard_normal(n) * s).astype(np.float32) for n, s in zip(sizes, scales)]
+
+
+def reference(world, sizes, step):
+    grads = [rank_gradients(r, sizes, step) for r in range(world)]
+    out = []
+    for layer in range(len(sizes)):
+        exps = []
+        for r in range(world):
+            m = float(np.max(np.abs(grads[r][layer])))
+            exps.append(math.ceil(math.log2(world * m)))  # world * m is exact in double
+        shift = 8 - max(exps)                             # E4M3's largest finite value 448 = 1.75 * 2^8
+        total = np.zeros(sizes[layer], np.float32)
+        for r in range(world):
+            scaled = (grads[r][layer].astype(np.float64) * 2.0 ** shift).astype(np.float32)
+            total = (total + e4m3_nearest(scaled)).astype(np.float32)
+        reduced = e4m3_nearest(total)
+        unscaled = (reduced.astype(np.float64) * 2.0 ** -shift).astype(np.float32)
+        out.append((unscaled / np.float32(world)).astype(np.float32))
+    return np.concatenate(out)
+
+
+def check_bits(rank, world):
+    sizes = [1000, 37, 513]
+    state = aps.torch.CommState({"precision": {"format": "e4m3", "scaling": "aps"}, "comm": {"algorithm": "two_shot"}})
+    for step in range(3):
+        flat = torch.from_numpy(np.concatenate(rank_gradients(rank, sizes, step)))
+        layers = [(i, int(sum(sizes[:i]))) for i in range(len(sizes))]
+        state.all_reduce(flat, layers)
+        state.end_step()
+        expected = reference(world, sizes, step)
+        got = flat.numpy()
+        bad = np.flatnonzero(got.view(np.uint32) != expected.view(np.uint32))
+        assert bad.size == 0, f"rank {rank} step {step}: {bad.size} values differ, first at {bad[:5]}: " \
+                              f"{got[bad[:5]]} vs {expected[bad[:5]]}"
+        # Every rank holds the same bits.
+        gathered = [torch.empty_like(flat) for _ in range(world)]
+        dist.all_gather(gathered, flat)
+        assert all(torch.equal(g, flat) for g in gathered)
+    assert state.bytes_sent > 0
+    # E4M3 is a quarter of fp32's bytes on the wire (plus a few bytes of headers and checks).
+    fp32 = aps.torch.CommState(format="fp32", algorithm="two_shot")
+    flat = torch.from_numpy(np.concatenate(rank_gradients(rank, sizes, 0)))
+    fp32.all_reduce(flat, [(0, 0)])
+    assert state.bytes_sent / 3 < 0.3 * fp32.bytes_sent, (state.bytes_sent, fp32.bytes_sent)
+    return "bit-exact"
+
+
+def check_algorithms(rank, world):
+    sizes = [4096]
+    grads = [rank_gradients(r, sizes, 7)[0] for r in range(world)]
+    exact = np.zeros(sizes[0], np.float32)
+    for g in grads:
+        exact = (exact + g).astype(np.float32)
+    exact = exact / np.float32(world)
+    native = aps.torch.CommState(algorithm="native")
+    flat = torch.from_numpy(grads[rank].copy())
+    native.all_reduce(flat, [(0, 0)])
+    assert np.array_equal(flat.numpy(), exact), "native: not the fp32 mean in rank order"
+    for algorithm in ("allgather", "ring", "two_shot"):
+        state = aps.torch.CommState(format="e5m2", scaling="aps", algorithm=algorithm)
+        flat = torch.from_numpy(grads[rank].copy())
+        state.all_reduce(flat, [(0, 0)])
+        rel = np.linalg.norm(flat.numpy() - exact) / np.linalg.norm(exact)
+        assert rel < 0.2, f"{algorithm}: relative error {rel}"
+    return "algorithms"
+
+
+def check_training(rank, world):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(20, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    state = aps.torch.CommState(format="e4m3", scaling="aps")
+    ddp.register_comm_hook(state, aps.torch.comm_hook)
+    g = torch.Generator().manual_seed(1)
+    centers = torch.randn(4, 20, generator=g) * 2
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+
+    def batch(seed, n=64):
+        gen = torch.Generator().manual_seed(seed)
+        labels = torch.randint(0, 4, (n,), generator=gen)
+        return centers[labels] + torch.randn(n, 20, generator=gen), labels
+
+    for step in range(60):
+        x, y = batch(10000 * rank + step)
+        loss = torch.nn.functional.cross_entropy(ddp(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    x, y = batch(999, 2000)
+    with torch.no_grad():
+        accuracy = (ddp(x).argmax(1) == y).float().mean().item()
+    # Replicas stay identical: every rank applied the same reduced gradient.
+    for p in ddp.parameters():
+        copies = [torch.empty_like(p) for _ in range(world)]
+        dist.all_gather(copies, p.detach())
+        assert all(torch.equal(c, p) for c in copies), "replicas diverged"
+    assert state.steps == 60, state.steps
+    assert accuracy > 0.9, f"E4M3 + APS through the hook reached only {accuracy:.3f}"
+    return f"training accuracy {accuracy:.3f}"
+
+
+def main():
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.set_num_threads(1)
+    results = [check_bits(rank, world), check_algorithms(rank, world), check_training(rank, world)]
+    dist.barrier()
+    if rank == 0:
+        print("ddp_hook_check: ok:", ", ".join(results))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
