@@ -32,6 +32,7 @@ ApsScaler::ApsScaler(const FloatFormat& format, int worldSize, ScalingMode mode)
   format_.validate();
   APS_CHECK(worldSize >= 1, "aps: world size {} must be >= 1", worldSize);
   APS_CHECK(mode != ScalingMode::Fp8Lm, "aps: scaling = fp8lm is Fp8LmScaler's, not ApsScaler's");
+  APS_CHECK(mode != ScalingMode::Block, "aps: scaling = block lives in the codec (BlockScaledCodec), not ApsScaler");
   emax_ = format_.maxExponent();
 }
 

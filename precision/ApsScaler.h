@@ -26,10 +26,11 @@ enum class ScalingMode : uint8_t {
   Aps,     // one power-of-two shift per layer (Han et al. 2021)
   Global,  // one power-of-two shift for all layers
   Fp8Lm,   // the FP8-LM automatic scaler mu (Fp8LmScaler)
+  Block,   // a power-of-two scale per block of each sender's values, in the codec (BlockScaledCodec)
 };
-inline constexpr EnumNames<ScalingMode, 4> kScalingModeNames{{"none", "aps", "global", "fp8lm"}};
-static_assert(kScalingModeNames.covers(ScalingMode::Fp8Lm), "one name per ScalingMode");
-// "none", "aps", "global", "fp8lm" (aliases "autoscale", the config's name, and "auto");
+inline constexpr EnumNames<ScalingMode, 5> kScalingModeNames{{"none", "aps", "global", "fp8lm", "block"}};
+static_assert(kScalingModeNames.covers(ScalingMode::Block), "one name per ScalingMode");
+// "none", "aps", "global", "fp8lm", "block" (fp8lm's aliases: "autoscale", the config's name, and "auto");
 // throws aps::Error naming the value.
 ScalingMode parseScalingMode(const std::string& name);
 const char* scalingModeName(ScalingMode mode);

@@ -1,6 +1,7 @@
 #include "precision/CodecSpec.h"
 
 #include "framework/core/Error.h"
+#include "precision/BlockScaledCodec.h"
 #include "precision/DettmersCodec.h"
 #include "precision/FloatCodec.h"
 
@@ -10,7 +11,12 @@ namespace aps::precision {
 
 namespace {
 
-int64_t parseBlock(const std::string& text, const std::string& whole) {
+// OCP MX v1.0 types: element format, 32 values per E8M0 scale.
+constexpr std::pair<const char*, const char*> kMxTypes[] = {
+    {"mxfp8_e4m3", "e4m3"}, {"mxfp8_e5m2", "e5m2"}, {"mxfp6_e3m2", "e3m2"}, {"mxfp6_e2m3", "e2m3"}, {"mxfp4", "e2m1"}};
+constexpr int64_t kMxBlock = 32;
+
+int64_t parseBlock(const std::string& text, const std::string& whole, bool zeroAllowed = false) {
   size_t used = 0;
   int64_t v = 0;
   try {
@@ -18,8 +24,8 @@ int64_t parseBlock(const std::string& text, const std::string& whole) {
   } catch (const std::exception&) {
     used = 0;
   }
-  APS_CHECK(used == text.size() && !text.empty() && v > 0, "codec '{}': block size '{}' is not a positive integer",
-            whole, text);
+  APS_CHECK(used == text.size() && !text.empty() && (v > 0 || (zeroAllowed && v == 0)),
+            "codec '{}': block size '{}' is not a {} integer", whole, text, zeroAllowed ? "non-negative" : "positive");
   return v;
 }
 
@@ -52,13 +58,26 @@ CodecSpec CodecSpec::parse(const std::string& text) {
     }
     return spec;
   }
-  APS_CHECK(tail.empty(), "codec '{}': '/{}' only applies to dettmers_dynamic and dettmers_linear", text, tail);
   std::string formatName = head;
   if (const auto colon = head.find(':'); colon != std::string::npos) {
     formatName = head.substr(0, colon);
     spec.rounding = parseRoundingMode(head.substr(colon + 1));
   }
+  for (const auto& [mx, element] : kMxTypes) {
+    if (formatName != mx) continue;
+    APS_CHECK(tail.empty(), "codec '{}': {} has blocks of {} by definition; '/{}' does not apply", text, mx, kMxBlock,
+              tail);
+    spec.kind = Kind::BlockScaled;
+    spec.format = FloatFormat::preset(element);
+    spec.blockSize = kMxBlock;
+    return spec;
+  }
   spec.format = FloatFormat::preset(formatName);
+  if (!tail.empty()) {
+    APS_CHECK(tail.rfind("block", 0) == 0, "codec '{}': expected '/block<N>' after the format, got '/{}'", text, tail);
+    spec.kind = Kind::BlockScaled;
+    spec.blockSize = parseBlock(tail.substr(5), text, true);
+  }
   return spec;
 }
 
@@ -81,7 +100,8 @@ CodecSpec CodecSpec::fromYaml(const YAML::Node& node) {
     const auto key = kv.first.as<std::string>();
     if (key == "type") continue;
     if (key == "block_size") {
-      APS_CHECK(spec.kind != Kind::Float, "codec: block_size only applies to dettmers types");
+      APS_CHECK(spec.kind != Kind::Float, "codec: block_size only applies to dettmers types (a float format with "
+                                          "blocks is written 'e4m3/block32' or precision.scaling: block)");
       spec.blockSize = parseBlock(kv.second.as<std::string>(), "block_size");
     } else if (key == "format") {
       APS_CHECK(spec.kind == Kind::Float, "codec: format only applies to type float");
@@ -95,10 +115,21 @@ CodecSpec CodecSpec::fromYaml(const YAML::Node& node) {
   return spec;
 }
 
+CodecSpec CodecSpec::withBlocks(int64_t size) const {
+  if (kind != Kind::Float || format.isFp32()) return *this;  // fp32 has nothing to scale
+  APS_CHECK(size >= 0, "block scaling: block_size = {} must be >= 0 (0: one scale per chunk)", size);
+  CodecSpec out = *this;
+  out.kind = Kind::BlockScaled;
+  out.blockSize = size;
+  return out;
+}
+
 std::unique_ptr<Codec> makeCodec(const CodecSpec& spec) {
   switch (spec.kind) {
     case CodecSpec::Kind::Float:
       return std::make_unique<FloatCodec>(spec.format, spec.rounding);
+    case CodecSpec::Kind::BlockScaled:
+      return std::make_unique<BlockScaledCodec>(spec.format, spec.rounding, spec.blockSize);
     case CodecSpec::Kind::DettmersDynamic:
       return std::make_unique<DettmersCodec>(DettmersCodec::Type::DynamicTree, spec.blockSize);
     case CodecSpec::Kind::DettmersLinear:

@@ -14,21 +14,26 @@ class Node;
 
 namespace aps::precision {
 
-// What a wire codec is: a float format with a rounding mode, or one of Dettmers' 8-bit
-// absmax-normalised types (arXiv 1511.04561).
+// What a wire codec is: a float format with a rounding mode, the same with a power-of-two
+// scale per block (BlockScaledCodec; OCP MX), or one of Dettmers' 8-bit absmax-normalised
+// types (arXiv 1511.04561).
 struct CodecSpec {
-  enum class Kind : uint8_t { Float, DettmersDynamic, DettmersLinear };
+  enum class Kind : uint8_t { Float, BlockScaled, DettmersDynamic, DettmersLinear };
 
   Kind kind = Kind::Float;
-  FloatFormat format = FloatFormat::preset("fp32");   // Kind::Float
-  RoundingMode rounding = RoundingMode::NearestEven;  // Kind::Float
-  int64_t blockSize = 0;                              // Dettmers: values per absmax (0: one absmax per encoded chunk)
+  FloatFormat format = FloatFormat::preset("fp32");   // Float; BlockScaled: the element format
+  RoundingMode rounding = RoundingMode::NearestEven;  // Float, BlockScaled
+  int64_t blockSize = 0;  // BlockScaled: values per scale; Dettmers: per absmax (0: one per encoded chunk)
 
-  // "e4m3", "e4m3:stochastic", "fp16:toward_zero", "dettmers_dynamic", "dettmers_linear/block256".
+  // "e4m3", "e4m3:stochastic", "fp16:toward_zero", "e3m0/block32", "e2m1:stochastic/block16",
+  // the OCP MX types "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4" (block 32,
+  // optionally ":stochastic"), "dettmers_dynamic", "dettmers_linear/block256".
   static CodecSpec parse(const std::string& text);
   // A string as in parse(), or a map {format: <preset or format map>, rounding: ...} or
   // {type: dettmers_dynamic|dettmers_linear, block_size: 256}.
   static CodecSpec fromYaml(const YAML::Node& node);
+  // The block-scaled codec of a float spec (precision.scaling: block); other kinds unchanged.
+  CodecSpec withBlocks(int64_t size) const;
 };
 
 std::unique_ptr<Codec> makeCodec(const CodecSpec& spec);

@@ -75,7 +75,7 @@ const char* overflowName(Overflow o) { return o == Overflow::Saturate ? "saturat
 
 FloatFormat FloatFormat::preset(const std::string& name) {
   // docs/ALGORITHMS.md, Float formats. OCP FP8 (E4M3: no inf, NaN = S.1111.111, max 448; E5M2: IEEE-like,
-  // max 57344), the APS artifact's IEEE-like E4M3 (max 240) and E3M0, OCP MX FP4 E2M1 (max 6).
+  // max 57344), the APS artifact's IEEE-like E4M3 (max 240) and E3M0, OCP MX FP6 E3M2/E2M3 and FP4 E2M1 (max 6).
   // Non-saturating by default, so overflow stays visible; override with overflow: saturate.
   if (name == "fp32" || name == "float32") return make("fp32", 8, 23, 127, Specials::Ieee, Overflow::Infinity);
   if (name == "fp16" || name == "float16") return make("fp16", 5, 10, 15, Specials::Ieee, Overflow::Infinity);
@@ -85,7 +85,11 @@ FloatFormat FloatFormat::preset(const std::string& name) {
   if (name == "e4m3_ieee") return make("e4m3_ieee", 4, 3, 7, Specials::Ieee, Overflow::Infinity);
   if (name == "e3m0") return make("e3m0", 3, 0, 3, Specials::Ieee, Overflow::Infinity);
   if (name == "e2m1") return make("e2m1", 2, 1, 1, Specials::None, Overflow::Saturate);
-  APS_FAIL("float format: preset = '{}' is unknown (fp32, fp16, bf16, e5m2, e4m3, e4m3_ieee, e3m0, e2m1)", name);
+  // OCP MX FP6 element types: no inf or NaN, max 28 (E3M2) and 7.5 (E2M3).
+  if (name == "e3m2") return make("e3m2", 3, 2, 3, Specials::None, Overflow::Saturate);
+  if (name == "e2m3") return make("e2m3", 2, 3, 1, Specials::None, Overflow::Saturate);
+  APS_FAIL("float format: preset = '{}' is unknown (fp32, fp16, bf16, e5m2, e4m3, e4m3_ieee, e3m0, e3m2, e2m3, e2m1)",
+           name);
 }
 
 FloatFormat FloatFormat::fromMap(const std::map<std::string, std::string>& fields) {

@@ -35,7 +35,8 @@ struct FloatFormat {
   Specials specials = Specials::Ieee;
   Overflow overflow = Overflow::Infinity;
 
-  // Presets: fp32, fp16, bf16, e5m2, e4m3 (OCP FP8), e4m3_ieee (APS artifact), e3m0, e2m1 (OCP MX FP4).
+  // Presets: fp32, fp16, bf16, e5m2, e4m3 (OCP FP8), e4m3_ieee (APS artifact), e3m0, e3m2 and
+  // e2m3 (OCP MX FP6), e2m1 (OCP MX FP4).
   static FloatFormat preset(const std::string& name);
   // A preset name, or a YAML map {preset?, exponent_bits, mantissa_bits, bias, subnormals,
   // specials: ieee|ocp|none, overflow: saturate|inf}; a preset's fields can be overridden.

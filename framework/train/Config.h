@@ -46,6 +46,7 @@ struct TrainConfig {
     double lossScale = 0;                              // its initial (or fixed) scale
     bool stochasticUpdate = false;                     // pure modes: stochastic rounding of weights
     int64_t statsWindow = 0;
+    int64_t blockSize = 32;
   };
   struct Comm {
     std::string backend, algorithm;

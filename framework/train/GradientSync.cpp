@@ -64,7 +64,12 @@ void GradientSync::resolveFormats() {
   const auto rounding = precision::parseRoundingMode(p.rounding);
   std::vector<precision::CodecSpec> ruleSpecs;
   for (const auto& rule : p.hybrid) ruleSpecs.push_back(specOf(rule.format, rounding));
-  const precision::CodecSpec defaultSpec = specOf(p.format, rounding);
+  precision::CodecSpec defaultSpec = specOf(p.format, rounding);
+  const bool blocks = precision::parseScalingMode(p.scaling) == precision::ScalingMode::Block;
+  if (blocks) {  // the scale is the codec's: every float format gets its per-block scales
+    defaultSpec = defaultSpec.withBlocks(p.blockSize);
+    for (auto& spec : ruleSpecs) spec = spec.withBlocks(p.blockSize);
+  }
   for (const auto& param : params_) {
     precision::CodecSpec spec = defaultSpec;
     for (size_t r = 0; r < p.hybrid.size(); ++r) {
@@ -80,9 +85,16 @@ void GradientSync::resolveFormats() {
   });
   const bool fp8lm = precision::parseScalingMode(p.scaling) == precision::ScalingMode::Fp8Lm;
   APS_CHECK(floatOnly || (!p.errorFeedback && !fp8lm && !p.hybridAuto),
-            "{}: precision.error_feedback, scaling = autoscale and hybrid_auto need float wire formats (not "
-            "Dettmers' types)",
+            "{}: precision.error_feedback, scaling = autoscale and hybrid_auto need float wire formats without "
+            "block scales (not Dettmers' types, MX types or scaling = block)",
             config_.sourceFile);
+  const bool blockScaled = std::any_of(paramSpecs_.begin(), paramSpecs_.end(), [](const precision::CodecSpec& c) {
+    return c.kind == precision::CodecSpec::Kind::BlockScaled;
+  });
+  APS_CHECK(!blockScaled || blocks || precision::parseScalingMode(p.scaling) == precision::ScalingMode::None,
+            "{}: precision.scaling = '{}' does not apply to block-scaled formats (MX types, 'e4m3/block32'), which "
+            "carry their own scales; use scaling: none or block",
+            config_.sourceFile, p.scaling);
   if (!p.hybridAuto) return;
   std::vector<precision::HybridPolicy::Rule> rules;  // each parameter resolved above: one rule per name
   for (size_t i = 0; i < params_.size(); ++i) rules.push_back({params_[i].name, paramSpecs_[i].format});
@@ -158,7 +170,7 @@ comm::BucketScaling::FormatScaling GradientSync::scalingOf(size_t f) {
   const auto& p = config_.precision;
   const auto& spec = specs_[f];
   comm::BucketScaling::FormatScaling fs;
-  if (spec.kind != precision::CodecSpec::Kind::Float || spec.format.isFp32()) return fs;
+  if (spec.kind != precision::CodecSpec::Kind::Float || spec.format.isFp32()) return fs;  // block scales: the codec's
   fs.format = spec.format;
   fs.rounding = spec.rounding;
   fs.errorFeedback = p.errorFeedback;

@@ -17,9 +17,10 @@ from . import _aps
 
 # The keys of aps_train's YAML that apply to a gradient all-reduce, with their defaults.
 DEFAULTS = {
-    "format": "fp32",          # precision.format: a preset, "e4m3:stochastic", "dettmers_dynamic", ...
+    "format": "fp32",          # precision.format: a preset, "e4m3:stochastic", "mxfp4", "dettmers_dynamic", ...
     "rounding": "nearest",     # precision.rounding: nearest, stochastic, toward_zero
-    "scaling": "none",         # precision.scaling: none, aps, global, autoscale (FP8-LM)
+    "scaling": "none",         # precision.scaling: none, aps, global, autoscale (FP8-LM), block
+    "block_size": 32,          # precision.block_size: values per scale with scaling: block (0: per chunk)
     "algorithm": "two_shot",   # comm.algorithm: two_shot, allgather, ring, native
     "error_feedback": False,   # precision.error_feedback
     "seed": 0,                 # seeds stochastic rounding (per step and bucket, as aps_train)
@@ -63,7 +64,8 @@ class CommState:
         self.transport = _aps.Transport(self.rank, self.world_size, self._exchange)
         self.reducer = _aps.BucketReducer(self.transport, codec, str(self.settings["scaling"]),
                                           str(self.settings["algorithm"]), bool(self.settings["error_feedback"]),
-                                          int(self.settings["seed"]), int(self.settings["max_parameters"]))
+                                          int(self.settings["seed"]), int(self.settings["max_parameters"]),
+                                          int(self.settings["block_size"]))
         self.step = 0
         self.steps = 0
         self.bytes_sent = 0

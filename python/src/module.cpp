@@ -7,6 +7,7 @@
 #include "comm/Transport.h"
 #include "framework/core/Error.h"
 #include "precision/ApsScaler.h"
+#include "precision/BlockScaledCodec.h"
 #include "precision/CodecSpec.h"
 #include "precision/FloatFormat.h"
 #include "precision/Fp8LmScaler.h"
@@ -54,6 +55,18 @@ FloatArray quantize(const FloatArray& x, const py::object& format, const std::st
   const precision::Quantizer q(toFormat(format));
   FloatArray out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
   q.quantize(x.data(), out.mutable_data(), x.size(), precision::parseRoundingMode(rounding), context(seed, stream, 0));
+  return out;
+}
+
+// x with a power-of-two scale per block of blockSize values (flat order), as the block-scaled
+// codec sends it: the decoded values.
+FloatArray blockQuantize(const FloatArray& x, const py::object& format, int64_t blockSize, const std::string& rounding,
+                         uint64_t seed, uint64_t stream) {
+  const precision::BlockScaledCodec codec(toFormat(format), precision::parseRoundingMode(rounding), blockSize);
+  std::vector<uint8_t> wire(codec.encodedBytes(x.size()));
+  codec.encode(x.data(), x.size(), wire.data(), context(seed, stream, 0));
+  FloatArray out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  codec.decode(wire.data(), x.size(), out.mutable_data());
   return out;
 }
 
@@ -130,19 +143,22 @@ class PyTransport : public comm::Transport {
 class BucketReducer {
  public:
   BucketReducer(std::shared_ptr<PyTransport> transport, const std::string& codec, const std::string& scaling,
-                const std::string& algorithm, bool errorFeedback, uint64_t seed, int maxParameters)
+                const std::string& algorithm, bool errorFeedback, uint64_t seed, int maxParameters, int64_t blockSize)
       : transport_(std::move(transport)), maxParameters_(maxParameters) {
     APS_CHECK(maxParameters > 0, "aps comm hook: max_parameters = {} must be positive", maxParameters);
-    const precision::CodecSpec spec = precision::CodecSpec::parse(codec);
+    const auto mode = precision::parseScalingMode(scaling);
+    precision::CodecSpec spec = precision::CodecSpec::parse(codec);
+    if (mode == precision::ScalingMode::Block) spec = spec.withBlocks(blockSize);  // the scales are the codec's
     comm::AllReduceOptions reduce;
     reduce.kind = comm::parseAllReduceKind(algorithm);
     algorithm_ = comm::makeAllReduce(reduce, precision::makeCodec(spec));
-    const auto mode = precision::parseScalingMode(scaling);
     comm::BucketScaling::FormatScaling fs;
     const bool lowPrecision = spec.kind == precision::CodecSpec::Kind::Float && !spec.format.isFp32();
-    APS_CHECK(lowPrecision || (mode == precision::ScalingMode::None && !errorFeedback),
-              "aps comm hook: scaling = '{}' and error_feedback apply to float formats below fp32, not '{}'", scaling,
-              codec);
+    const bool hooks = errorFeedback || (mode != precision::ScalingMode::None && mode != precision::ScalingMode::Block);
+    APS_CHECK(lowPrecision || !hooks,
+              "aps comm hook: scaling = '{}' and error_feedback apply to float formats below fp32 without block "
+              "scales, not '{}'",
+              scaling, codec);
     if (lowPrecision) {
       fs.format = spec.format;
       fs.rounding = spec.rounding;
@@ -238,6 +254,10 @@ PYBIND11_MODULE(_aps, m) {
         py::arg("seed") = 0, py::arg("stream") = 0,
         "x rounded to the format (float32, same shape). Stochastic rounding gives element i (flat "
         "index) the draw randomBits32(seed, stream, i), as aps_formats quantize --seed does with stream 0.");
+  m.def("block_quantize", &blockQuantize, py::arg("x"), py::arg("format"), py::arg("block_size") = 32,
+        py::arg("rounding") = "nearest", py::arg("seed") = 0, py::arg("stream") = 0,
+        "x (flat order) with one power-of-two scale per block: 2^(floor(log2(amax)) - emax), elements rounded to "
+        "the format and saturated (OCP MX with block 32 and an MX element type); block_size 0: one scale");
   m.def("encode", &encode, py::arg("x"), py::arg("codec"), py::arg("seed") = 0, py::arg("stream") = 0,
         "The wire bytes of x under a codec spec ('e4m3', 'e5m2:stochastic', 'dettmers_dynamic/block256', ...)");
   m.def("decode", &decode, py::arg("data"), py::arg("codec"), py::arg("n"), "n float32 values back from wire bytes");
@@ -268,9 +288,9 @@ PYBIND11_MODULE(_aps, m) {
 
   py::class_<BucketReducer>(m, "BucketReducer", "aps's reduction of one flat gradient bucket over a Transport")
       .def(py::init<std::shared_ptr<PyTransport>, const std::string&, const std::string&, const std::string&, bool,
-                    uint64_t, int>(),
+                    uint64_t, int, int64_t>(),
            py::arg("transport"), py::arg("codec"), py::arg("scaling"), py::arg("algorithm"),
-           py::arg("error_feedback"), py::arg("seed"), py::arg("max_parameters"))
+           py::arg("error_feedback"), py::arg("seed"), py::arg("max_parameters"), py::arg("block_size") = 32)
       .def("reduce", &BucketReducer::reduce, py::arg("flat"), py::arg("params"), py::arg("offsets"),
            py::arg("bucket"), py::arg("step"))
       .def("finish_step", &BucketReducer::finishStep)

@@ -4,8 +4,10 @@
    with E4M3 and APS, bit for bit: per layer the shift s = emax - max over ranks of
    ceil(log2(N max|g|)), every rank's g * 2^s rounded to E4M3 (nearest-even), the owner's
    fp32 sum in rank order, that sum rounded to E4M3 again for the all-gather, then * 2^-s / N.
-2. fp32 (native) gives the mean in rank order; allgather and ring give close results.
-3. A small DDP training with E4M3 + APS through the hook learns.
+2. The same for MXFP4 (scaling: block): fresh per-block scales for each rank's chunk and for the
+   owner's sum.
+3. fp32 (native) gives the mean in rank order; allgather and ring give close results.
+4. A small DDP training with E4M3 + APS through the hook learns.
 
     torchrun --nproc_per_node 4 tests/python/ddp_hook_check.py
 """
@@ -87,6 +89,42 @@ def check_bits(rank, world):
     return "bit-exact"
 
 
+def check_block_bits(rank, world):
+    """MXFP4 through the hook (scaling: block, block 32) against NumPy: every rank's chunk c
+    block-quantized (blocks from the chunk's start), the owner's fp32 sum in rank order
+    block-quantized again with fresh scales, then / N. No exponent agreement between ranks."""
+    n, block = 1550, 32
+    grads = [rank_gradients(r, [n], 3)[0] * np.float32(10.0 ** (r - 2)) for r in range(world)]
+
+    def blockq(v):
+        out = np.empty_like(v)
+        for b in range(0, v.size, block):
+            part = v[b:b + block].astype(np.float64)
+            amax = np.abs(part).max()
+            e = 0 if amax == 0 else int(np.floor(np.log2(amax))) - 2   # E2M1: max 6 = 1.5 * 2^2
+            scaled = (part * 2.0 ** -e).astype(np.float32)
+            q = aps.quantize(scaled, "e2m1")                           # saturates at 6 by definition
+            out[b:b + block] = (q.astype(np.float64) * 2.0 ** e).astype(np.float32)
+        return out
+
+    expected = np.empty(n, np.float32)
+    for c in range(world):
+        lo, hi = n * c // world, n * (c + 1) // world
+        total = np.zeros(hi - lo, np.float32)
+        for r in range(world):
+            total = (total + blockq(grads[r][lo:hi])).astype(np.float32)
+        expected[lo:hi] = blockq(total) / np.float32(world)
+    for config in ({"format": "e2m1", "scaling": "block", "block_size": block}, {"format": "mxfp4"}):
+        state = aps.torch.CommState(config)
+        flat = torch.from_numpy(grads[rank].copy())
+        state.all_reduce(flat, [(0, 0)])
+        got = flat.numpy()
+        bad = np.flatnonzero(got.view(np.uint32) != expected.view(np.uint32))
+        assert bad.size == 0, f"{config}: rank {rank}: {bad.size} values differ, first {got[bad[:3]]} vs " \
+                              f"{expected[bad[:3]]}"
+    return "block-scaled bit-exact"
+
+
 def check_algorithms(rank, world):
     sizes = [4096]
     grads = [rank_gradients(r, sizes, 7)[0] for r in range(world)]
@@ -145,7 +183,8 @@ def main():
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.set_num_threads(1)
-    results = [check_bits(rank, world), check_algorithms(rank, world), check_training(rank, world)]
+    results = [check_bits(rank, world), check_block_bits(rank, world), check_algorithms(rank, world),
+               check_training(rank, world)]
     dist.barrier()
     if rank == 0:
         print("ddp_hook_check: ok:", ", ".join(results))

@@ -120,6 +120,39 @@ class Aps(unittest.TestCase):
         self.assertTrue(np.array_equal(y, layers[0] * 256))
 
 
+class BlockScaling(unittest.TestCase):
+    def reference(self, x, element, block):
+        """The definition: X = 2^(floor(log2(amax)) - emax) per block, elements rounded (aps.quantize,
+        checked against the tool above) and saturated."""
+        f = aps.Format(element)
+        emax = int(np.floor(np.log2(f.max_value)))
+        out = np.empty_like(x)
+        for b in range(0, x.size, block):
+            v = x[b:b + block].astype(np.float64)
+            amax = np.abs(v).max()
+            e = 0 if amax == 0 else int(np.clip(np.floor(np.log2(amax)) - emax, -127, 127))
+            scaled = (v * 2.0 ** -e).astype(np.float32)
+            q = aps.quantize(scaled, {"preset": element, "overflow": "saturate"})
+            out[b:b + block] = (q.astype(np.float64) * 2.0 ** e).astype(np.float32)
+        return out
+
+    def test_block_quantize_is_the_definition(self):
+        rng = np.random.default_rng(3)
+        x = (rng.standard_normal(1000) * 10.0 ** rng.integers(-6, 6, 1000).repeat(1)).astype(np.float32)
+        for element in ("e2m1", "e4m3", "e3m2", "e2m3", "e5m2"):
+            self.assertTrue(same_bits(aps.block_quantize(x, element, 32), self.reference(x, element, 32)), element)
+
+    def test_mx_codecs_carry_the_scales(self):
+        x = np.random.default_rng(4).standard_normal(100).astype(np.float32)
+        data = aps.encode(x, "mxfp4")
+        self.assertEqual(len(data), 4 + 50)  # 4 E8M0 scale bytes, then 100 nibbles
+        self.assertTrue(same_bits(aps.decode(data, "mxfp4", 100), aps.block_quantize(x, "e2m1", 32)))
+        self.assertTrue(same_bits(aps.decode(aps.encode(x, "e3m0/block16"), "e3m0/block16", 100),
+                                  aps.block_quantize(x, "e3m0", 16)))
+        for name in aps.MX_TYPES:
+            self.assertEqual(aps.decode(aps.encode(x, name), name, 100).shape, (100,))
+
+
 class Errors(unittest.TestCase):
     def test_bad_input_names_the_value(self):
         with self.assertRaisesRegex(aps.Error, "e9m9"):
