@@ -8,15 +8,14 @@ find_package(spdlog REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(ZLIB REQUIRED)
-# Debian's narrow OpenCV packages (core, imgproc, imgcodecs) ship no CMake config, so the
-# three libraries are found directly and wrapped in one imported target.
-find_path(APS_OPENCV_INCLUDE opencv2/core.hpp PATH_SUFFIXES opencv4 REQUIRED)
-add_library(aps_opencv INTERFACE)
-target_include_directories(aps_opencv SYSTEM INTERFACE ${APS_OPENCV_INCLUDE})
-foreach(component imgcodecs imgproc core)
-  find_library(APS_OPENCV_${component} opencv_${component} REQUIRED)
-  target_link_libraries(aps_opencv INTERFACE ${APS_OPENCV_${component}})
-endforeach()
+# OpenCV (core, imgproc, imgcodecs) ships no CMake config on Debian: aps::opencv wraps the
+# three libraries (cmake/ApsSystemLibs.cmake; an installed aps finds them the same way).
+include(ApsSystemLibs)
+aps_import_opencv(APS_OPENCV_FOUND)
+if(NOT APS_OPENCV_FOUND)
+  message(FATAL_ERROR "OpenCV (opencv2/core.hpp, libopencv_core, libopencv_imgproc, libopencv_imgcodecs) not found: "
+                      "run tools/install-deps.sh")
+endif()
 find_package(MPI REQUIRED COMPONENTS CXX)
 if(APS_BUILD_TESTS)
   find_package(GTest REQUIRED)

@@ -7,7 +7,7 @@
 #
 #   tools/check_same_bits.sh [-b APS_TRAIN] [-o OUT_DIR] [-r REFERENCE_FILE]
 #
-# -b: the aps_train binary (default build/tools/aps_train/aps_train)
+# -b: the aps_train binary (default build/bin/aps_train)
 # -o: where runs write (default out/same-bits)
 # -r: a file this script printed before the change; the run fails (exit 1) when any line
 #     differs, and prints the differing lines.
@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-binary=build/tools/aps_train/aps_train
+binary=build/bin/aps_train
 out=out/same-bits
 reference=""
 while getopts "b:o:r:h" opt; do

@@ -26,7 +26,7 @@ else
   exit 1
 fi
 
-"$dir/tools/aps_info/aps_info" 2>&1 | sed 's/^/aps_info: /'
+"$dir/bin/aps_info" 2>&1 | sed 's/^/aps_info: /'
 
 if ctest --test-dir "$dir" -L cuda --output-on-failure --timeout 300 >"$dir.cuda-tests.log" 2>&1; then
   note "cuda tests: $(grep -E 'tests passed' "$dir.cuda-tests.log" | tail -1)"
@@ -40,7 +40,7 @@ skipped=$(grep -c "Skipped\|SKIPPED" "$dir.cuda-tests.log" || true)
 # GPU benchmarks, each bounded; a tool without a GPU mode is reported as such.
 for bench in "aps_bench_codec --device cuda" "aps_bench_train --device cuda --model resnet50 --batch 256"; do
   set -- $bench
-  tool="$dir/tools/$1/$1"
+  tool="$dir/bin/$1"
   shift
   if "$tool" --help 2>/dev/null | grep -q -- "--device"; then
     timeout 120 "$tool" "$@" 2>&1 | tail -8 | sed "s/^/$(basename "$tool"): /"

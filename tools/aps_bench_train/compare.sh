@@ -3,12 +3,12 @@
 # and prints both JSON lines and the ratios aps/torch of images per second and peak RSS, and
 # torch/aps of CPU time per step (> 1: aps needs less CPU; steadier than wall time when shared).
 #   tools/aps_bench_train/compare.sh --model resnet20 --input 1x28x28 --batch 128 --threads 2 --steps 20
-# APS_BENCH_TRAIN overrides the binary (default: build/tools/aps_bench_train/aps_bench_train);
+# APS_BENCH_TRAIN overrides the binary (default: build/bin/aps_bench_train);
 # PYTHON the interpreter with torch (default: /usr/bin/python3).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-bench="${APS_BENCH_TRAIN:-$root/build/tools/aps_bench_train/aps_bench_train}"
+bench="${APS_BENCH_TRAIN:-$root/build/bin/aps_bench_train}"
 python="${PYTHON:-/usr/bin/python3}"
 [[ -x "$bench" ]] || { echo "compare.sh: $bench not found; build the aps_bench_train target" >&2; exit 1; }
 

@@ -29,8 +29,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 here="$(cd "$(dirname "$0")" && pwd)"
-bench="$(realpath "$build/tools/aps_bench_comm/aps_bench_comm")"
-model="$(realpath "$build/tools/aps_perfmodel/aps_perfmodel")"
+bench="$(realpath "$build/bin/aps_bench_comm")"
+model="$(realpath "$build/bin/aps_perfmodel")"
 [[ -x "$bench" && -x "$model" ]] || { echo "check_perfmodel: build aps_bench_comm and aps_perfmodel in $build first" >&2; exit 1; }
 mkdir -p "$out"
 prefix="apsck$$"

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 READING = Path(__file__).resolve().parent / "reading.md"
 DEFAULT_SWEEP = ROOT / "tools" / "reproduce" / "sweep.json"
-DEFAULT_APS_TRAIN = ROOT / "build" / "tools" / "aps_train" / "aps_train"
+DEFAULT_APS_TRAIN = ROOT / "build" / "bin" / "aps_train"
 
 # Plot families, in the order the report shows them.
 FAMILY_TITLES = {
@@ -561,7 +561,7 @@ The sweep's setups are far smaller (ResNet-20 on a Fashion-MNIST subset, a few e
 so the differences it measures carry seed noise ({noise}; the ± columns);
 a difference smaller than the spread is no difference. The shipped configurations below run
 the literature's setups at their scale, on GPUs or many CPU nodes with the real datasets
-(`mpirun -np N build/tools/aps_train/aps_train --config FILE`); none of them was run for this report.
+(`mpirun -np N build/bin/aps_train --config FILE`); none of them was run for this report.
 
 | config | setup | expected (literature) |
 |---|---|---|
