@@ -29,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 READING = Path(__file__).resolve().parent / "reading.md"
+PYTORCH = Path(__file__).resolve().parent / "pytorch.md"  # DDP with the aps hook beside aps_train (by hand)
 DEFAULT_SWEEP = ROOT / "tools" / "reproduce" / "sweep.json"
 DEFAULT_APS_TRAIN = ROOT / "build" / "bin" / "aps_train"
 
@@ -742,6 +743,8 @@ def write_report(data, docs_dir, plots):
         # A person's reading of the committed full sweep; it names the sweep it was written for, so a
         # regenerated page with other numbers shows the mismatch instead of silently keeping old prose.
         md += [READING.read_text().rstrip(), ""]
+    if data["mode"] == "full" and PYTORCH.exists():
+        md += [PYTORCH.read_text().rstrip(), ""]
 
     if images:
         md += ["## Plots", ""]
