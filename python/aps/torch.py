@@ -57,6 +57,10 @@ class CommState:
             raise ValueError(f"aps.torch.CommState: unknown key(s) {unknown}; known: {sorted(DEFAULTS)}")
         self.settings = {**DEFAULTS, **settings}
         self.group = process_group
+        # NCCL moves only device tensors: the encoded bytes go through the current GPU there.
+        self.wire_device = None
+        if dist.get_backend(process_group) == "nccl":
+            self.wire_device = torch.device("cuda", torch.cuda.current_device())
         self.rank = dist.get_rank(process_group)
         self.world_size = dist.get_world_size(process_group)
         fmt, rounding = str(self.settings["format"]), str(self.settings["rounding"])
@@ -81,7 +85,7 @@ class CommState:
     def _exchange(self, messages):
         """Delivers one round of aps's schedule: (src, dst, send, recv) with memoryviews of
         the local side. Messages between one pair are matched by their order in the round."""
-        works, seen = [], {}
+        works, seen, landed = [], {}, []
         for src, dst, send, recv in messages:
             if src == dst:
                 recv[:] = send
@@ -89,13 +93,20 @@ class CommState:
             tag = seen.get((src, dst), 0)
             seen[(src, dst)] = tag + 1
             if send is not None:
-                works.append(dist.isend(torch.frombuffer(send, dtype=torch.uint8), self._global_rank(dst),
-                                        group=self.group, tag=tag))
+                data = torch.frombuffer(send, dtype=torch.uint8)
+                if self.wire_device is not None:
+                    data = data.to(self.wire_device)
+                works.append(dist.isend(data, self._global_rank(dst), group=self.group, tag=tag))
             if recv is not None:
-                works.append(dist.irecv(torch.frombuffer(recv, dtype=torch.uint8), self._global_rank(src),
-                                        group=self.group, tag=tag))
+                target = torch.frombuffer(recv, dtype=torch.uint8)
+                buffer = target if self.wire_device is None else torch.empty_like(target, device=self.wire_device)
+                works.append(dist.irecv(buffer, self._global_rank(src), group=self.group, tag=tag))
+                if buffer is not target:
+                    landed.append((target, buffer))
         for work in works:
             work.wait()
+        for target, buffer in landed:
+            target.copy_(buffer)
 
     def param_id(self, tensor):
         """A stable id per parameter (its storage), for per-layer state."""
