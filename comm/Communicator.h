@@ -27,6 +27,9 @@ class Communicator : public Transport {
   virtual std::string backend() const = 0;  // "mpi", ...
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  // Ranks that share this rank's node (its memory): the default thread count divides the
+  // node's cores among them.
+  virtual int ranksOnNode() const = 0;
 
   virtual void barrier() = 0;
   // data[0, bytes) of root is copied to every rank.

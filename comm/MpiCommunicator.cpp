@@ -72,6 +72,10 @@ MpiCommunicator::MpiCommunicator() {
   checkMpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
+  MPI_Comm node = MPI_COMM_NULL;
+  checkMpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  MPI_Comm_size(node, &ranksOnNode_);
+  MPI_Comm_free(&node);
 }
 
 MpiCommunicator::~MpiCommunicator() {

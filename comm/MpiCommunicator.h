@@ -25,6 +25,7 @@ class MpiCommunicator final : public Communicator {
   std::string transportName() const override { return "mpi"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int ranksOnNode() const override { return ranksOnNode_; }
 
   void barrier() override;
   void broadcast(void* data, size_t bytes, int root) override;
@@ -46,6 +47,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int size_ = 1;
+  int ranksOnNode_ = 1;
 };
 
 // Runs body; if it throws while more than one rank is running, aborts the whole job with

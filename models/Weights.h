@@ -18,4 +18,24 @@ void loadWeights(nn::Module& model, const std::string& path);
 // The same check and copy for a state already in memory; `source` names it in errors.
 void loadState(nn::Module& model, const NamedTensors& state, const std::string& source);
 
+// Renames of file keys for initialFrom: the first entry whose `from` begins a key replaces
+// that beginning with `to` ({"", "backbone."} puts a torchvision ResNet under an FCN's backbone).
+struct KeyRename {
+  std::string from, to;
+};
+// "FROM=TO,FROM=TO" (model.init_map); throws aps::Error naming the entry without '='.
+std::vector<KeyRename> parseKeyRenames(const std::string& text);
+
+// What initialFrom did: tensors copied, the model's keys the file left as initialised, the
+// file's keys the model has no place for.
+struct InitReport {
+  int64_t loaded = 0;
+  std::vector<std::string> missing, unexpected;
+  std::string summary() const;  // "120 tensors loaded; 2 missing keys: ...; 2 unexpected keys: ..."
+};
+// Initial weights from a safetensors file (model.init_from), not strict: every key the file and
+// the model share (after `renames`) is copied; a shared key with another shape throws
+// aps::Error naming the file, the key and both shapes (the model is then unchanged).
+InitReport initialFrom(nn::Module& model, const std::string& path, const std::vector<KeyRename>& renames);
+
 }  // namespace aps::models

@@ -51,7 +51,7 @@ strip_timings() {
 import json, sys
 for line in sys.stdin:
     j = json.loads(line)
-    for k in ("images_per_s", "data_wait_s", "compute_s", "comm_s", "exposed_comm_s", "seconds", "diverged"):
+    for k in ("time", "images_per_s", "data_wait_s", "compute_s", "comm_s", "exposed_comm_s", "seconds", "diverged"):
         j.pop(k, None)
     if j.get("type") in ("eval", "final") and isinstance(j.get("loss"), float):
         j["loss"] = round(j["loss"], 6)
@@ -66,7 +66,8 @@ for entry in "${runs[@]}"; do
     dir="$out/$name-$backend"
     mkdir -p "$dir"
     sets=()
-    for kv in "${common[@]}" $extra checkpoint.dir="$dir/ckpt" logging.metrics_file="$dir/metrics.jsonl"; do
+    for kv in "${common[@]}" $extra output_dir="$dir/run" checkpoint.dir="$dir/ckpt" \
+      logging.metrics_file="$dir/metrics.jsonl"; do
       sets+=(--set "$kv")
     done
     if [ "$backend" = sim ]; then

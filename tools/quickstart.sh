@@ -7,6 +7,5 @@ cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
 bash tools/build.sh
 mkdir -p out
-./build/bin/aps_train --config configs/fmnist_resnet20_e4m3_aps.yaml \
-  --set logging.metrics_file=out/quickstart_metrics.jsonl --set checkpoint.dir=out/quickstart_checkpoints \
+./build/bin/aps_train --config configs/fmnist_resnet20_e4m3_aps.yaml --set output_dir=out/quickstart \
   --set checkpoint.overwrite=true

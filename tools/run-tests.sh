@@ -22,6 +22,6 @@ export LSAN_OPTIONS=suppressions=$PWD/tools/sanitizer/lsan.supp
 # them once unloaded): both run in the default build above, everything else here. So does the
 # reproduce sweep's test (label tools): minutes of sanitized training that the trainer tests
 # already cover.
-ctest --test-dir build-san -L 'unit|fuzz' -LE 'slow|mpi|tools' -E '^(TrainerTest|HardeningTrainerTest|ModelTraining)\.' \
+ctest --test-dir build-san -L 'unit|fuzz' -LE 'slow|mpi|tools' -E '^(TrainerTest|HardeningTrainerTest|ModelTraining|Preemption|RunDirectory)\.' \
   --output-on-failure -j 2 --timeout 1200
 echo "run-tests.sh: sanitizer tree built in $((built - start)) s, tested in $(($(date +%s) - built)) s"

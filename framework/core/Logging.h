@@ -10,6 +10,10 @@ namespace aps {
 // and lines carry a "[rank k]" prefix. Use spdlog::info/warn/... after calling this.
 void initLogging(int rank, bool allRanks = false, spdlog::level::level_enum level = spdlog::level::info);
 
+// Adds `path` (appended to) as a second destination of the default logger's lines, in the
+// same format; throws aps::Error naming the file when it cannot be opened.
+void addLogFile(const std::string& path);
+
 // Parses "trace|debug|info|warn|error|off"; throws aps::Error naming the value otherwise.
 spdlog::level::level_enum parseLogLevel(const std::string& name);
 

@@ -23,8 +23,10 @@ constexpr const char* kFormatVersion = "2";
 
 // The header fields the checksum covers, in a fixed text form.
 std::string headerText(const Checkpoint& c) {
-  return fmt::format("config_hash={:016x};model={};epoch={};batch_in_epoch={};global_step={};", c.configHash,
-                     c.modelName, c.epoch, c.batchInEpoch, c.globalStep);
+  std::string text = fmt::format("config_hash={:016x};model={};epoch={};batch_in_epoch={};global_step={};",
+                                 c.configHash, c.modelName, c.epoch, c.batchInEpoch, c.globalStep);
+  if (!c.config.empty()) text += "config=" + c.config + ";";
+  return text;
 }
 
 uint32_t checksumOf(const Checkpoint& c) {
@@ -79,7 +81,7 @@ void saveCheckpoint(const std::string& path, const Checkpoint& c) {
   const auto dir = std::filesystem::path(path).parent_path();
   APS_CHECK(dir.empty() || std::filesystem::is_directory(dir), "cannot write checkpoint '{}': no directory '{}'", path,
             dir.string());
-  const std::map<std::string, std::string> meta{
+  std::map<std::string, std::string> meta{
       {kFormatKey, kFormatVersion},
       {"config_hash", fmt::format("{:016x}", c.configHash)},
       {"model", c.modelName},
@@ -88,6 +90,7 @@ void saveCheckpoint(const std::string& path, const Checkpoint& c) {
       {"global_step", std::to_string(c.globalStep)},
       {"crc32", std::to_string(checksumOf(c))},
   };
+  if (!c.config.empty()) meta["config"] = c.config;
   try {
     io::saveSafetensors(path, c.tensors, meta);
   } catch (const Error& e) {
@@ -124,6 +127,8 @@ Checkpoint loadCheckpoint(const std::string& path) {
   c.epoch = parseInt(meta, "epoch", path);
   c.batchInEpoch = parseInt(meta, "batch_in_epoch", path);
   c.globalStep = parseInt(meta, "global_step", path);
+  const auto config = meta.find("config");
+  c.config = config == meta.end() ? "" : config->second;
   const int64_t crc = parseInt(meta, "crc32", path);
   APS_CHECK(crc >= 0 && static_cast<uint64_t>(crc) == checksumOf(c),
             "checkpoint '{}' is corrupt: checksum mismatch (its header or tensors were changed after it was written)",

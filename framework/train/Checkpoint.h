@@ -21,6 +21,7 @@ struct Checkpoint {
   int64_t epoch = 0;         // the epoch in progress
   int64_t batchInEpoch = 0;  // batches of that epoch already trained
   int64_t globalStep = 0;
+  std::string config;  // the run's resume-relevant config as YAML (train::resumeYaml); "" before
 
   // The tensors whose names start with prefix + ".", with the prefix removed.
   NamedTensors section(const std::string& prefix) const;

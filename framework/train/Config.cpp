@@ -318,14 +318,62 @@ uint64_t fnv1a(const std::string& text) {
 
 uint64_t configHash(const TrainConfig& config) { return fnv1a(configToYaml(config)); }
 
-uint64_t resumeHash(const TrainConfig& config) {
+std::string resumeYaml(const TrainConfig& config) {
   YAML::Node tree = YAML::Clone(config.resolved);
-  for (const char* key : {"epochs", "max_steps", "checkpoint", "logging", "eval", "threads"}) tree.remove(key);
+  for (const char* key : {"epochs", "max_steps", "checkpoint", "logging", "eval", "threads", "output_dir"}) {
+    tree.remove(key);
+  }
   tree["data"].remove("workers");
   tree["data"].remove("prefetch");
+  tree["model"].remove("init_from");  // a resumed run loads its weights from the checkpoint
+  tree["model"].remove("init_map");
   YAML::Emitter out;
   out << tree;
-  return fnv1a(out.c_str());
+  return out.c_str();
+}
+
+uint64_t resumeHash(const TrainConfig& config) { return fnv1a(resumeYaml(config)); }
+
+namespace {
+
+// Leaf keys of a YAML tree as "a.b.c" -> the value's YAML text.
+void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      const std::string key = kv.first.as<std::string>();
+      flatten(kv.second, prefix.empty() ? key : prefix + "." + key, out);
+    }
+    return;
+  }
+  YAML::Emitter e;
+  e << YAML::Flow << node;
+  out[prefix] = e.c_str();
+}
+
+std::map<std::string, std::string> flatYaml(const std::string& text) {
+  std::map<std::string, std::string> out;
+  flatten(YAML::Load(text), "", out);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> configDifferences(const std::string& checkpointYaml, const std::string& runYaml) {
+  const auto saved = flatYaml(checkpointYaml), now = flatYaml(runYaml);
+  const auto defaults = flatYaml(resumeYaml(parseConfig("{}", "defaults")));
+  std::vector<std::string> out;
+  for (const auto& [key, value] : now) {
+    const auto it = saved.find(key);
+    if (it != saved.end() && it->second != value) {
+      out.push_back(fmt::format("{}: {} in the checkpoint, {} here", key, it->second, value));
+    } else if (it == saved.end() && (!defaults.count(key) || defaults.at(key) != value)) {
+      out.push_back(fmt::format("{}: not in the checkpoint (older aps), {} here", key, value));
+    }
+  }
+  for (const auto& [key, value] : saved) {
+    if (!now.count(key)) out.push_back(fmt::format("{}: {} in the checkpoint, unknown here", key, value));
+  }
+  return out;
 }
 
 }  // namespace aps::train

@@ -14,6 +14,7 @@ struct TrainConfig {
   struct Model {
     std::string name;
     int64_t numClasses = 0, inChannels = 0;
+    std::string initFrom, initMap;  // initial weights (safetensors) and their key renames
   };
   struct Data {
     std::string dataset, path;
@@ -56,7 +57,7 @@ struct TrainConfig {
   };
   struct Checkpoint {
     std::string dir;
-    int64_t intervalEpochs = 0, keep = 0;
+    int64_t intervalEpochs = 0, intervalSteps = 0, keep = 0;
     bool overwrite = false;  // a fresh run may replace another run's checkpoints in `dir`
   };
   struct Logging {
@@ -68,6 +69,7 @@ struct TrainConfig {
   uint64_t seed = 0;
   int64_t threads = 0, epochs = 0, maxSteps = 0, evalIntervalEpochs = 0;
   std::string device;
+  std::string outputDir;  // '' : runs/<config name>-<time>; "none": no run directory
   Model model;
   Data data;
   Optimizer optimizer;
@@ -102,5 +104,11 @@ uint64_t configHash(const TrainConfig& config);
 // so a run can be extended or re-logged but never continued with another model, data,
 // optimizer, precision or world.
 uint64_t resumeHash(const TrainConfig& config);
+// The YAML text resumeHash hashes (stored in every checkpoint).
+std::string resumeYaml(const TrainConfig& config);
+// The keys whose values differ between a checkpoint's resumeYaml and this run's, as
+// "key: A in the checkpoint, B here". A key the checkpoint lacks (written by an older aps)
+// counts only when this run sets it to something other than its default.
+std::vector<std::string> configDifferences(const std::string& checkpointYaml, const std::string& runYaml);
 
 }  // namespace aps::train

@@ -35,11 +35,16 @@ std::vector<ConfigKey> runKeys() {
       {"seed", K::Int, "0", 0, 4294967295.0, {},
        "seed of every random stream (init, data order, augmentation, rounding)", APS_FIELD(seed)},
       {"threads", K::Int, "0", 0, 1024, {},
-       "CPU threads per rank; 0: 1 under mpirun, all cores otherwise", APS_FIELD(threads)},
+       "CPU threads per rank; 0: OMP_NUM_THREADS if set, else the node's cores / the ranks on the node",
+       APS_FIELD(threads)},
       {"device", K::Enum, "cpu", 0, 0, {"cpu", "cuda"}, "where the model runs", APS_FIELD(device)},
       {"epochs", K::Int, "1", 0, 100000, {}, "training epochs (ignored when max_steps > 0)", APS_FIELD(epochs)},
       {"max_steps", K::Int, "0", 0, 1e12, {},
        "stop after this many optimizer steps; 0: run all epochs", APS_FIELD(maxSteps)},
+      {"output_dir", K::String, "''", 0, 0, {},
+       "run directory (config.yaml, train.log, metrics.jsonl, checkpoints/); '': runs/<config name>-<time>; "
+       "none: no run directory",
+       APS_FIELD(outputDir)},
   };
 }
 
@@ -49,6 +54,13 @@ std::vector<ConfigKey> modelKeys() {
        "model registry name (resnet20, resnet50, fcn_resnet20, ...)", APS_FIELD(model.name)},
       {"model.num_classes", K::Int, "10", 1, 1e6, {}, "output classes", APS_FIELD(model.numClasses)},
       {"model.in_channels", K::Int, "1", 1, 1024, {}, "input channels", APS_FIELD(model.inChannels)},
+      {"model.init_from", K::String, "''", 0, 0, {},
+       "safetensors file of initial weights (torchvision names); missing and unexpected keys are reported",
+       APS_FIELD(model.initFrom)},
+      {"model.init_map", K::String, "''", 0, 0, {},
+       "init_from: rename file keys, 'FROM=TO,...' by prefix (e.g. '=backbone.' puts a torchvision ResNet "
+       "under an FCN's backbone)",
+       APS_FIELD(model.initMap)},
   };
 }
 
@@ -169,9 +181,12 @@ std::vector<ConfigKey> commKeys() {
 std::vector<ConfigKey> checkpointKeys() {
   return {
       {"checkpoint.dir", K::String, "''", 0, 0, {},
-       "checkpoint directory; empty: no checkpoints", APS_FIELD(checkpoint.dir)},
+       "checkpoint directory; '': <output_dir>/checkpoints (none without a run directory)",
+       APS_FIELD(checkpoint.dir)},
       {"checkpoint.interval_epochs", K::Int, "1", 1, 1e6, {},
        "epochs between checkpoints", APS_FIELD(checkpoint.intervalEpochs)},
+      {"checkpoint.interval_steps", K::Int, "0", 0, 1e12, {},
+       "also a checkpoint every this many steps; 0: at epoch intervals only", APS_FIELD(checkpoint.intervalSteps)},
       {"checkpoint.keep", K::Int, "2", 1, 1e6, {}, "checkpoints kept", APS_FIELD(checkpoint.keep)},
       {"checkpoint.overwrite", K::Bool, "false", 0, 0, {},
        "a fresh run (no --resume) may delete the checkpoints another run left in checkpoint.dir",
@@ -190,7 +205,8 @@ std::vector<ConfigKey> loggingKeys() {
   return {
       {"logging.interval", K::Int, "50", 1, 1e9, {}, "steps between log lines", APS_FIELD(logging.interval)},
       {"logging.metrics_file", K::String, "''", 0, 0, {},
-       "JSON-lines metrics file; empty: none", APS_FIELD(logging.metricsFile)},
+       "JSON-lines metrics file; '': <output_dir>/metrics.jsonl (none without a run directory)",
+       APS_FIELD(logging.metricsFile)},
       {"logging.level", K::Enum, "info", 0, 0, {"trace", "debug", "info", "warn", "error", "off"},
        "log level", APS_FIELD(logging.level)},
       {"logging.all_ranks", K::Bool, "false", 0, 0, {},

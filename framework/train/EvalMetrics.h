@@ -16,6 +16,7 @@ struct TrainSummary {
   int64_t steps = 0, skippedSteps = 0;
   double seconds = 0;
   bool diverged = false;  // a training or test loss, or the last step's gradients, were not finite
+  int preemptedBy = 0;    // the signal that stopped the run after a checkpoint (no final evaluation)
 };
 
 // a + b for accumulated counts; throws aps::Error naming `what` instead of overflowing.

@@ -43,7 +43,8 @@ TrainSummary evaluate(nn::Module& model, const std::shared_ptr<const data::Datas
   autograd::NoGradGuard noGrad;
   autograd::ComputePrecisionGuard precisionGuard(setup.compute);
   std::vector<EvalAccumulator> local;
-  for (int i = 0; i < setup.localShards; ++i) local.push_back(evaluateShard(model, testSet, setup, setup.firstShard + i));
+  for (int i = 0; i < setup.localShards; ++i)
+    local.push_back(evaluateShard(model, testSet, setup, setup.firstShard + i));
   model.train();
   return EvalAccumulator::mergeOverRanks(local, setup.sumCounts, setup.sumDoubles).summary();
 }

@@ -20,7 +20,7 @@ namespace aps::train {
 struct EvalSetup {
   int64_t classes = 0;
   bool segmentation = false;
-  int64_t samples = 0;        // the first `samples` test samples; 0: all
+  int64_t samples = 0;  // the first `samples` test samples; 0: all
   // The test set is split into `shards` (one per rank): shard k holds samples k, k + shards, ...
   // This process evaluates shards firstShard .. firstShard + localShards - 1, one per local rank.
   int shards = 1, firstShard = 0, localShards = 1;

@@ -78,9 +78,17 @@ void claimCheckpointDir(const TrainConfig& config, bool resuming, bool deleteOld
 
 // The directories and files a run writes must be writable before its first step, not after
 // an epoch of training.
-void checkOutputsWritable(const TrainConfig& config) {
-  auto probeDir = [](const std::filesystem::path& dir, const std::string& key) {
+void checkOutputsWritable(const TrainConfig& config, bool create) {
+  auto probeDir = [create](const std::filesystem::path& dir, const std::string& key) {
     std::error_code ec;
+    if (!create && !std::filesystem::exists(dir, ec)) {  // a dry run: the nearest existing folder must be writable
+      std::filesystem::path existing = std::filesystem::absolute(dir, ec);
+      while (!std::filesystem::exists(existing, ec) && existing.has_parent_path() && existing != existing.parent_path())
+        existing = existing.parent_path();
+      APS_CHECK(std::filesystem::is_directory(existing, ec) && ::access(existing.c_str(), W_OK) == 0,
+                "{} '{}': cannot be created: '{}' is not a writable directory", key, dir.string(), existing.string());
+      return;
+    }
     std::filesystem::create_directories(dir, ec);
     APS_CHECK(!ec && std::filesystem::is_directory(dir), "{} '{}': cannot create the directory: {}", key, dir.string(),
               ec ? ec.message() : "a file of that name exists");

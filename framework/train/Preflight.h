@@ -19,7 +19,8 @@ void checkMemoryFits(const TrainConfig& config, const NamedTensors& params, cons
 // temporary files killed writers left).
 void claimCheckpointDir(const TrainConfig& config, bool resuming, bool deleteOld, bool root);
 
-// checkpoint.dir and the metrics file's folder exist (created if missing) and are writable.
-void checkOutputsWritable(const TrainConfig& config);
+// checkpoint.dir and the metrics file's folder exist (created if missing) and are writable;
+// with create = false (a dry run) a missing folder is only checked to be creatable.
+void checkOutputsWritable(const TrainConfig& config, bool create = true);
 
 }  // namespace aps::train

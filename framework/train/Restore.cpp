@@ -4,7 +4,10 @@
 #include "framework/nn/Module.h"
 #include "framework/optim/LrScheduler.h"
 #include "framework/optim/Optimizer.h"
+#include "framework/train/Config.h"
 #include "models/Weights.h"
+
+#include <fmt/format.h>
 
 namespace aps::train {
 
@@ -25,6 +28,14 @@ int64_t scalarEntry(const NamedTensors& section, const std::string& prefix, cons
 void checkBelongsToRun(const Checkpoint& c, const std::string& path, const RunIdentity& run) {
   APS_CHECK(c.modelName == run.modelName, "checkpoint '{}' holds model '{}' but the config trains '{}'", path,
             c.modelName, run.modelName);
+  if (!c.config.empty() && !run.resumeYaml.empty()) {
+    const auto differences = configDifferences(c.config, run.resumeYaml);
+    APS_CHECK(differences.empty(),
+              "checkpoint '{}' was written with a different configuration ({}); resume with the config and --set "
+              "overrides it was trained with",
+              path, fmt::format("{}", fmt::join(differences, "; ")));
+    return validatePosition(c, path, run.stepsPerEpoch, run.totalSteps);
+  }
   APS_CHECK(c.configHash == run.resumeHash,
             "checkpoint '{}' was written with a different configuration (hash {:016x}, this run {:016x}); resume "
             "with the config and --set overrides it was trained with",

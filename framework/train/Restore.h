@@ -21,6 +21,7 @@ struct RunIdentity {
   uint64_t resumeHash = 0;  // train::resumeHash of the run's config
   int64_t stepsPerEpoch = 0;
   int64_t totalSteps = 0;
+  std::string resumeYaml;  // train::resumeYaml of the run's config (names the keys that differ)
 };
 
 // Checks that checkpoint `c` (read from `path`) belongs to this run: the model name, the

@@ -3,10 +3,12 @@
 #include "framework/core/Error.h"
 #include "framework/core/Logging.h"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 namespace aps::train {
@@ -25,7 +27,14 @@ void RunLog::openMetrics(const std::string& path, bool append) {
 }
 
 void RunLog::write(const nlohmann::json& record) {
-  if (metrics_.is_open()) metrics_ << record.dump() << "\n" << std::flush;
+  if (!metrics_.is_open()) return;
+  // Every record says when it was written (UTC, milliseconds), first.
+  const auto now = std::chrono::system_clock::now();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  nlohmann::ordered_json stamped{{"time", fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03d}Z",
+                                                      fmt::gmtime(std::chrono::system_clock::to_time_t(now)), ms)}};
+  for (const auto& [key, value] : record.items()) stamped[key] = value;
+  metrics_ << stamped.dump() << "\n" << std::flush;
 }
 
 void RunLog::progress(const RunPosition& at, double stepSeconds, int64_t globalBatch) const {

@@ -10,6 +10,7 @@
 #include "framework/ops/Loss.h"
 #include "framework/train/Evaluation.h"
 #include "framework/train/Preflight.h"
+#include "framework/train/RunDirectory.h"
 #include "framework/train/TrainerState.h"
 #include "models/Weights.h"
 
@@ -197,8 +198,65 @@ void Trainer::State::trainEpoch() {
     interval.seconds += stepSeconds;
     log->progress(position(), stepSeconds, config.data.batchSize * world);
     if (globalStep % config.logging.interval == 0) logInterval(interval);
+    if (stepCheckpointDue() && batchInEpoch < stepsPerEpoch) save();  // checkpoint.interval_steps
+    if (preemption != nullptr && (preemptedBy = preemption->agreedSignal(*transport)) != 0) break;
   }
   logInterval(interval);
+}
+
+bool Trainer::State::stepCheckpointDue() const {
+  const int64_t k = config.checkpoint.intervalSteps;
+  return k > 0 && globalStep % k == 0 && globalStep < totalSteps;
+}
+
+// An epoch (or the rest of one), then its evaluation and checkpoint. False when training stops
+// inside it: max_steps reached, or a preemption signal (then without the evaluation).
+bool Trainer::State::trainAndCheckpointEpoch() {
+  trainEpoch();
+  const bool preempted = preemptedBy != 0;
+  if (batchInEpoch < stepsPerEpoch) {  // stopped inside the epoch
+    save();
+    return false;
+  }
+  ++epoch;
+  batchInEpoch = 0;
+  const bool last = globalStep >= totalSteps;
+  const int64_t evalInterval = config.evalIntervalEpochs;
+  if (!last && !preempted && evalInterval > 0 && epoch % evalInterval == 0) report(evaluate(), "eval");
+  if (last || preempted || epoch % config.checkpoint.intervalEpochs == 0 ||
+      (config.checkpoint.intervalSteps > 0 && globalStep % config.checkpoint.intervalSteps == 0)) {
+    save();
+  }
+  return !preempted;
+}
+
+// A preempted run: its checkpoint is written; no final evaluation (the job is about to be killed).
+TrainSummary Trainer::State::preempted(double seconds) {
+  TrainSummary summary;
+  summary.steps = globalStep;
+  summary.skippedSteps = skipped;
+  summary.seconds = seconds;
+  summary.preemptedBy = preemptedBy;
+  log->write({{"type", "preempted"}, {"step", globalStep}, {"signal", preemptedBy}});
+  spdlog::warn("preempted by signal {} after step {}: checkpoint in {}; continue with --resume auto", preemptedBy,
+               globalStep, config.checkpoint.dir.empty() ? "(none: no checkpoint.dir)" : config.checkpoint.dir);
+  return summary;
+}
+
+// --resume auto looks in a folder this run names; a folder named by the time is new every run.
+void Trainer::State::checkAutoResume(const std::string& resumeArgument) const {
+  const bool named = (!config.outputDir.empty() && config.outputDir != "none") || !config.checkpoint.dir.empty();
+  APS_CHECK(resumeArgument != "auto" || named,
+            "--resume auto needs output_dir (or checkpoint.dir) in the config: without one every run gets a new "
+            "runs/<config name>-<time> folder, which holds no checkpoint to resume");
+}
+
+// --resume auto: the newest valid checkpoint of the run's checkpoint folder, or a fresh start.
+std::string Trainer::State::resolveResume(const std::string& resumeFrom) {
+  if (resumeFrom != "auto") return resumeFrom;
+  const std::string path = RunDirectory::newestCheckpoint(config, *transport);
+  spdlog::info("--resume auto: {}", path.empty() ? "no checkpoint yet, starting afresh" : "resuming " + path);
+  return path;
 }
 
 // Every rank, real or simulated, evaluates its shard of the test set (same bits both ways).
@@ -236,12 +294,16 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::Communicator> communi
 
 Trainer::~Trainer() = default;
 
-void Trainer::dryRun(const std::string& resumeFrom) {
+void Trainer::dryRun(const std::string& resumeArgument) {
+  s_->checkAutoResume(resumeArgument);
+  const RunDirectory runDir = RunDirectory::resolve(s_->config, *s_->transport, false);
+  if (!runDir.dir.empty()) spdlog::info("dry run: the run directory would be {}", runDir.dir);
+  const std::string resumeFrom = s_->resolveResume(resumeArgument);
   s_->setupData();
   s_->setupOptimizer();
   s_->setupPrecisionAndComm();
   claimCheckpointDir(s_->config, !resumeFrom.empty(), false, s_->isRoot());
-  if (s_->isRoot()) checkOutputsWritable(s_->config);
+  if (s_->isRoot()) checkOutputsWritable(s_->config, false);
   if (!resumeFrom.empty()) {
     // Everything a resume reads and checks, on a throwaway copy of the state.
     s_->restore(resumeFrom);
@@ -252,8 +314,12 @@ void Trainer::dryRun(const std::string& resumeFrom) {
 
 NamedTensors Trainer::modelState() const { return s_->model->stateDict(); }
 
-TrainSummary Trainer::run(const std::string& resumeFrom) {
+TrainSummary Trainer::run(const std::string& resumeArgument) {
   State& s = *s_;
+  s.checkAutoResume(resumeArgument);
+  const RunDirectory runDir = RunDirectory::resolve(s.config, *s.transport, true);
+  if (s.isRoot()) runDir.writeConfigAndOpenLog(s.config);
+  const std::string resumeFrom = s.resolveResume(resumeArgument);
   s.setupData();
   s.setupOptimizer();
   s.setupPrecisionAndComm();
@@ -265,19 +331,12 @@ TrainSummary Trainer::run(const std::string& resumeFrom) {
   spdlog::info("training {} on {} ({} ranks x batch {}, {} steps per epoch, {} steps)", s.config.model.name,
                s.config.data.dataset, s.world, s.config.data.batchSize, s.stepsPerEpoch, s.totalSteps);
   const auto start = Clock::now();
-  while (s.globalStep < s.totalSteps) {
-    s.trainEpoch();
-    if (s.batchInEpoch < s.stepsPerEpoch) {  // max_steps reached inside an epoch
-      s.save();
-      break;
-    }
-    ++s.epoch;
-    s.batchInEpoch = 0;
-    const bool last = s.globalStep >= s.totalSteps;
-    const int64_t evalInterval = s.config.evalIntervalEpochs;
-    if (!last && evalInterval > 0 && s.epoch % evalInterval == 0) s.report(s.evaluate(), "eval");
-    if (last || s.epoch % s.config.checkpoint.intervalEpochs == 0) s.save();
+  const PreemptionWatch watch;
+  s.preemption = &watch;
+  while (s.globalStep < s.totalSteps && s.trainAndCheckpointEpoch()) {
   }
+  s.preemption = nullptr;
+  if (s.preemptedBy != 0) return s.preempted(secondsSince(start));
   TrainSummary summary = s.evaluate();
   summary.steps = s.globalStep;
   summary.skippedSteps = s.skipped;

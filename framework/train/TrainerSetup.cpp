@@ -6,6 +6,7 @@
 #include "framework/core/Parallel.h"
 #include "framework/train/Preflight.h"
 #include "framework/train/Recipes.h"
+#include "framework/train/Threads.h"
 #include "framework/train/TrainerState.h"
 #include "models/Weights.h"
 
@@ -37,10 +38,10 @@ void Trainer::State::setupWorld(std::shared_ptr<comm::Communicator> communicator
   world = transport->worldSize();
   firstRank = transport->firstLocalRank();
   localRanks = transport->localRankCount();
-  int threads = static_cast<int>(config.threads);
-  if (threads == 0 && mpi && world > 1) threads = 1;  // oversubscribed ranks: one thread each
-  if (threads > 0) setNumThreads(threads);
   initLogging(firstRank, config.logging.allRanks, parseLogLevel(config.logging.level));
+  const ThreadChoice threads = chooseThreads(config.threads, mpi ? mpi->ranksOnNode() : 1);
+  setNumThreads(threads.threads);
+  spdlog::info("{} thread{} per rank ({})", threads.threads, threads.threads == 1 ? "" : "s", threads.why);
   log = std::make_unique<RunLog>(isRoot(), config.logging.progress);
 }
 
@@ -61,6 +62,15 @@ void Trainer::State::checkSameConfig() {
 void Trainer::State::setupModel() {
   info = models::modelInfo(config.model.name);
   model = models::createModel(config.model.name, {config.model.numClasses, config.model.inChannels, config.seed});
+  if (!config.model.initFrom.empty()) {
+    const auto report =
+        models::initialFrom(*model, config.model.initFrom, models::parseKeyRenames(config.model.initMap));
+    APS_CHECK(report.loaded > 0,
+              "model.init_from '{}': no tensor of the file matches the {} model ({}); set "
+              "model.init_map",
+              config.model.initFrom, config.model.name, report.summary());
+    spdlog::info("initial weights from {}: {}", config.model.initFrom, report.summary());
+  }
   params = model->namedParameters();
   // Gradients exist from the start, so backward accumulates in place and the reducer's
   // buffer views stay valid for the whole run.
@@ -126,8 +136,7 @@ void Trainer::State::setupPrecisionAndComm() {
     if (compute.isPure()) optimizer->setStorageFormat(compute.format(), p.stochasticUpdate, config.seed);
   }
 
-  sync = std::make_unique<GradientSync>(config, params,
-                                        GradientSync::Ranks{transport, world, firstRank, localRanks},
+  sync = std::make_unique<GradientSync>(config, params, GradientSync::Ranks{transport, world, firstRank, localRanks},
                                         [this](const nlohmann::json& line) { log->write(line); });
   sync->attach([this](int64_t param, int local, Tensor& grad) {
     faults.poisonGradient(firstRank + local, globalStep, param, grad);
@@ -161,6 +170,7 @@ void Trainer::State::save() {
   if (!isRoot()) return;
   std::filesystem::create_directories(config.checkpoint.dir);
   c.configHash = resumeHash(config);
+  c.config = resumeYaml(config);
   c.modelName = config.model.name;
   c.epoch = epoch;
   c.batchInEpoch = batchInEpoch;
@@ -175,7 +185,7 @@ void Trainer::State::save() {
 }
 
 RunIdentity Trainer::State::identity() const {
-  return {config.model.name, resumeHash(config), stepsPerEpoch, totalSteps};
+  return {config.model.name, resumeHash(config), stepsPerEpoch, totalSteps, resumeYaml(config)};
 }
 
 void Trainer::State::restore(const std::string& path) {

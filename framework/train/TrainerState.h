@@ -14,6 +14,7 @@
 #include "framework/train/Checkpoint.h"
 #include "framework/train/FaultInjection.h"
 #include "framework/train/GradientSync.h"
+#include "framework/train/Preemption.h"
 #include "framework/train/Restore.h"
 #include "framework/train/RunLog.h"
 #include "framework/train/Trainer.h"
@@ -51,9 +52,11 @@ struct Trainer::State {
   std::unique_ptr<GradientSync> sync;  // gradient precision on the wire
 
   int64_t epoch = 0, batchInEpoch = 0, globalStep = 0, skipped = 0;
-  bool trainLossNonFinite = false;  // some step's training loss was inf or NaN: the run diverged
-  bool lastStepDiverged = false;    // the last step was skipped for gradients no loss scale explains
-  std::unique_ptr<RunLog> log;      // log lines, progress bar, metrics file
+  bool trainLossNonFinite = false;              // some step's training loss was inf or NaN: the run diverged
+  bool lastStepDiverged = false;                // the last step was skipped for gradients no loss scale explains
+  std::unique_ptr<RunLog> log;                  // log lines, progress bar, metrics file
+  const PreemptionWatch* preemption = nullptr;  // set while run() trains
+  int preemptedBy = 0;                          // the signal every rank agreed to stop on
   const FaultInjection faults = FaultInjection::fromEnvironment();  // tests only; empty otherwise
 
   bool isRoot() const { return firstRank == 0; }
@@ -69,7 +72,12 @@ struct Trainer::State {
   RunIdentity identity() const;
   void restore(const std::string& path);
   void save();
+  void checkAutoResume(const std::string& resumeArgument) const;
+  std::string resolveResume(const std::string& resumeFrom);
+  bool trainAndCheckpointEpoch();
+  TrainSummary preempted(double seconds);
   void trainEpoch();
+  bool stepCheckpointDue() const;
   bool trainStep(std::vector<data::Batch>& batches, IntervalStats& interval);
   std::vector<float> forwardBackward(const std::vector<data::Batch>& batches);
   double meanLossOverRanks(std::vector<float> losses);

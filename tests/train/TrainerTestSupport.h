@@ -28,7 +28,8 @@ inline TrainConfig smallConfig(const std::string& backend, int world, std::vecto
                                      "schedule.milestones=[100]",
                                      "logging.interval=1",
                                      "logging.level=warn",
-                                     "logging.progress=false"};
+                                     "logging.progress=false",
+                                     "output_dir=none"};
   if (backend == "sim") overrides.push_back("comm.world_size=" + std::to_string(world));
   overrides.insert(overrides.end(), extra.begin(), extra.end());
   return parseConfig("model: {name: resnet20, num_classes: 10, in_channels: 1}\n", "test.yaml", overrides);

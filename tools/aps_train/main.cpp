@@ -16,12 +16,16 @@ int main(int argc, char** argv) {
   bool printConfig = false, dryRun = false;
   app.add_option("--config", configPath, "experiment YAML file")->required();
   app.add_option("--set", overrides, "override a key: --set optimizer.lr=0.2 (repeatable)");
-  app.add_option("--resume", resume, "checkpoint to continue from")->check([](const std::string& value) {
-    return value.empty() ? std::string("needs a checkpoint file, got an empty name") : std::string();
-  });
+  app.add_option("--resume", resume,
+                 "checkpoint to continue from, or auto: the newest valid checkpoint of the run directory "
+                 "(output_dir), a fresh start when there is none")
+      ->check([](const std::string& value) {
+        return value.empty() ? std::string("needs a checkpoint file, got an empty name") : std::string();
+      });
   app.add_flag("--print-config", printConfig, "print the resolved config with every default and exit");
   app.add_flag("--dry-run", dryRun, "check the config, data, model and formats, then exit without training");
-  return aps::runTool(app, argc, argv, [&] {
+  int preempted = 0;
+  const int rc = aps::runTool(app, argc, argv, [&] {
     const auto config = aps::train::loadConfig(configPath, overrides);
     if (printConfig) {
       fmt::print("{}", aps::train::configToYaml(config));
@@ -36,7 +40,13 @@ int main(int argc, char** argv) {
         return;
       }
       const auto s = trainer.run(resume);
+      if (s.preemptedBy != 0) preempted = aps::kPreempted;
       if (communicator && communicator->rank() != 0) return;
+      if (s.preemptedBy != 0) {
+        fmt::print("preempted: signal {} after step {}; checkpoint written, exit {}: continue with --resume auto\n",
+                   s.preemptedBy, s.steps, aps::kPreempted);
+        return;
+      }
       // A diverged run says so on the line scripts read.
       const std::string diverged = s.diverged ? " DIVERGED: a loss, or the last step's gradients, were not finite" : "";
       if (s.segmentation) {
@@ -55,4 +65,5 @@ int main(int argc, char** argv) {
       throw;
     }
   });
+  return rc != 0 ? rc : preempted;
 }

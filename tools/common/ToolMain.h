@@ -10,6 +10,9 @@ namespace aps {
 // 2 a usage error (unknown option, missing or malformed argument).
 inline constexpr int kRuntimeError = 1;
 inline constexpr int kUsageError = 2;
+// aps_train only: stopped by SIGTERM/SIGUSR1 after writing a checkpoint (EX_TEMPFAIL); rerun
+// with --resume auto.
+inline constexpr int kPreempted = 75;
 
 // Adds --version to `app`, parses argv, runs `body` and turns errors into an exit code:
 // a command-line error prints "<tool>: error: <message>" and returns 2; an aps::Error or other

@@ -160,6 +160,8 @@ def command(run, aps_train, out, threads):
     cmd = [str(Path(aps_train).resolve()), "--config", run.config]  # runs in the repository root
     overrides = dict(run.overrides)
     overrides["logging.metrics_file"] = str(metrics_path(out, run).resolve())
+    overrides["output_dir"] = str((Path(out) / "runs" / run.id).resolve())  # config.yaml, train.log, checkpoints
+    overrides["checkpoint.overwrite"] = True  # a rerun of an unfinished run starts it afresh
     if threads > 0:
         overrides["threads"] = threads
     for key, value in overrides.items():
