@@ -27,6 +27,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from metrics import draw_layer_heatmap, layer_stats, per_step, read_records  # noqa: E402 (tools/reproduce/metrics.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 READING = Path(__file__).resolve().parent / "reading.md"
 PYTORCH = Path(__file__).resolve().parent / "pytorch.md"  # DDP with the aps hook beside aps_train (by hand)
@@ -132,24 +135,6 @@ def yaml_value(value):
 
 def metrics_path(out, run):
     return Path(out) / "metrics" / f"{run.id}.jsonl"
-
-
-def read_records(path):
-    """The JSON lines of a metrics file; a torn last line (a killed run) is ignored."""
-    records = []
-    try:
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    break
-    except FileNotFoundError:
-        pass
-    return records
 
 
 def is_complete(path):
@@ -267,13 +252,7 @@ def summarize_run(run, out):
     s["step_seconds"] = median_or_none([run.global_batch / r["images_per_s"] for r in steady if r["images_per_s"] > 0])
     s["images_per_second"] = median_or_none([r["images_per_s"] for r in steady if r["images_per_s"] > 0])
     s["bytes_per_step"] = median_or_none([r["bytes_sent_per_step"] for r in train if r["bytes_sent_per_step"] > 0])
-    previous = 0
-    exposed = []
-    for r in train:
-        steps = r["step"] - previous
-        previous = r["step"]
-        if steps > 0:
-            exposed.append(r["exposed_comm_s"] / steps)
+    exposed = [seconds for _, seconds in per_step(records, "exposed_comm_s")]
     s["exposed_comm_seconds"] = median_or_none(exposed[1:] if len(exposed) > 1 else exposed)
     # Test metric per epoch: the eval records, then the final one (the last epoch's).
     curve = [(r["epoch"], r["top1"], r["miou"]) for r in records if r.get("type") == "eval"]
@@ -282,26 +261,9 @@ def summarize_run(run, out):
     # hybrid_auto: the layers whose wire format the trainer widened, and when.
     s["widened"] = [[r["step"], r["name"], r["from"], r["to"]] for r in records if r.get("type") == "format"]
     # Per-layer quantisation statistics over training (flushed to zero, saturated).
-    layers = []
-    for r in train if run.heatmap else []:
-        for layer in r.get("layers", []):
-            if layer["name"] not in layers:
-                layers.append(layer["name"])
-    if layers:
-        index = {name: i for i, name in enumerate(layers)}
-        steps, flushed, saturated = [], [], []
-        for r in train:
-            if not r.get("layers"):
-                continue
-            f = [None] * len(layers)
-            sat = [None] * len(layers)
-            for layer in r["layers"]:
-                f[index[layer["name"]]] = compact(layer["flushed"])
-                sat[index[layer["name"]]] = compact(layer["saturated"])
-            steps.append(r["step"])
-            flushed.append(f)
-            saturated.append(sat)
-        s["layer_stats"] = {"layers": layers, "steps": steps, "flushed": flushed, "saturated": saturated}
+    stats = layer_stats(train, compact) if run.heatmap else None
+    if stats:
+        s["layer_stats"] = stats
     return s
 
 
@@ -426,7 +388,6 @@ def plot_all(data, results_dir):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.colors import LogNorm
     from matplotlib.ticker import MaxNLocator
 
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -505,7 +466,6 @@ def plot_all(data, results_dir):
 
     # Per-layer fraction of gradient values flushed to zero / saturated, without and with APS.
     groups = sorted({v["heatmap"] for v in data["variants"] if v.get("heatmap")})
-    floor = 1e-5
     for setting in settings:
         for group in groups:
             members = [v["name"] for v in data["variants"] if v.get("heatmap") == group]
@@ -523,19 +483,8 @@ def plot_all(data, results_dir):
             for col, r in enumerate(rs):
                 st = r["layer_stats"]
                 for row, key in enumerate(("flushed", "saturated")):
-                    ax = axes[row][col]
-                    # rows: layers; columns: logging intervals; missing values shown at the floor.
-                    grid = [[max(floor, (st[key][t][l] or 0.0)) for t in range(len(st["steps"]))]
-                            for l in range(len(st["layers"]))]
-                    steps = st["steps"]
-                    extent = [0, steps[-1] if steps else 1, len(st["layers"]) - 0.5, -0.5]
-                    image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="magma",
-                                      norm=LogNorm(vmin=floor, vmax=1.0), extent=extent)
-                    ax.set_title(f"{labels[r['variant']]}: {key}", fontsize=9)
-                    ax.set_xlabel("training step")
-                    ticks = list(range(0, len(st["layers"]), max(1, len(st["layers"]) // 24)))
-                    ax.set_yticks(ticks)
-                    ax.set_yticklabels([st["layers"][t] for t in ticks] if col == 0 else [], fontsize=5)
+                    image = draw_layer_heatmap(axes[row][col], st, key, f"{labels[r['variant']]}: {key}",
+                                               show_names=col == 0)
             fig.colorbar(image, ax=axes, shrink=0.5, label="fraction of the layer's gradient values")
             fig.suptitle(f"{settings[setting]['title']}: {group} gradients per layer (rank 0, before the all-reduce)",
                          fontsize=9)
