@@ -87,15 +87,24 @@ def no_data(ax, what):
     ax.set_yticks([])
 
 
-def style(ax, title, ylabel, drawn, what):
+def whole_steps(ax):
+    """Whole training steps on the x axis, a single step one step wide."""
     from matplotlib.ticker import MaxNLocator
 
+    lo, hi = ax.get_xlim()
+    if hi - lo < 2:
+        middle = (lo + hi) / 2
+        ax.set_xlim(middle - 1, middle + 1)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def style(ax, title, ylabel, drawn, what):
     ax.set_title(title, fontsize=9)
     if not drawn:
         no_data(ax, what)
         return
     ax.set_xlabel("training step", fontsize=8)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    whole_steps(ax)
     ax.set_ylabel(ylabel, fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(alpha=0.3)
@@ -138,6 +147,8 @@ def draw_lines(axes, runs, colors):
 
 
 def draw_heatmaps(fig, grid, first_row, runs):
+    from matplotlib.ticker import MaxNLocator
+
     shown = runs[:MAX_HEATMAP_RUNS]
     image = None
     axes = []
@@ -151,6 +162,7 @@ def draw_heatmaps(fig, grid, first_row, runs):
                 no_data(ax, "per-layer statistics (\"layers\")")
                 continue
             image = draw_layer_heatmap(ax, run.layers, key, title, max_names=16)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=0.8, label="fraction (log scale; < 1e-5 shown at 1e-5)")
 

@@ -92,6 +92,17 @@ class PlotRun(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         assert_png(self, out)
 
+    def test_a_run_without_intervals_or_layers_still_draws(self):
+        # Only the first and last records (a fp32 run logs no layers; no interval ended): the
+        # empty panels say so instead of failing.
+        lines = self.first.read_text().splitlines(keepends=True)
+        sparse = self.work / "sparse.jsonl"
+        sparse.write_text(lines[0] + lines[-1])
+        out = self.work / "sparse.png"
+        p = plot(sparse, "-o", out)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        assert_png(self, out)
+
     def test_missing_file_exits_1_naming_it(self):
         missing = self.work / "no-such-run.jsonl"
         p = plot(missing, "-o", self.work / "x.png")
