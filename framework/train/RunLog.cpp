@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 namespace aps::train {
@@ -37,10 +38,24 @@ void RunLog::write(const nlohmann::json& record) {
   metrics_ << stamped.dump() << "\n" << std::flush;
 }
 
-void RunLog::progress(const RunPosition& at, double stepSeconds, int64_t globalBatch) const {
+void SmoothedStepTime::update(double stepSeconds) {
+  if (!std::isfinite(stepSeconds) || stepSeconds < 0) return;
+  ++steps;
+  // The running mean while seeding (the first step alone would weigh 1), then the EMA.
+  const double weight = steps <= seedSteps ? 1.0 / static_cast<double>(steps) : alpha;
+  seconds += weight * (stepSeconds - seconds);
+}
+
+double SmoothedStepTime::eta(int64_t remainingSteps) const {
+  return seconds * static_cast<double>(std::max<int64_t>(remainingSteps, 0));
+}
+
+void RunLog::progress(const RunPosition& at, double stepSeconds, int64_t globalBatch) {
+  stepTime_.update(stepSeconds);
   if (!stderrIsTerminal() || !progress_ || !root_) return;
-  const double ips = stepSeconds > 0 ? static_cast<double>(globalBatch) / stepSeconds : 0.0;
-  const auto eta = static_cast<int64_t>(stepSeconds * static_cast<double>(at.totalSteps - at.step));
+  const double step = stepTime_.seconds;
+  const double ips = step > 0 ? static_cast<double>(globalBatch) / step : 0.0;
+  const auto eta = static_cast<int64_t>(std::llround(stepTime_.eta(at.totalSteps - at.step)));
   const int width = 30;
   const auto filled = static_cast<int>(width * at.step / std::max<int64_t>(at.totalSteps, 1));
   fmt::print(stderr, "\r[{}{}] {}/{} {:.0f} img/s ETA {}:{:02d}\033[K", std::string(static_cast<size_t>(filled), '#'),

@@ -22,6 +22,20 @@ struct RunPosition {
   int64_t epoch = 0, step = 0, totalSteps = 0;
 };
 
+// The progress bar's step time: the mean of the first `seedSteps` steps, then an exponential
+// moving average (weight `alpha` for the newest step), so that one slow step (an evaluation's
+// neighbour, a checkpoint, a busy machine) hardly moves the rate and the ETA.
+struct SmoothedStepTime {
+  double alpha = 0.1;
+  int64_t seedSteps = 10;
+  int64_t steps = 0;   // steps seen
+  double seconds = 0;  // the smoothed step time (0 before the first step)
+
+  void update(double stepSeconds);
+  // Seconds for `remainingSteps` more steps at the smoothed step time.
+  double eta(int64_t remainingSteps) const;
+};
+
 // What a run reports: log lines (spdlog, rank 0), the progress bar on a terminal, and the
 // JSON-lines metrics file (logging.metrics_file; non-finite values as "inf"/"nan").
 class RunLog {
@@ -33,8 +47,9 @@ class RunLog {
   void openMetrics(const std::string& path, bool append);
   void write(const nlohmann::json& record);
 
-  // The progress bar with rate and ETA after a step of `stepSeconds` (a terminal only).
-  void progress(const RunPosition& at, double stepSeconds, int64_t globalBatch) const;
+  // The progress bar after a step of `stepSeconds` (a terminal only), with the rate and ETA
+  // of the smoothed step time.
+  void progress(const RunPosition& at, double stepSeconds, int64_t globalBatch);
 
   // The interval's log line and "train" record, then resets the interval. `extra` holds the
   // record's other fields (lr, skipped steps, scaling state, per-layer statistics).
@@ -46,6 +61,7 @@ class RunLog {
  private:
   bool root_, progress_;
   std::ofstream metrics_;
+  SmoothedStepTime stepTime_;
 };
 
 }  // namespace aps::train

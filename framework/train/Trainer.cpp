@@ -9,6 +9,7 @@
 #include "framework/core/Logging.h"
 #include "framework/ops/Loss.h"
 #include "framework/train/Evaluation.h"
+#include "framework/train/Plot.h"
 #include "framework/train/Preflight.h"
 #include "framework/train/RunDirectory.h"
 #include "framework/train/TrainerState.h"
@@ -347,6 +348,11 @@ TrainSummary Trainer::run(const std::string& resumeArgument) {
     const std::string path = (std::filesystem::path(s.config.checkpoint.dir) / "final.safetensors").string();
     models::saveWeights(*s.model, path);
     spdlog::info("final weights {}", path);
+  }
+  // End of run: the picture beside the metrics file, <folder>/<stem>.png (aps_plot; failing
+  // only warns).
+  if (s.isRoot() && !s.config.logging.metricsFile.empty()) {
+    plotRun(s.config.logging.metricsFile, plotPathFor(s.config.logging.metricsFile));
   }
   return summary;
 }

@@ -24,8 +24,12 @@ import shlex
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from metrics import draw_layer_heatmap, layer_stats, per_step, read_records  # noqa: E402 (tools/reproduce/metrics.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 READING = Path(__file__).resolve().parent / "reading.md"
@@ -72,6 +76,19 @@ class Run:
         # Per-layer statistics are kept for the heat maps (one seed's: they are the bulk of summary.json).
         self.heatmap = variant.get("heatmap") if seed == variant["seeds"][0] else None
         self.global_batch = int(self.overrides["data.batch_size"]) * self.world
+        self.expected_steps = expected_steps(self.overrides, self.global_batch)
+
+
+def expected_steps(overrides, global_batch):
+    """The optimizer steps a run will take (epochs x training samples / global batch, at most
+    max_steps), or None when its keys do not say: the weight of its share of the sweep's ETA."""
+    try:
+        steps = float(overrides["epochs"]) * int(overrides["data.train_samples"]) / global_batch
+        if "max_steps" in overrides:
+            steps = min(steps, int(overrides["max_steps"]))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    return max(1, round(steps))
 
 
 def load_sweep(path, quick, only=()):
@@ -134,24 +151,6 @@ def metrics_path(out, run):
     return Path(out) / "metrics" / f"{run.id}.jsonl"
 
 
-def read_records(path):
-    """The JSON lines of a metrics file; a torn last line (a killed run) is ignored."""
-    records = []
-    try:
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    break
-    except FileNotFoundError:
-        pass
-    return records
-
-
 def is_complete(path):
     return any(r.get("type") == "final" for r in read_records(path))
 
@@ -169,11 +168,13 @@ def command(run, aps_train, out, threads):
     return cmd
 
 
-def execute(run, aps_train, out, threads, jobs):
-    """Runs one configuration; returns (run, status, seconds). The log goes to out/logs/ID.log."""
+def execute(run, aps_train, out, threads, jobs, started=lambda run: None):
+    """Runs one configuration; returns (run, status, seconds). The log goes to out/logs/ID.log.
+    `started(run)` is called when it really starts (not for a finished run that is skipped)."""
     metrics = metrics_path(out, run)
     if is_complete(metrics):
         return run, "skipped", 0.0
+    started(run)
     log = Path(out) / "logs" / f"{run.id}.log"
     cmd = command(run, aps_train, out, threads)
     start = time.monotonic()
@@ -200,21 +201,100 @@ def run_sweep(runs, args):
     threads = 0 if args.jobs == 1 else max(1, cores // args.jobs)  # 0: aps_train uses every core
     failed = []
     done = 0
+    progress = SweepProgress(runs, args.jobs, complete={r.id for r in runs if is_complete(metrics_path(out, r))})
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(execute, r, args.aps_train, out, threads, args.jobs) for r in runs]
-        for future in concurrent.futures.as_completed(futures):
-            run, status, seconds = future.result()
-            done += 1
-            summary = ""
-            if status == "ok":
-                final = next(r for r in read_records(metrics_path(out, run)) if r.get("type") == "final")
-                summary = (f"mIoU {100 * final['miou']:.2f}%" if run.setting_is_seg else f"top-1 {100 * final['top1']:.2f}%")
-                summary += f" in {seconds:.0f} s"
-            elif status != "skipped":
-                failed.append(run.id)
-                summary = f"see {out / 'logs' / (run.id + '.log')}: {last_error(out, run)}"
-            print(f"[{done}/{len(runs)}] {run.id}: {status} {summary}".rstrip(), flush=True)
+        pending = {pool.submit(execute, r, args.aps_train, out, threads, args.jobs, progress.started) for r in runs}
+        while pending:
+            # Wake up every second to move the progress bar's clock (a terminal only).
+            finished, pending = concurrent.futures.wait(pending, timeout=1.0,
+                                                        return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in finished:
+                run, status, seconds = future.result()
+                done += 1
+                progress.finished(run, status, seconds)
+                summary = ""
+                if status == "ok":
+                    final = next(r for r in read_records(metrics_path(out, run)) if r.get("type") == "final")
+                    summary = (f"mIoU {100 * final['miou']:.2f}%" if run.setting_is_seg
+                               else f"top-1 {100 * final['top1']:.2f}%")
+                    summary += f" in {seconds:.0f} s"
+                elif status != "skipped":
+                    failed.append(run.id)
+                    summary = f"see {out / 'logs' / (run.id + '.log')}: {last_error(out, run)}"
+                progress.clear()
+                print(f"[{done}/{len(runs)}] {run.id}: {status} {summary}".rstrip(), flush=True)
+            progress.draw()
+    progress.clear()
     return failed
+
+
+def sweep_eta(finished, pending, running, jobs):
+    """Seconds until the sweep ends, or None before any run has finished. finished: (seconds,
+    expected steps) of the runs that ran; pending: expected steps of the runs not started;
+    running: (seconds so far, expected steps) of the runs in progress. The mean time per
+    expected step of the finished runs, times the work left, over the runs side by side."""
+    if not finished or sum(w for _, w in finished) <= 0:
+        return None
+    per_step = sum(s for s, _ in finished) / sum(w for _, w in finished)
+    work = per_step * sum(pending) + sum(max(0.0, per_step * w - s) for s, w in running)
+    lanes = max(1, min(jobs, len(pending) + len(running)))
+    return work / lanes
+
+
+def clock(seconds):
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class SweepProgress:
+    """The sweep's progress bar on stderr (runs done/total, elapsed, ETA), only when stderr is a
+    terminal: redirected to a log, nothing of it is written. Runs without expected steps weigh 1;
+    `complete`: ids of runs that finished earlier (skipped at once, they weigh nothing)."""
+
+    def __init__(self, runs, jobs, complete=(), stream=None):
+        self.stream = sys.stderr if stream is None else stream
+        self.enabled = self.stream.isatty()
+        weighted = all(r.expected_steps for r in runs)
+        self.weight = {r.id: (r.expected_steps if weighted else 1) for r in runs}
+        self.total, self.jobs, self.done = len(runs), jobs, 0
+        self.begin = time.monotonic()
+        self.running = {}  # run id -> when it started
+        self.ran = []  # (seconds, weight) of the finished runs that ran
+        self.waiting = set(self.weight) - set(complete)
+        self.lock = threading.Lock()
+
+    def started(self, run):  # from the pool's threads
+        with self.lock:
+            self.waiting.discard(run.id)
+            self.running[run.id] = time.monotonic()
+
+    def finished(self, run, status, seconds):
+        with self.lock:
+            self.waiting.discard(run.id)
+            self.running.pop(run.id, None)
+            self.done += 1
+            if status != "skipped":
+                self.ran.append((seconds, self.weight[run.id]))
+
+    def line(self, width=30):
+        now = time.monotonic()
+        with self.lock:
+            running = [(now - t, self.weight[i]) for i, t in self.running.items()]
+            eta = sweep_eta(self.ran, [self.weight[i] for i in self.waiting], running, self.jobs)
+            done = self.done
+        filled = width * done // max(1, self.total)
+        return (f"[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} runs, elapsed {clock(now - self.begin)}, "
+                f"ETA {'?' if eta is None else clock(eta)}")
+
+    def draw(self):
+        if self.enabled:
+            self.stream.write("\r" + self.line() + "\033[K")
+            self.stream.flush()
+
+    def clear(self):
+        if self.enabled:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
 
 
 def last_error(out, run):
@@ -269,13 +349,7 @@ def summarize_run(run, out):
     s["step_seconds"] = median_or_none([run.global_batch / r["images_per_s"] for r in steady if r["images_per_s"] > 0])
     s["images_per_second"] = median_or_none([r["images_per_s"] for r in steady if r["images_per_s"] > 0])
     s["bytes_per_step"] = median_or_none([r["bytes_sent_per_step"] for r in train if r["bytes_sent_per_step"] > 0])
-    previous = 0
-    exposed = []
-    for r in train:
-        steps = r["step"] - previous
-        previous = r["step"]
-        if steps > 0:
-            exposed.append(r["exposed_comm_s"] / steps)
+    exposed = [seconds for _, seconds in per_step(records, "exposed_comm_s")]
     s["exposed_comm_seconds"] = median_or_none(exposed[1:] if len(exposed) > 1 else exposed)
     # Test metric per epoch: the eval records, then the final one (the last epoch's).
     curve = [(r["epoch"], r["top1"], r["miou"]) for r in records if r.get("type") == "eval"]
@@ -284,26 +358,9 @@ def summarize_run(run, out):
     # hybrid_auto: the layers whose wire format the trainer widened, and when.
     s["widened"] = [[r["step"], r["name"], r["from"], r["to"]] for r in records if r.get("type") == "format"]
     # Per-layer quantisation statistics over training (flushed to zero, saturated).
-    layers = []
-    for r in train if run.heatmap else []:
-        for layer in r.get("layers", []):
-            if layer["name"] not in layers:
-                layers.append(layer["name"])
-    if layers:
-        index = {name: i for i, name in enumerate(layers)}
-        steps, flushed, saturated = [], [], []
-        for r in train:
-            if not r.get("layers"):
-                continue
-            f = [None] * len(layers)
-            sat = [None] * len(layers)
-            for layer in r["layers"]:
-                f[index[layer["name"]]] = compact(layer["flushed"])
-                sat[index[layer["name"]]] = compact(layer["saturated"])
-            steps.append(r["step"])
-            flushed.append(f)
-            saturated.append(sat)
-        s["layer_stats"] = {"layers": layers, "steps": steps, "flushed": flushed, "saturated": saturated}
+    stats = layer_stats(train, compact) if run.heatmap else None
+    if stats:
+        s["layer_stats"] = stats
     return s
 
 
@@ -428,7 +485,6 @@ def plot_all(data, results_dir):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.colors import LogNorm
     from matplotlib.ticker import MaxNLocator
 
     results_dir.mkdir(parents=True, exist_ok=True)
@@ -507,7 +563,6 @@ def plot_all(data, results_dir):
 
     # Per-layer fraction of gradient values flushed to zero / saturated, without and with APS.
     groups = sorted({v["heatmap"] for v in data["variants"] if v.get("heatmap")})
-    floor = 1e-5
     for setting in settings:
         for group in groups:
             members = [v["name"] for v in data["variants"] if v.get("heatmap") == group]
@@ -525,19 +580,8 @@ def plot_all(data, results_dir):
             for col, r in enumerate(rs):
                 st = r["layer_stats"]
                 for row, key in enumerate(("flushed", "saturated")):
-                    ax = axes[row][col]
-                    # rows: layers; columns: logging intervals; missing values shown at the floor.
-                    grid = [[max(floor, (st[key][t][l] or 0.0)) for t in range(len(st["steps"]))]
-                            for l in range(len(st["layers"]))]
-                    steps = st["steps"]
-                    extent = [0, steps[-1] if steps else 1, len(st["layers"]) - 0.5, -0.5]
-                    image = ax.imshow(grid, aspect="auto", interpolation="nearest", cmap="magma",
-                                      norm=LogNorm(vmin=floor, vmax=1.0), extent=extent)
-                    ax.set_title(f"{labels[r['variant']]}: {key}", fontsize=9)
-                    ax.set_xlabel("training step")
-                    ticks = list(range(0, len(st["layers"]), max(1, len(st["layers"]) // 24)))
-                    ax.set_yticks(ticks)
-                    ax.set_yticklabels([st["layers"][t] for t in ticks] if col == 0 else [], fontsize=5)
+                    image = draw_layer_heatmap(axes[row][col], st, key, f"{labels[r['variant']]}: {key}",
+                                               show_names=col == 0)
             fig.colorbar(image, ax=axes, shrink=0.5, label="fraction of the layer's gradient values")
             fig.suptitle(f"{settings[setting]['title']}: {group} gradients per layer (rank 0, before the all-reduce)",
                          fontsize=9)

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""tools/reproduce/reproduce.py's progress bar over the sweep: its ETA (the mean time per
+expected step of the finished runs), the bar on a terminal, and nothing of it in a log. A fake
+aps_train stands in for the real one (a few seconds in all).
+
+    ReproduceProgressTest.py --work DIR
+"""
+
+import argparse
+import io
+import os
+import pty
+import shutil
+import subprocess
+import sys
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tools" / "reproduce" / "reproduce.py"
+sys.path.insert(0, str(SCRIPT.parent))
+import reproduce  # noqa: E402
+
+WORK = None
+
+# Writes the records the report reads into --set logging.metrics_file=..., after a short nap.
+FAKE_APS_TRAIN = """#!/usr/bin/env python3
+import json, sys, time
+args = sys.argv[1:]
+sets = dict(a.split("=", 1) for a in args[args.index("--set") + 1::2] if "=" in a)
+time.sleep(0.3)
+with open(sets["logging.metrics_file"], "w") as f:
+    f.write(json.dumps({"type": "formats", "step": 0, "layers": []}) + "\\n")
+    f.write(json.dumps({"type": "train", "epoch": 0, "step": 2, "loss": 2.0, "lr": 0.1, "images_per_s": 100.0,
+                        "comm_s": 0.02, "exposed_comm_s": 0.01, "bytes_sent_per_step": 1000, "layers": []}) + "\\n")
+    f.write(json.dumps({"type": "final", "epoch": 1, "step": 2, "top1": 0.5, "top5": 0.9, "loss": 1.5, "miou": 0.0,
+                        "pixel_accuracy": 0.0, "diverged": False, "skipped_steps": 0, "seconds": 0.1}) + "\\n")
+"""
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+class Run:
+    def __init__(self, id_, steps):
+        self.id, self.expected_steps = id_, steps
+
+
+class Eta(unittest.TestCase):
+    def test_none_before_a_run_finished(self):
+        self.assertIsNone(reproduce.sweep_eta([], [10, 10], [], 1))
+
+    def test_weighted_by_expected_steps(self):
+        # 10 s for 100 steps: 0.1 s per step; 300 steps to go on one lane.
+        self.assertAlmostEqual(reproduce.sweep_eta([(10.0, 100)], [100, 200], [], 1), 30.0)
+        # A run half done (5 s of its 10) and one not started, two side by side.
+        self.assertAlmostEqual(reproduce.sweep_eta([(10.0, 100)], [100], [(5.0, 100)], 2), 7.5)
+        self.assertAlmostEqual(reproduce.sweep_eta([(10.0, 100)], [], [], 2), 0.0)
+
+    def test_expected_steps_from_the_runs_keys(self):
+        self.assertEqual(reproduce.expected_steps({"epochs": 2, "data.train_samples": 384}, 128), 6)
+        self.assertEqual(reproduce.expected_steps({"epochs": 2, "data.train_samples": 384, "max_steps": 4}, 128), 4)
+        self.assertIsNone(reproduce.expected_steps({"epochs": 2}, 128))
+
+
+class Bar(unittest.TestCase):
+    def test_drawn_on_a_terminal(self):
+        out = FakeTerminal()
+        progress = reproduce.SweepProgress([Run("a", 100), Run("b", 300)], 1, stream=out)
+        progress.started(Run("a", 100))
+        progress.finished(Run("a", 100), "ok", 10.0)
+        progress.draw()
+        self.assertIn("1/2 runs", out.getvalue())
+        self.assertIn("ETA 0:00:30", out.getvalue())  # 300 steps at 0.1 s
+        progress.clear()
+        self.assertTrue(out.getvalue().endswith("\r\033[K"))
+
+    def test_nothing_in_a_log(self):
+        out = io.StringIO()
+        progress = reproduce.SweepProgress([Run("a", 100)], 1, stream=out)
+        progress.finished(Run("a", 100), "ok", 1.0)
+        progress.draw()
+        progress.clear()
+        self.assertEqual(out.getvalue(), "")
+
+
+class Sweep(unittest.TestCase):
+    """reproduce.py end to end with the fake aps_train: stderr a terminal, then a file."""
+
+    def sweep(self, name, terminal):
+        work = WORK / name
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+        fake = work / "aps_train"
+        fake.write_text(FAKE_APS_TRAIN)
+        fake.chmod(0o755)
+        cmd = [sys.executable, str(SCRIPT), "--quick", "--only", "r8-fp32-s1,r8-e4m3-s1,r8-e4m3_aps-s1", "--no-plots",
+               "--out", str(work / "out"), "--docs", str(work / "docs"), "--aps-train", str(fake)]
+        stdout = open(work / "stdout.log", "w")
+        if terminal:
+            leader, follower = pty.openpty()
+            p = subprocess.Popen(cmd, stdout=stdout, stderr=follower, stdin=subprocess.DEVNULL)
+            os.close(follower)
+            seen = b""
+            while True:
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+            os.close(leader)
+            rc = p.wait(timeout=120)
+            err = seen.decode(errors="replace")
+        else:
+            with open(work / "stderr.log", "w") as errfile:
+                rc = subprocess.call(cmd, stdout=stdout, stderr=errfile, stdin=subprocess.DEVNULL, timeout=120)
+            err = (work / "stderr.log").read_text()
+        stdout.close()
+        return rc, (work / "stdout.log").read_text(), err
+
+    def test_bar_on_a_terminal(self):
+        rc, out, err = self.sweep("tty", terminal=True)
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("3/3 runs", err)
+        self.assertIn("ETA", err)
+        self.assertNotIn("ETA", out)  # the run lines on stdout stay clean
+        self.assertIn("[3/3] r8-", out)
+
+    def test_no_bar_in_a_log(self):
+        rc, out, err = self.sweep("log", terminal=False)
+        self.assertEqual(rc, 0, out + err)
+        self.assertNotIn("ETA", err + out)
+        self.assertNotIn("\r", err + out)
+        self.assertIn("[3/3] r8-", out)
+
+
+def main():
+    global WORK
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--work", required=True, help="scratch directory")
+    args, rest = parser.parse_known_args()
+    WORK = Path(args.work)
+    unittest.main(argv=[sys.argv[0], "-v"] + rest)
+
+
+if __name__ == "__main__":
+    main()
