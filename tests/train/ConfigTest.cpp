@@ -219,8 +219,8 @@ TEST_F(ConfigFileTest, ADirectoryAnEmptyFileOrUtf16IsRefusedByName) {
 }
 
 TEST(Config, EveryShippedConfigValidates) {
-  int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(APS_SOURCE_DIR) + "/configs")) {
+  int count = 0;  // configs/*.yaml and the bases they share (configs/base/)
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(std::string(APS_SOURCE_DIR) + "/configs")) {
     if (entry.path().extension() != ".yaml") continue;
     SCOPED_TRACE(entry.path().string());
     const auto config = aps::train::loadConfig(entry.path().string());
@@ -230,7 +230,7 @@ TEST(Config, EveryShippedConfigValidates) {
     for (const auto& rule : config.precision.hybrid) EXPECT_NO_THROW(aps::precision::CodecSpec::fromYaml(rule.format));
     ++count;
   }
-  EXPECT_GE(count, 13);
+  EXPECT_GE(count, 14);
 }
 
 // Configs compose: `base: FILE` (or a list, merged left to right) under the including file's
@@ -373,6 +373,46 @@ TEST_F(ConfigBase, ASplitConfigHashesAsTheSingleFile) {
   EXPECT_EQ(aps::train::configToYaml(whole), aps::train::configToYaml(split));
   EXPECT_EQ(aps::train::configHash(whole), aps::train::configHash(split));
   EXPECT_EQ(aps::train::resumeHash(whole), aps::train::resumeHash(split));
+}
+
+// configs/fmnist_resnet20_*.yaml share configs/base/fmnist_resnet20.yaml. Each resolves to what
+// it resolved to as a single file before the split: the recipe below is the text all of them
+// repeated then (change it with the base when the recipe changes on purpose).
+TEST(ConfigBaseShipped, TheResNet20FamilyResolvesAsItsSingleFilesDid) {
+  const std::string recipe = R"(model: {name: resnet20, num_classes: 10, in_channels: 1}
+data: {dataset: fashion_mnist, batch_size: 32, augment: true, workers: 2}
+optimizer: {name: sgd, lr: 0.1, momentum: 0.9, weight_decay: 0.0005, exclude_bias_and_norm: true}
+schedule: {name: cosine, warmup_epochs: 0.2, warmup_start_lr: 0.01, scale_with_batch: false}
+epochs: 3
+seed: 1
+comm: {backend: sim, world_size: 4, algorithm: two_shot, overlap: true}
+logging: {interval: 50}
+)";
+  const std::vector<std::pair<std::string, std::string>> family = {
+      {"fp32", "precision: {format: fp32}"},
+      {"fp16", "precision: {format: fp16}"},
+      {"e5m2", "precision: {format: e5m2}"},
+      {"e5m2_aps", "precision: {format: e5m2, scaling: aps}"},
+      {"e4m3", "precision: {format: e4m3}"},
+      {"e4m3_aps", "precision: {format: e4m3, scaling: aps}"},
+      {"e3m0_aps", "precision: {format: e3m0, scaling: aps}"},
+      {"dettmers8", "precision: {format: dettmers_dynamic/block256}"},
+      {"hybrid",
+       "precision:\n  format: e4m3\n  scaling: aps\n  hybrid:\n    - {pattern: \"conv1.*\", format: fp16}\n"
+       "    - {pattern: \"fc.*\", format: fp16}"},
+  };
+  const std::string configs = std::string(APS_SOURCE_DIR) + "/configs/";
+  for (const auto& [name, precision] : family) {
+    SCOPED_TRACE(name);
+    const std::string file = configs + "fmnist_resnet20_" + name + ".yaml";
+    std::ifstream in(file);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("base: base/fmnist_resnet20.yaml"), std::string::npos) << text;
+    const auto shipped = aps::train::loadConfig(file);
+    const auto single = parseConfig(recipe + precision + "\n", "single.yaml");
+    EXPECT_EQ(aps::train::configToYaml(shipped), aps::train::configToYaml(single));
+    EXPECT_EQ(aps::train::configHash(shipped), aps::train::configHash(single));
+  }
 }
 
 }  // namespace
