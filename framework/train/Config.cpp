@@ -94,39 +94,54 @@ std::string applyOverride(YAML::Node& root, const std::string& text) {
   return path;
 }
 
+// A value as messages describe it.
+std::string describe(const YAML::Node& node) {
+  if (node.IsScalar()) return fmt::format("'{}'", shorten(node.Scalar()));
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a map";
+  return "nothing";
+}
+
+// Checks the keys of one file's `map` (at `prefix`): names, duplicates, values given, sections
+// as maps; `source` is the file named in messages. The top-level `base` is no config key: the
+// composition reads it (Composer below).
+void checkKeys(const YAML::Node& map, const std::string& prefix, const std::string& source) {
+  std::map<std::string, int> seen;  // key -> line: yaml-cpp keeps duplicates, lookups see the first
+  for (const auto& entry : map) {
+    APS_CHECK(entry.first.IsScalar(), "{}: a key under '{}' is {}, not a name", where(source, entry.first),
+              prefix.empty() ? "the top level" : prefix, describe(entry.first));
+    const std::string key = entry.first.Scalar();
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    const auto [first, inserted] = seen.emplace(key, entry.first.Mark().line + 1);
+    APS_CHECK(inserted, "{}: '{}' is given twice (first at line {}); remove one of them", where(source, entry.first),
+              shorten(path), first->second);
+    if (path == "base") continue;
+    if (const ConfigKey* leaf = findConfigKey(path)) {
+      // "lr:" or "lr: ~" would silently become the default: say so instead.
+      APS_CHECK(!entry.second.IsNull(), "{}: '{}' has no value; give one or delete the line for the default ({})",
+                where(source, entry.first), path, leaf->defaultValue);
+      continue;
+    }
+    if (isConfigSection(path)) {
+      APS_CHECK(entry.second.IsMap() || entry.second.IsNull(), "{}: '{}' is a section and must be a map",
+                where(source, entry.first), path);
+      if (entry.second.IsMap()) checkKeys(entry.second, path, source);
+      continue;
+    }
+    APS_FAIL("{}: unknown key '{}'{}", where(source, entry.first), shorten(path), hint(path));
+  }
+}
+
 class Validator {
  public:
-  explicit Validator(std::string source) : source_(std::move(source)) {}
+  // `source` is the config's file; `files` the file each key's value came from when that is
+  // one of its bases.
+  Validator(std::string source, std::map<std::string, std::string> files)
+      : source_(std::move(source)), files_(std::move(files)) {}
 
-  // Values set by --set are reported as "--set key=value", not at a line of the file.
+  // Values set by --set are reported as "--set key=value", not at a line of a file.
   void setOrigin(const std::string& path, const std::string& overrideText) {
-    origins_[path] = "--set " + shorten(overrideText);
-  }
-
-  void checkKeys(const YAML::Node& map, const std::string& prefix) {
-    std::map<std::string, int> seen;  // key -> line: yaml-cpp keeps duplicates, lookups see the first
-    for (const auto& entry : map) {
-      APS_CHECK(entry.first.IsScalar(), "{}: a key under '{}' is {}, not a name", where(source_, entry.first),
-                prefix.empty() ? "the top level" : prefix, describe(entry.first));
-      const std::string key = entry.first.Scalar();
-      const std::string path = prefix.empty() ? key : prefix + "." + key;
-      const auto [first, inserted] = seen.emplace(key, entry.first.Mark().line + 1);
-      APS_CHECK(inserted, "{}: '{}' is given twice (first at line {}); remove one of them", where(source_, entry.first),
-                shorten(path), first->second);
-      if (const ConfigKey* leaf = findConfigKey(path)) {
-        // "lr:" or "lr: ~" would silently become the default: say so instead.
-        APS_CHECK(!entry.second.IsNull(), "{}: '{}' has no value; give one or delete the line for the default ({})",
-                  where(source_, entry.first), path, leaf->defaultValue);
-        continue;
-      }
-      if (isConfigSection(path)) {
-        APS_CHECK(entry.second.IsMap() || entry.second.IsNull(), "{}: '{}' is a section and must be a map",
-                  where(source_, entry.first), path);
-        if (entry.second.IsMap()) checkKeys(entry.second, path);
-        continue;
-      }
-      APS_FAIL("{}: unknown key '{}'{}", where(source_, entry.first), shorten(path), hint(path));
-    }
+    overrides_[path] = "--set " + shorten(overrideText);
   }
 
   // Returns the node at `key.path` in `root`, or the key's default when absent.
@@ -193,20 +208,14 @@ class Validator {
     }
   }
 
- private:
-  // Where a value came from: its --set, or its file and line.
+  // Where a value came from: its --set, or its file (the config or one of its bases) and line.
   std::string origin(const ConfigKey& key, const YAML::Node& node) const {
-    const auto it = origins_.find(key.path);
-    return it != origins_.end() ? it->second : where(source_, node);
+    if (const auto it = overrides_.find(key.path); it != overrides_.end()) return it->second;
+    const auto file = files_.find(key.path);
+    return where(file != files_.end() ? file->second : source_, node);
   }
 
-  static std::string describe(const YAML::Node& node) {
-    if (node.IsScalar()) return fmt::format("'{}'", shorten(node.Scalar()));
-    if (node.IsSequence()) return "a list";
-    if (node.IsMap()) return "a map";
-    return "nothing";
-  }
-
+ private:
   static double number(const ConfigKey& key, const YAML::Node& node, const std::string& at) {
     double v = 0;
     APS_CHECK(node.IsScalar() && YAML::convert<double>::decode(node, v) && std::isfinite(v),
@@ -221,7 +230,8 @@ class Validator {
   }
 
   std::string source_;
-  std::map<std::string, std::string> origins_;
+  std::map<std::string, std::string> files_;      // key path -> file that gave its value
+  std::map<std::string, std::string> overrides_;  // key path -> "--set key=value"
 };
 
 // Every field from the resolved tree, each by its schema key's setter.
@@ -229,58 +239,15 @@ void fill(TrainConfig& c) {
   for (const auto& key : configSchema()) key.set(c, nodeAt(c.resolved, key.path));
 }
 
-}  // namespace
-
-TrainConfig parseConfig(const std::string& yamlText, const std::string& name,
-                        const std::vector<std::string>& overrides) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yamlText);
-  } catch (const YAML::Exception& e) {
-    APS_FAIL("{}:{}: invalid YAML: {}", name, e.mark.line + 1, e.msg);
-  }
-  // An empty file would train a whole run on defaults: almost certainly the wrong file.
-  APS_CHECK(root.IsDefined() && !root.IsNull(),
-            "{}: the config is empty (no keys); write '{{}}' to train with every default", name);
-  APS_CHECK(root.IsMap(), "{}: the config must be a map of keys, got {}", name,
-            root.IsSequence() ? "a list" : fmt::format("the text '{}'", shorten(root.Scalar())));
-  Validator validator(name);
-  validator.checkKeys(root, "");
-  for (const auto& text : overrides) validator.setOrigin(applyOverride(root, text), text);
-
-  TrainConfig config;
-  config.sourceFile = name;
-  config.resolved = YAML::Node(YAML::NodeType::Map);
-  for (const auto& key : configSchema()) {
-    const YAML::Node value = validator.valueOf(root, key);
-    validator.checkValue(key, value);
-    setPath(config.resolved, key.path, YAML::Clone(value));
-  }
-  fill(config);
-  if (config.schedule.name == "multistep") {
-    for (size_t i = 1; i < config.schedule.milestones.size(); ++i) {
-      APS_CHECK(config.schedule.milestones[i] > config.schedule.milestones[i - 1],
-                "{}: 'schedule.milestones' must increase, got {}", name, fmt::join(config.schedule.milestones, ", "));
-    }
-  }
-  APS_CHECK(config.comm.backend == "sim" || config.comm.worldSize == 1,
-            "{}: 'comm.world_size' = {} applies to the sim backend only (under mpi the world is mpirun's -np)", name,
-            config.comm.worldSize);
-  return config;
-}
-
-TrainConfig loadConfig(const std::string& path, const std::vector<std::string>& overrides) {
-  std::error_code ec;
-  APS_CHECK(!path.empty(), "--config needs a file name");
-  APS_CHECK(std::filesystem::exists(path, ec), "config file '{}' does not exist", path);
-  APS_CHECK(!std::filesystem::is_directory(path, ec), "config '{}' is a directory, not a YAML file", path);
+// A config file's text. yaml-cpp would read a UTF-16/32 file, or one with NUL bytes, as a
+// stream of odd characters: those are refused by name.
+std::string readConfigText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   APS_CHECK(in.good(), "cannot read config file '{}'", path);
   std::stringstream buffer;
   buffer << in.rdbuf();
   std::string text = buffer.str();
   APS_CHECK(!in.bad(), "cannot read config file '{}'", path);
-  // yaml-cpp reads a UTF-16/32 file as a stream of odd characters: refuse it by name.
   const auto startsWith = [&](std::initializer_list<unsigned char> bom) {
     return text.size() >= bom.size() && std::equal(bom.begin(), bom.end(), text.begin(), [](unsigned char b, char c) {
              return b == static_cast<unsigned char>(c);
@@ -296,7 +263,163 @@ TrainConfig loadConfig(const std::string& path, const std::vector<std::string>& 
             "config '{}' holds a NUL byte at offset {}: not a UTF-8 text file (UTF-16 without a byte-order mark?)",
             path, nul);
   if (startsWith({0xEF, 0xBB, 0xBF})) text.erase(0, 3);  // a UTF-8 byte-order mark is harmless
-  return parseConfig(text, path, overrides);
+  return text;
+}
+
+// One file's YAML: its top-level map of keys.
+YAML::Node parseMap(const std::string& yamlText, const std::string& name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yamlText);
+  } catch (const YAML::Exception& e) {
+    APS_FAIL("{}:{}: invalid YAML: {}", name, e.mark.line + 1, e.msg);
+  }
+  // An empty file would train a whole run on defaults: almost certainly the wrong file.
+  APS_CHECK(root.IsDefined() && !root.IsNull(),
+            "{}: the config is empty (no keys); write '{{}}' to train with every default", name);
+  APS_CHECK(root.IsMap(), "{}: the config must be a map of keys, got {}", name,
+            root.IsSequence() ? "a list" : fmt::format("the text '{}'", shorten(root.Scalar())));
+  return root;
+}
+
+// The files a config's `base:` names (one name or a list), as their nodes, for messages. A
+// number, a boolean or an empty name is no file name (quote a file that is named "1").
+std::vector<YAML::Node> baseEntries(const YAML::Node& root, const std::string& name) {
+  const YAML::Node base = root["base"];
+  if (!base.IsDefined()) return {};
+  const auto isFileName = [](const YAML::Node& node) {
+    if (!node.IsScalar() || node.Scalar().empty()) return false;
+    if (node.Tag() != "?") return true;  // quoted: a string whatever it reads
+    double number = 0;
+    bool flag = false;
+    return !YAML::convert<double>::decode(node, number) && !YAML::convert<bool>::decode(node, flag);
+  };
+  std::vector<YAML::Node> entries;
+  if (base.IsSequence()) {
+    for (const auto& entry : base) entries.push_back(entry);
+  } else {
+    entries.push_back(base);
+  }
+  for (const auto& entry : entries) {
+    APS_CHECK(isFileName(entry), "{}: 'base' must name config files (a file name or a list of file names), got {}",
+              where(name, entry), describe(entry));
+  }
+  return entries;
+}
+
+// A file's identity, to find bases that include each other: its canonical path.
+std::filesystem::path fileIdentity(const std::string& file) {
+  std::error_code ec;
+  const auto canonical = std::filesystem::weakly_canonical(file, ec);
+  return ec ? std::filesystem::absolute(file, ec).lexically_normal() : canonical;
+}
+
+// Composes a config from its bases, as mmsegmentation's `_base_`: each file's keys are checked
+// under its own name; its bases (paths relative to its folder) are merged first, left to right
+// and recursively; then its own keys over them. Sections merge key by key; a key's value (a
+// scalar, a list, a format map) replaces the base's whole. The file each value came from is
+// kept for messages: nodes keep their marks (lines), files() names their file.
+class Composer {
+ public:
+  void add(const YAML::Node& root, const std::string& name) {
+    checkKeys(root, "", name);
+    chain_.push_back({name, fileIdentity(name)});
+    for (const auto& entry : baseEntries(root, name)) addBase(entry, name);
+    chain_.pop_back();
+    merge(tree_, root, "", name);
+  }
+
+  YAML::Node tree() const { return tree_; }
+  const std::map<std::string, std::string>& files() const { return files_; }
+
+ private:
+  struct Link {
+    std::string name;
+    std::filesystem::path identity;
+  };
+
+  void addBase(const YAML::Node& entry, const std::string& includer) {
+    const std::string& written = entry.Scalar();
+    const std::string at = where(includer, entry);
+    const std::string path = (std::filesystem::path(includer).parent_path() / written).lexically_normal().string();
+    std::error_code ec;
+    APS_CHECK(std::filesystem::exists(path, ec), "{}: base '{}' does not exist{}", at, shorten(written),
+              path == written ? "" : fmt::format(" (looked for '{}')", shorten(path)));
+    APS_CHECK(std::filesystem::is_regular_file(path, ec), "{}: base '{}' is not a YAML file ('{}')", at,
+              shorten(written), shorten(path));
+    const auto identity = fileIdentity(path);
+    const auto loop = std::find_if(chain_.begin(), chain_.end(), [&](const Link& l) { return l.identity == identity; });
+    if (loop != chain_.end()) {
+      std::string cycle;
+      for (auto it = loop; it != chain_.end(); ++it) cycle += it->name + " -> ";
+      APS_FAIL("{}: the bases form a cycle: {}{}", at, cycle, path);
+    }
+    add(parseMap(readConfigText(path), path), path);
+  }
+
+  // Merges `src` (a checked map from `file`) at `prefix` into `dst`.
+  void merge(YAML::Node& dst, const YAML::Node& src, const std::string& prefix, const std::string& file) {
+    for (const auto& entry : src) {
+      const std::string key = entry.first.Scalar();
+      const std::string path = prefix.empty() ? key : prefix + "." + key;
+      if (path == "base") continue;
+      if (!isConfigSection(path)) {
+        dst[key] = entry.second;  // the file's own node: it keeps its line
+        files_[path] = file;
+        continue;
+      }
+      if (!entry.second.IsMap()) continue;  // an empty section ("model:") overrides nothing
+      if (!dst[key].IsMap()) dst[key] = YAML::Node(YAML::NodeType::Map);
+      YAML::Node section = dst[key];
+      merge(section, entry.second, path, file);
+    }
+  }
+
+  YAML::Node tree_{YAML::NodeType::Map};
+  std::map<std::string, std::string> files_;  // key path -> the file that set it last
+  std::vector<Link> chain_;                   // the file being composed and those including it
+};
+
+}  // namespace
+
+TrainConfig parseConfig(const std::string& yamlText, const std::string& name,
+                        const std::vector<std::string>& overrides) {
+  Composer composer;
+  composer.add(parseMap(yamlText, name), name);
+  YAML::Node root = composer.tree();
+  Validator validator(name, composer.files());
+  for (const auto& text : overrides) validator.setOrigin(applyOverride(root, text), text);
+
+  TrainConfig config;
+  config.sourceFile = name;
+  config.resolved = YAML::Node(YAML::NodeType::Map);
+  for (const auto& key : configSchema()) {
+    const YAML::Node value = validator.valueOf(root, key);
+    validator.checkValue(key, value);
+    setPath(config.resolved, key.path, YAML::Clone(value));
+  }
+  fill(config);
+  if (config.schedule.name == "multistep") {
+    const ConfigKey& milestones = *findConfigKey("schedule.milestones");
+    for (size_t i = 1; i < config.schedule.milestones.size(); ++i) {
+      APS_CHECK(config.schedule.milestones[i] > config.schedule.milestones[i - 1],
+                "{}: 'schedule.milestones' must increase, got {}",
+                validator.origin(milestones, validator.valueOf(root, milestones)),
+                fmt::join(config.schedule.milestones, ", "));
+    }
+  }
+  APS_CHECK(config.comm.backend == "sim" || config.comm.worldSize == 1,
+            "{}: 'comm.world_size' = {} applies to the sim backend only (under mpi the world is mpirun's -np)", name,
+            config.comm.worldSize);
+  return config;
+}
+
+TrainConfig loadConfig(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  APS_CHECK(!path.empty(), "--config needs a file name");
+  APS_CHECK(std::filesystem::exists(path, ec), "config file '{}' does not exist", path);
+  APS_CHECK(!std::filesystem::is_directory(path, ec), "config '{}' is a directory, not a YAML file", path);
+  return parseConfig(readConfigText(path), path, overrides);
 }
 
 std::string configToYaml(const TrainConfig& config) {

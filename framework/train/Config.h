@@ -85,10 +85,13 @@ struct TrainConfig {
 
 // Loads `path`, applies overrides ("key.path=value", value in YAML syntax) and validates.
 // Unknown keys, wrong types and out-of-range values throw aps::Error naming the file, line
-// and key, with a "did you mean" hint for near misses.
+// and key, with a "did you mean" hint for near misses. A config may name `base: FILE` (or a
+// list, merged left to right; paths relative to its folder; bases may have bases): its keys
+// are merged over them, section by section, before the overrides.
 TrainConfig loadConfig(const std::string& path, const std::vector<std::string>& overrides = {});
 
-// The same from YAML text; `name` stands in for the file name in messages.
+// The same from YAML text; `name` stands in for the file name in messages (and its folder
+// for the bases).
 TrainConfig parseConfig(const std::string& yamlText, const std::string& name,
                         const std::vector<std::string>& overrides = {});
 

@@ -10,7 +10,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -216,8 +219,8 @@ TEST_F(ConfigFileTest, ADirectoryAnEmptyFileOrUtf16IsRefusedByName) {
 }
 
 TEST(Config, EveryShippedConfigValidates) {
-  int count = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(std::string(APS_SOURCE_DIR) + "/configs")) {
+  int count = 0;  // configs/*.yaml and the bases they share (configs/base/)
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(std::string(APS_SOURCE_DIR) + "/configs")) {
     if (entry.path().extension() != ".yaml") continue;
     SCOPED_TRACE(entry.path().string());
     const auto config = aps::train::loadConfig(entry.path().string());
@@ -227,7 +230,189 @@ TEST(Config, EveryShippedConfigValidates) {
     for (const auto& rule : config.precision.hybrid) EXPECT_NO_THROW(aps::precision::CodecSpec::fromYaml(rule.format));
     ++count;
   }
-  EXPECT_GE(count, 13);
+  EXPECT_GE(count, 14);
+}
+
+// Configs compose: `base: FILE` (or a list, merged left to right) under the including file's
+// folder, bases of bases, then the file's own keys, then --set.
+class ConfigBase : public ConfigFileTest {
+ protected:
+  aps::train::TrainConfig load(const std::string& name, const std::vector<std::string>& overrides = {}) {
+    return aps::train::loadConfig((dir_ / name).string(), overrides);
+  }
+  std::string errorLoading(const std::string& name) {
+    return aps::testsupport::errorOf([&] { load(name); });
+  }
+};
+
+TEST_F(ConfigBase, AChildOverridesANestedKeyAndKeepsTheBaseSiblings) {
+  write("base.yaml", "seed: 5\noptimizer: {name: nesterov, lr: 0.1, momentum: 0.8}\ncomm: {backend: sim}\n");
+  write("child.yaml", "# a comment\nbase: base.yaml\noptimizer:\n  lr: 0.4\ncomm: {world_size: 2}\n");
+  const auto c = load("child.yaml");
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.4);
+  EXPECT_EQ(c.optimizer.name, "nesterov");
+  EXPECT_DOUBLE_EQ(c.optimizer.momentum, 0.8);
+  EXPECT_EQ(c.seed, 5u);
+  EXPECT_EQ(c.comm.backend, "sim");
+  EXPECT_EQ(c.comm.worldSize, 2);
+  EXPECT_DOUBLE_EQ(c.optimizer.weightDecay, 1e-4);  // neither file: the default
+  // `base` is no config key: the resolved config (--print-config) does not hold it.
+  EXPECT_FALSE(YAML::Load(aps::train::configToYaml(c))["base"]) << aps::train::configToYaml(c);
+  EXPECT_EQ(c.sourceFile, (dir_ / "child.yaml").string());
+}
+
+TEST_F(ConfigBase, ABaseOfABaseIsFoundFromEachIncludingFile) {
+  std::filesystem::create_directories(dir_ / "parts");
+  write("grand.yaml", "seed: 1\nepochs: 7\ndata: {batch_size: 16, workers: 3}\n");
+  write("parts/mid.yaml", "base: ../grand.yaml\nseed: 2\ndata: {workers: 1}\n");
+  write("child.yaml", "base: parts/mid.yaml\nseed: 3\n");
+  const auto c = load("child.yaml");
+  EXPECT_EQ(c.seed, 3u);
+  EXPECT_EQ(c.epochs, 7);
+  EXPECT_EQ(c.data.batchSize, 16);
+  EXPECT_EQ(c.data.workers, 1);
+}
+
+TEST_F(ConfigBase, AListOfBasesMergesLeftToRight) {
+  write("common.yaml", "logging: {interval: 7}\n");
+  write("a.yaml", "base: common.yaml\nepochs: 2\noptimizer: {lr: 0.1, momentum: 0.5}\n");
+  write("b.yaml", "base: [common.yaml]\noptimizer: {lr: 0.2}\n");
+  write("ab.yaml", "base: [a.yaml, b.yaml]\nepochs: 4\n");
+  write("ba.yaml", "base: [b.yaml, a.yaml]\n");
+  const auto ab = load("ab.yaml");  // both include common.yaml: shared, not a cycle
+  EXPECT_DOUBLE_EQ(ab.optimizer.lr, 0.2);
+  EXPECT_DOUBLE_EQ(ab.optimizer.momentum, 0.5);
+  EXPECT_EQ(ab.epochs, 4);
+  EXPECT_EQ(ab.logging.interval, 7);
+  const auto ba = load("ba.yaml");
+  EXPECT_DOUBLE_EQ(ba.optimizer.lr, 0.1);
+  EXPECT_EQ(ba.epochs, 2);
+}
+
+TEST_F(ConfigBase, ACycleIsRefusedNamingItsFiles) {
+  write("a.yaml", "base: b.yaml\nseed: 1\n");
+  write("b.yaml", "seed: 2\nbase: a.yaml\n");
+  const std::string a = (dir_ / "a.yaml").string(), b = (dir_ / "b.yaml").string();
+  const std::string error = errorLoading("a.yaml");
+  EXPECT_NE(error.find(b + ":2: the bases form a cycle: " + a + " -> " + b + " -> " + a), std::string::npos) << error;
+  write("self.yaml", "base: ./self.yaml\n");
+  EXPECT_ERROR_NAMES(load("self.yaml"),
+                     "self.yaml:1: the bases form a cycle: " + (dir_ / "self.yaml").string() + " -> ");
+}
+
+TEST_F(ConfigBase, AMissingBaseIsNamedWithTheIncludingFile) {
+  write("child.yaml", "seed: 1\nbase: [nowhere/missing.yaml]\n");
+  const std::string error = errorLoading("child.yaml");
+  EXPECT_NE(error.find((dir_ / "child.yaml").string() + ":2: base 'nowhere/missing.yaml' does not exist"),
+            std::string::npos)
+      << error;
+  std::filesystem::create_directories(dir_ / "folder");
+  write("dir.yaml", "base: folder\n");
+  EXPECT_ERROR_NAMES(load("dir.yaml"), "base 'folder' is not a YAML file");
+  write("empty.yaml", "");
+  write("onempty.yaml", "base: empty.yaml\n");
+  EXPECT_ERROR_NAMES(load("onempty.yaml"), "empty.yaml: the config is empty");
+}
+
+TEST_F(ConfigBase, AnErrorInABaseNamesTheBaseFileAndLine) {
+  const std::string base = (dir_ / "base.yaml").string(), child = (dir_ / "child.yaml").string();
+  write("base.yaml", "seed: 1\n\noptimizer:\n  lr: fast\n");
+  write("child.yaml", "base: base.yaml\nepochs: 2\n");
+  const std::string error = errorLoading("child.yaml");
+  EXPECT_NE(error.find(base + ":4: 'optimizer.lr' must be a number"), std::string::npos) << error;
+  EXPECT_EQ(error.find(child), std::string::npos) << error;
+  // Unknown keys, list elements and the values' own checks too; and the child's own lines.
+  write("base.yaml", "seed: 1\noptimizer:\n  lrr: 0.1\n");
+  EXPECT_ERROR_NAMES(load("child.yaml"), base + ":3: unknown key 'optimizer.lrr'");
+  write("base.yaml", "schedule:\n  milestones:\n    - 1\n    - x\n");
+  EXPECT_ERROR_NAMES(load("child.yaml"), base + ":4: 'schedule.milestones' must be a list of integers");
+  write("base.yaml", "schedule: {name: multistep, milestones: [3, 1]}\n");
+  EXPECT_ERROR_NAMES(load("child.yaml"), base + ":1: 'schedule.milestones' must increase");
+  write("base.yaml", "seed: 1\n");
+  write("child.yaml", "base: base.yaml\n\ncomm: {algorithm: fastest}\n");
+  EXPECT_ERROR_NAMES(load("child.yaml"), child + ":3: 'comm.algorithm' must be one of");
+  // A child overriding a base's bad value fixes it.
+  write("base.yaml", "optimizer: {lr: fast}\n");
+  write("child.yaml", "base: base.yaml\noptimizer: {lr: 0.5}\n");
+  EXPECT_DOUBLE_EQ(load("child.yaml").optimizer.lr, 0.5);
+}
+
+TEST_F(ConfigBase, SetOverridesAKeyTheBaseSets) {
+  write("base.yaml", "optimizer: {lr: 0.3, momentum: 0.7}\n");
+  write("child.yaml", "base: base.yaml\nseed: 4\n");
+  const auto c = load("child.yaml", {"optimizer.lr=0.7"});
+  EXPECT_DOUBLE_EQ(c.optimizer.lr, 0.7);
+  EXPECT_DOUBLE_EQ(c.optimizer.momentum, 0.7);
+  const std::string error = aps::testsupport::errorOf([&] { load("child.yaml", {"optimizer.momentum=2"}); });
+  EXPECT_NE(error.find("--set optimizer.momentum=2"), std::string::npos) << error;
+  EXPECT_EQ(error.find("base.yaml"), std::string::npos) << error;
+}
+
+TEST_F(ConfigBase, ABaseThatNamesNoFileIsRefusedNamingTheFile) {
+  const std::string child = (dir_ / "child.yaml").string();
+  for (const char* value : {"3", "[a.yaml, 4]", "true", "{file: a.yaml}", "''", "[[a.yaml]]"}) {
+    SCOPED_TRACE(value);
+    write("child.yaml", std::string("seed: 1\nbase: ") + value + "\n");
+    EXPECT_ERROR_NAMES(load("child.yaml"), child + ":2: 'base' must name config files");
+  }
+  write("child.yaml", "base:\n");
+  EXPECT_ERROR_NAMES(load("child.yaml"), "'base' must name config files");
+  write("child.yaml", "base: a.yaml\nbase: b.yaml\n");
+  EXPECT_ERROR_NAMES(load("child.yaml"), child + ":2: 'base' is given twice");
+  write("child.yaml", "model: {base: a.yaml}\n");  // only the top level names bases
+  EXPECT_ERROR_NAMES(load("child.yaml"), "unknown key 'model.base'");
+}
+
+// The config hashes (every rank's check, a checkpoint's tie to its run) cover the resolved
+// values: a config split into a base and a child hashes as the single file did.
+TEST_F(ConfigBase, ASplitConfigHashesAsTheSingleFile) {
+  write("whole.yaml", "seed: 3\noptimizer: {lr: 0.2, momentum: 0.8}\nprecision: {format: e4m3, scaling: aps}\n");
+  write("base.yaml", "optimizer: {momentum: 0.8, lr: 0.1}\nprecision: {scaling: aps}\n");
+  write("split.yaml", "seed: 3\nbase: base.yaml\nprecision: {format: e4m3}\noptimizer: {lr: 0.2}\n");
+  const auto whole = load("whole.yaml"), split = load("split.yaml");
+  EXPECT_EQ(aps::train::configToYaml(whole), aps::train::configToYaml(split));
+  EXPECT_EQ(aps::train::configHash(whole), aps::train::configHash(split));
+  EXPECT_EQ(aps::train::resumeHash(whole), aps::train::resumeHash(split));
+}
+
+// configs/fmnist_resnet20_*.yaml share configs/base/fmnist_resnet20.yaml. Each resolves to what
+// it resolved to as a single file before the split: the recipe below is the text all of them
+// repeated then (change it with the base when the recipe changes on purpose).
+TEST(ConfigBaseShipped, TheResNet20FamilyResolvesAsItsSingleFilesDid) {
+  const std::string recipe = R"(model: {name: resnet20, num_classes: 10, in_channels: 1}
+data: {dataset: fashion_mnist, batch_size: 32, augment: true, workers: 2}
+optimizer: {name: sgd, lr: 0.1, momentum: 0.9, weight_decay: 0.0005, exclude_bias_and_norm: true}
+schedule: {name: cosine, warmup_epochs: 0.2, warmup_start_lr: 0.01, scale_with_batch: false}
+epochs: 3
+seed: 1
+comm: {backend: sim, world_size: 4, algorithm: two_shot, overlap: true}
+logging: {interval: 50}
+)";
+  const std::vector<std::pair<std::string, std::string>> family = {
+      {"fp32", "precision: {format: fp32}"},
+      {"fp16", "precision: {format: fp16}"},
+      {"e5m2", "precision: {format: e5m2}"},
+      {"e5m2_aps", "precision: {format: e5m2, scaling: aps}"},
+      {"e4m3", "precision: {format: e4m3}"},
+      {"e4m3_aps", "precision: {format: e4m3, scaling: aps}"},
+      {"e3m0_aps", "precision: {format: e3m0, scaling: aps}"},
+      {"dettmers8", "precision: {format: dettmers_dynamic/block256}"},
+      {"hybrid",
+       "precision:\n  format: e4m3\n  scaling: aps\n  hybrid:\n    - {pattern: \"conv1.*\", format: fp16}\n"
+       "    - {pattern: \"fc.*\", format: fp16}"},
+  };
+  const std::string configs = std::string(APS_SOURCE_DIR) + "/configs/";
+  for (const auto& [name, precision] : family) {
+    SCOPED_TRACE(name);
+    const std::string file = configs + "fmnist_resnet20_" + name + ".yaml";
+    std::ifstream in(file);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("base: base/fmnist_resnet20.yaml"), std::string::npos) << text;
+    const auto shipped = aps::train::loadConfig(file);
+    const auto single = parseConfig(recipe + precision + "\n", "single.yaml");
+    EXPECT_EQ(aps::train::configToYaml(shipped), aps::train::configToYaml(single));
+    EXPECT_EQ(aps::train::configHash(shipped), aps::train::configHash(single));
+  }
 }
 
 }  // namespace
