@@ -199,14 +199,16 @@ SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext&
   Transport& transport = *bucket.transport;
   const int64_t n = bucket.layout->count;
   const precision::EncodeContext ctx{options.seed, bucket.step * 1000003ull + static_cast<uint64_t>(bucket.bucket), 0};
-  if (options.beforeReduce) options.beforeReduce(bucket);
-  const SyncStats sync = algorithm.run(transport, bucket.data, n, ctx);
-  if (options.afterReduce) options.afterReduce(bucket);
-  if (options.average) {
+  const auto divide = [&] {
     const auto world = static_cast<float>(transport.worldSize());
     for (float* d : bucket.data)
       for (int64_t i = 0; i < n; ++i) d[i] /= world;
-  }
+  };
+  if (options.average && options.preDivide) divide();
+  if (options.beforeReduce) options.beforeReduce(bucket);
+  const SyncStats sync = algorithm.run(transport, bucket.data, n, ctx);
+  if (options.afterReduce) options.afterReduce(bucket);
+  if (options.average && !options.preDivide) divide();
   return sync;
 }
 

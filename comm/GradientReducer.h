@@ -41,6 +41,10 @@ struct ReducerOptions {
   bool overlap = true;
   // Divide the sums by the world size (the data-parallel mean).
   bool average = false;
+  // With average: divide every rank's gradient by the world size before the hooks and the
+  // quantisation instead of the sum after (the APS artifact divides its loss by N, so it
+  // quantizes g / N); no division after the reduction then.
+  bool preDivide = false;
   // Seeds stochastic rounding; each step and bucket gets its own stream.
   uint64_t seed = 0;
   // Run around each bucket's all-reduce on the communication thread, e.g. APS scaling
@@ -53,7 +57,8 @@ struct ReducerOptions {
 // One bucket's reduction, the same wherever buckets come from (GradientReducer here, a
 // PyTorch DDP bucket in the Python module): options.beforeReduce, the all-reduce of every
 // local rank's flat buffer with stochastic rounding seeded by (options.seed, step, bucket),
-// options.afterReduce, then the mean when options.average. The buffers hold the result.
+// options.afterReduce, then the mean when options.average (taken before the hooks instead with
+// options.preDivide). The buffers hold the result.
 SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext& bucket, const ReducerOptions& options);
 
 // What one step's gradient synchronisation cost.

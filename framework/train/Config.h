@@ -42,6 +42,7 @@ struct TrainConfig {
     YAML::Node format;
     std::vector<HybridRule> hybrid;
     bool hybridAuto = false, errorFeedback = false, kahan = false;
+    bool preDivide = false;  // divide gradients by the world size before quantising (the APS artifact)
     double hybridUnderflow = 0, hybridSaturation = 0;  // hybrid_auto's thresholds
     std::string lossScaling;                           // 16-bit compute: dynamic, static, none
     double lossScale = 0;                              // its initial (or fixed) scale

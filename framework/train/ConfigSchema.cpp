@@ -159,6 +159,10 @@ std::vector<ConfigKey> precisionKeys() {
        "add the quantisation residual to the next step's gradient", APS_FIELD(precision.errorFeedback)},
       {"precision.kahan", K::Bool, "false", 0, 0, {},
        "Kahan summation in the allgather algorithm", APS_FIELD(precision.kahan)},
+      {"precision.pre_divide", K::Bool, "false", 0, 0, {},
+       "divide each rank's gradient by the world size before scaling and quantising (the APS artifact) instead of "
+       "the sum after",
+       APS_FIELD(precision.preDivide)},
       {"precision.nonfinite", K::Enum, "skip", 0, 0, {"skip", "stop"},
        "on NaN/inf gradients: skip the step (and lower the loss scale) or stop", APS_FIELD(precision.nonfinite)},
       {"precision.stats_window", K::Int, "50", 1, 1e9, {},

@@ -156,6 +156,7 @@ void GradientSync::buildReducer(uint64_t step) {
   options.firstBucketCapBytes = std::min(options.firstBucketCapBytes, options.bucketCapBytes);
   options.overlap = config_.comm.overlap;
   options.average = true;
+  options.preDivide = config_.precision.preDivide;
   options.seed = config_.seed;
   scaling_->install(options);
   reducer_ =

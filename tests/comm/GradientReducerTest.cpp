@@ -5,6 +5,8 @@
 #include "comm/SmallAllReduce.h"
 #include "framework/core/Error.h"
 #include "framework/core/Rng.h"
+#include "precision/CodecSpec.h"
+#include "precision/Quantizer.h"
 #include "tests/comm/TestCodecs.h"
 
 #include <gtest/gtest.h>
@@ -226,6 +228,37 @@ TEST(GradientReducer, ManyStepsAverage) {
         EXPECT_FLOAT_EQ(model.grads[static_cast<size_t>(r)][1][static_cast<size_t>(i)],
                         static_cast<float>(expected[static_cast<size_t>(i)]));
   }
+}
+
+// precision.pre_divide (the APS artifact): every rank quantizes g / N and the owners sum those;
+// no division after. The default divides the sum of the quantized g instead: other bits.
+TEST(GradientReducer, PreDivideQuantizesTheDividedGradients) {
+  const int ranks = 4;
+  const int64_t n = 64;
+  const precision::Quantizer e4m3(precision::FloatFormat::preset("e4m3"));
+  const auto algorithm = std::shared_ptr<const AllReduceAlgorithm>(
+      makeAllReduce({.kind = AllReduceKind::AllGather, .roundEveryAdd = false}, precision::makeCodec("e4m3")));
+  auto run = [&](bool preDivide) {
+    Model model(ranks, {n}, 11);
+    std::vector<float*> data;
+    for (auto& g : model.grads) data.push_back(g[0].data());
+    SimTransport sim(ranks);
+    const BucketLayout::Bucket bucket{{0}, {0}, n, 0};
+    reduceBucket(*algorithm, {0, &bucket, &sim, data, 0}, {.average = true, .preDivide = preDivide});
+    return model.grads[0][0];
+  };
+  Model inputs(ranks, {n}, 11);
+  for (int64_t i = 0; i < n; ++i) {
+    float divided = 0.0f, summed = 0.0f;  // allgather without rounding after adds: fp32 sums in rank order
+    for (int r = 0; r < ranks; ++r) {
+      const float g = inputs.grads[static_cast<size_t>(r)][0][static_cast<size_t>(i)];
+      divided += e4m3.quantize(g / static_cast<float>(ranks), precision::RoundingMode::NearestEven);
+      summed += e4m3.quantize(g, precision::RoundingMode::NearestEven);
+    }
+    EXPECT_EQ(run(true)[static_cast<size_t>(i)], divided) << i;
+    EXPECT_EQ(run(false)[static_cast<size_t>(i)], summed / static_cast<float>(ranks)) << i;
+  }
+  EXPECT_NE(run(true), run(false));
 }
 
 TEST(GradientReducer, NonFiniteGradientIsReportedForTheStep) {

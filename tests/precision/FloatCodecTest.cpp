@@ -116,7 +116,9 @@ TEST(CodecSpec, ParsesNamesAndYaml) {
   EXPECT_EQ(CodecSpec::fromYaml(YAML::Load("{type: dettmers_dynamic, block_size: 512}")).blockSize, 512);
   EXPECT_ERROR_NAMES(makeCodec("e4m3:sideways"), "sideways");
   EXPECT_THROW(makeCodec("dettmers_dynamic/block0"), aps::Error);
-  EXPECT_THROW(makeCodec("e4m3/block8"), aps::Error);
+  // A float format with /block<N> is block-scaled (BlockScaledCodecTest); other suffixes are refused.
+  EXPECT_EQ(makeCodec("e4m3/block8")->name(), "e4m3/block8");
+  EXPECT_ERROR_NAMES(makeCodec("e4m3/chunk8"), "chunk8");
   EXPECT_ERROR_NAMES(CodecSpec::fromYaml(YAML::Load("{type: float, blok: 3}")), "blok");
   // A bare format map, as precision.format takes it in a config.
   const auto bare = CodecSpec::fromYaml(YAML::Load("{exponent_bits: 3, mantissa_bits: 2}"));
