@@ -31,17 +31,9 @@ using Clock = std::chrono::steady_clock;
 // A run of 24 steps (2 simulated ranks x batch 8) that checkpoints every epoch (3 steps), keeping two.
 std::string writeConfig(const fs::path& dir, const std::string& checkpointDir) {
   const fs::path path = dir / "tiny.yaml";
-  std::ofstream(path) << "model: {name: resnet20, num_classes: 10, in_channels: 1}\n"
-                         "data: {dataset: fashion_mnist, batch_size: 8, workers: 1, train_samples: 48,\n"
-                         "       test_samples: 16, augment: true}\n"
-                         "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
-                         "schedule: {name: multistep, milestones: [100]}\n"
-                         "comm: {backend: sim, world_size: 2}\n"
-                         "precision: {format: e4m3, scaling: aps}\n"
-                         "epochs: 8\nthreads: 1\nseed: 7\n"
-                         "logging: {level: warn, progress: false}\n"
-                         "checkpoint: {dir: '" +
-                             checkpointDir + "', interval_epochs: 1, keep: 2}\n";
+  std::ofstream(path) << testing::tinyConfigText("{level: warn, progress: false}",
+                                                 "{dir: '" + checkpointDir + "', interval_epochs: 1, keep: 2}") +
+                             "output_dir: none\n";
   return path.string();
 }
 

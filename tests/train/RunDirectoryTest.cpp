@@ -39,16 +39,8 @@ fs::path scratch(const std::string& name) {
 // 24 steps: 2 ranks x batch 8 over 48 images (3 steps per epoch), 8 epochs, a checkpoint per epoch.
 std::string writeConfig(const fs::path& dir) {
   const fs::path path = dir / "tiny.yaml";
-  std::ofstream(path) << "model: {name: resnet20, num_classes: 10, in_channels: 1}\n"
-                         "data: {dataset: fashion_mnist, batch_size: 8, workers: 1, train_samples: 48,\n"
-                         "       test_samples: 16, augment: true}\n"
-                         "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
-                         "schedule: {name: multistep, milestones: [100]}\n"
-                         "comm: {backend: sim, world_size: 2}\n"
-                         "precision: {format: e4m3, scaling: aps}\n"
-                         "epochs: 8\nthreads: 1\nseed: 7\n"
-                         "logging: {level: info, progress: false, interval: 1}\n"
-                         "checkpoint: {interval_epochs: 1, keep: 2}\n";
+  std::ofstream(path) << testing::tinyConfigText("{level: info, progress: false, interval: 1}",
+                                                 "{interval_epochs: 1, keep: 2}");
   return path.string();
 }
 

@@ -35,6 +35,21 @@ inline TrainConfig smallConfig(const std::string& backend, int world, std::vecto
   return parseConfig("model: {name: resnet20, num_classes: 10, in_channels: 1}\n", "test.yaml", overrides);
 }
 
+// The child-process tests' run: 2 simulated ranks x batch 8 over 48 images (3 steps per
+// epoch), 8 epochs, E4M3 + APS; `logging` and `checkpoint` are the flow maps of those sections.
+inline std::string tinyConfigText(const std::string& logging, const std::string& checkpoint) {
+  return "model: {name: resnet20, num_classes: 10, in_channels: 1}\n"
+         "data: {dataset: fashion_mnist, batch_size: 8, workers: 1, train_samples: 48,\n"
+         "       test_samples: 16, augment: true}\n"
+         "optimizer: {name: sgd, lr: 0.05, momentum: 0.9}\n"
+         "schedule: {name: multistep, milestones: [100]}\n"
+         "comm: {backend: sim, world_size: 2}\n"
+         "precision: {format: e4m3, scaling: aps}\n"
+         "epochs: 8\nthreads: 1\nseed: 7\n"
+         "logging: " +
+         logging + "\ncheckpoint: " + checkpoint + "\n";
+}
+
 // True when both states hold the same names, shapes and bits.
 inline bool bitIdentical(const NamedTensors& a, const NamedTensors& b, std::string* firstDifference = nullptr) {
   if (a.size() != b.size()) return false;
