@@ -473,17 +473,22 @@ void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::st
   out[prefix] = e.c_str();
 }
 
-std::map<std::string, std::string> flatYaml(const std::string& text) {
+std::map<std::string, std::string> flatYaml(const std::string& text, const char* what) {
   std::map<std::string, std::string> out;
-  flatten(YAML::Load(text), "", out);
+  try {
+    flatten(YAML::Load(text), "", out);
+  } catch (const YAML::Exception& e) {
+    APS_FAIL("{} is not a YAML config: {}", what, e.what());
+  }
   return out;
 }
 
 }  // namespace
 
 std::vector<std::string> configDifferences(const std::string& checkpointYaml, const std::string& runYaml) {
-  const auto saved = flatYaml(checkpointYaml), now = flatYaml(runYaml);
-  const auto defaults = flatYaml(resumeYaml(parseConfig("{}", "defaults")));
+  const auto saved = flatYaml(checkpointYaml, "the checkpoint's stored config");
+  const auto now = flatYaml(runYaml, "this run's config");
+  const auto defaults = flatYaml(resumeYaml(parseConfig("{}", "defaults")), "the default config");
   std::vector<std::string> out;
   for (const auto& [key, value] : now) {
     const auto it = saved.find(key);
