@@ -1,10 +1,11 @@
 #include "framework/io/Safetensors.h"
 
+#include "framework/io/AtomicFile.h"
+
 #include "framework/core/Error.h"
 
 #include <nlohmann/json.hpp>
 
-#include <unistd.h>
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -118,29 +119,15 @@ void saveSafetensors(const std::string& path, const NamedTensors& tensors,
   text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
   const uint64_t headerBytes = text.size();
 
-  const std::filesystem::path target(path);
-  const std::filesystem::path temp = target.string() + ".tmp." + std::to_string(::getpid());
-  FILE* f = std::fopen(temp.c_str(), "wb");
-  APS_CHECK(f != nullptr, "{}: cannot open '{}' for writing: {}", path, temp.string(), std::strerror(errno));
-  bool ok = std::fwrite(&headerBytes, 8, 1, f) == 1 && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  for (const Tensor& t : contiguous) {
-    if (!ok) break;
-    const BufferView b = t.buffer();
-    ok = b.bytes() == 0 || std::fwrite(b.data, 1, b.bytes(), f) == b.bytes();
-  }
-  ok = ok && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  const int writeErrno = errno;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    std::filesystem::remove(temp);
-    APS_FAIL("{}: writing failed: {}", path, std::strerror(writeErrno));
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, target, ec);
-  if (ec) {
-    std::filesystem::remove(temp);
-    APS_FAIL("{}: cannot rename the temporary file into place: {}", path, ec.message());
-  }
+  writeFileAtomically(path, [&](std::FILE* f) {
+    bool ok = std::fwrite(&headerBytes, 8, 1, f) == 1 && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    for (const Tensor& t : contiguous) {
+      if (!ok) break;
+      const BufferView b = t.buffer();
+      ok = b.bytes() == 0 || std::fwrite(b.data, 1, b.bytes(), f) == b.bytes();
+    }
+    return ok;
+  });
 }
 
 SafetensorsContents loadSafetensors(const std::string& path) {

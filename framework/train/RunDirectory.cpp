@@ -3,13 +3,13 @@
 #include "comm/SmallAllReduce.h"
 #include "framework/core/Error.h"
 #include "framework/core/Logging.h"
+#include "framework/io/AtomicFile.h"
 #include "framework/train/Checkpoint.h"
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <unistd.h>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -58,20 +58,6 @@ void setDefault(std::string& field, YAML::Node node, const std::string& value) {
   node = value;
 }
 
-// Writes `text` to `path` through a temporary file and a rename: a crash leaves the old file.
-void writeTextAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  APS_CHECK(f != nullptr, "cannot write '{}': {}", path, std::strerror(errno));
-  const bool written =
-      std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  const bool closed = std::fclose(f) == 0;
-  if (!written || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    APS_FAIL("cannot write '{}': {}", path, std::strerror(errno));
-  }
-}
-
 }  // namespace
 
 RunDirectory RunDirectory::resolve(TrainConfig& config, comm::Transport& transport, bool create) {
@@ -97,8 +83,9 @@ RunDirectory RunDirectory::resolve(TrainConfig& config, comm::Transport& transpo
 
 void RunDirectory::writeConfigAndOpenLog(const TrainConfig& config) const {
   if (dir.empty()) return;
-  writeTextAtomically((fs::path(dir) / "config.yaml").string(),
-                      fmt::format("# resolved by aps_train from {}\n{}", config.sourceFile, configToYaml(config)));
+  const std::string text = fmt::format("# resolved by aps_train from {}\n{}", config.sourceFile, configToYaml(config));
+  io::writeFileAtomically((fs::path(dir) / "config.yaml").string(),
+                          [&](std::FILE* f) { return std::fwrite(text.data(), 1, text.size(), f) == text.size(); });
   addLogFile((fs::path(dir) / "train.log").string());
   spdlog::info("run directory {}", dir);
 }
