@@ -2,8 +2,23 @@
 
 #include "framework/core/Error.h"
 
-
 namespace aps::comm {
+
+BucketScaling::FormatScaling BucketScaling::FormatScaling::forSpec(const precision::CodecSpec& spec,
+                                                                   precision::ScalingMode mode, int worldSize,
+                                                                   bool errorFeedback) {
+  FormatScaling fs;
+  if (spec.kind != precision::CodecSpec::Kind::Float || spec.format.isFp32()) return fs;
+  fs.format = spec.format;
+  fs.rounding = spec.rounding;
+  fs.errorFeedback = errorFeedback;
+  if (mode == precision::ScalingMode::Fp8Lm) {
+    fs.autoscaler = std::make_shared<precision::Fp8LmScaler>(spec.format, worldSize);
+  } else if (mode != precision::ScalingMode::None) {
+    fs.scaler = std::make_shared<precision::ApsScaler>(spec.format, worldSize, mode);
+  }
+  return fs;
+}
 
 BucketScaling::BucketScaling(std::vector<FormatScaling> perFormat, size_t paramCount, int statsWindow, int localRanks)
     : localRanks_(localRanks),

@@ -3,6 +3,7 @@
 #include "comm/BucketHooks.h"
 #include "comm/GradientReducer.h"
 #include "precision/ApsScaler.h"
+#include "precision/CodecSpec.h"
 #include "precision/FloatFormat.h"
 #include "precision/Fp8LmScaler.h"
 #include "precision/HybridPolicy.h"
@@ -37,6 +38,12 @@ class BucketScaling {
     std::optional<precision::FloatFormat> format;        // set: measure quantisation statistics
     precision::RoundingMode rounding = precision::RoundingMode::NearestEven;
     bool errorFeedback = false;  // needs `format`
+
+    // The hooks for buckets of one wire format: none for fp32 and for codecs that carry their
+    // own scales (block-scaled, Dettmers'); otherwise statistics, error feedback when asked, and
+    // APS (or global) or FP8-LM scaling per `mode` (with a new Fp8LmScaler).
+    static FormatScaling forSpec(const precision::CodecSpec& spec, precision::ScalingMode mode, int worldSize,
+                                 bool errorFeedback);
   };
 
   // perFormat[f]: what to do for buckets of wire-format id f; paramCount: parameters in all;

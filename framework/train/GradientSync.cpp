@@ -170,21 +170,15 @@ void GradientSync::buildReducer(uint64_t step) {
 comm::BucketScaling::FormatScaling GradientSync::scalingOf(size_t f) {
   const auto& p = config_.precision;
   const auto& spec = specs_[f];
-  comm::BucketScaling::FormatScaling fs;
-  if (spec.kind != precision::CodecSpec::Kind::Float || spec.format.isFp32()) return fs;  // block scales: the codec's
-  fs.format = spec.format;
-  fs.rounding = spec.rounding;
-  fs.errorFeedback = p.errorFeedback;
-  const auto mode = precision::parseScalingMode(p.scaling);  // the config's "autoscale" is fp8lm
-  if (mode == precision::ScalingMode::Fp8Lm) {
+  // The config's "autoscale" is fp8lm; block scales are the codec's.
+  auto fs = comm::BucketScaling::FormatScaling::forSpec(spec, precision::parseScalingMode(p.scaling), ranks_.world,
+                                                        p.errorFeedback);
+  if (fs.autoscaler) {  // one mu per wire format, kept when hybrid precision rebuilds the reducer
     auto& scaler = autoscalers_[codecNames_[f]];
-    if (!scaler) scaler = std::make_shared<precision::Fp8LmScaler>(spec.format, ranks_.world);
+    if (!scaler) scaler = fs.autoscaler;
     fs.autoscaler = scaler;
-    return fs;
   }
-  if (mode == precision::ScalingMode::None) return fs;
-  fs.scaler = std::make_shared<precision::ApsScaler>(spec.format, ranks_.world, mode);
-  if (!scaling_ && fs.scaler->usableBinades() < 1.0) {
+  if (fs.scaler && !scaling_ && fs.scaler->usableBinades() < 1.0) {
     spdlog::warn(
         "precision: {} with {} scaling at {} ranks: the headroom for {} summands keeps every scaled gradient at or "
         "below {:g} while the format's smallest positive value is {:g}, so (nearly) every gradient value will be "

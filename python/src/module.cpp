@@ -10,7 +10,6 @@
 #include "precision/BlockScaledCodec.h"
 #include "precision/CodecSpec.h"
 #include "precision/FloatFormat.h"
-#include "precision/Fp8LmScaler.h"
 #include "precision/Quantizer.h"
 #include "precision/RoundingMode.h"
 
@@ -40,7 +39,8 @@ FloatFormat toFormat(const py::object& spec) {
     std::map<std::string, std::string> fields;
     for (const auto& [key, value] : spec.cast<py::dict>()) {
       const py::object v = py::reinterpret_borrow<py::object>(value);
-      fields[py::str(key)] = py::isinstance<py::bool_>(v) ? (v.cast<bool>() ? "true" : "false") : std::string(py::str(v));
+      fields[py::str(key)] =
+          py::isinstance<py::bool_>(v) ? (v.cast<bool>() ? "true" : "false") : std::string(py::str(v));
     }
     return FloatFormat::fromMap(fields);
   }
@@ -81,8 +81,8 @@ FloatArray decode(const py::bytes& data, const std::string& codec, int64_t n) {
   const auto c = precision::makeCodec(codec);
   APS_CHECK(n >= 0, "aps.decode: n = {} is negative", n);
   const std::string_view bytes = data;
-  APS_CHECK(bytes.size() == c->encodedBytes(n), "aps.decode: {} values of '{}' take {} bytes, got {} bytes", n, c->name(),
-            c->encodedBytes(n), bytes.size());
+  APS_CHECK(bytes.size() == c->encodedBytes(n), "aps.decode: {} values of '{}' take {} bytes, got {} bytes", n,
+            c->name(), c->encodedBytes(n), bytes.size());
   FloatArray out(n);
   c->decode(reinterpret_cast<const uint8_t*>(bytes.data()), n, out.mutable_data());
   return out;
@@ -152,23 +152,13 @@ class BucketReducer {
     comm::AllReduceOptions reduce;
     reduce.kind = comm::parseAllReduceKind(algorithm);
     algorithm_ = comm::makeAllReduce(reduce, precision::makeCodec(spec));
-    comm::BucketScaling::FormatScaling fs;
     const bool lowPrecision = spec.kind == precision::CodecSpec::Kind::Float && !spec.format.isFp32();
     const bool hooks = errorFeedback || (mode != precision::ScalingMode::None && mode != precision::ScalingMode::Block);
     APS_CHECK(lowPrecision || !hooks,
               "aps comm hook: scaling = '{}' and error_feedback apply to float formats below fp32 without block "
               "scales, not '{}'",
               scaling, codec);
-    if (lowPrecision) {
-      fs.format = spec.format;
-      fs.rounding = spec.rounding;
-      fs.errorFeedback = errorFeedback;
-      if (mode == precision::ScalingMode::Fp8Lm) {
-        fs.autoscaler = std::make_shared<precision::Fp8LmScaler>(spec.format, transport_->worldSize());
-      } else if (mode != precision::ScalingMode::None) {
-        fs.scaler = std::make_shared<precision::ApsScaler>(spec.format, transport_->worldSize(), mode);
-      }
-    }
+    const auto fs = comm::BucketScaling::FormatScaling::forSpec(spec, mode, transport_->worldSize(), errorFeedback);
     scaling_ = std::make_unique<comm::BucketScaling>(std::vector<comm::BucketScaling::FormatScaling>{fs},
                                                      static_cast<size_t>(maxParameters), 1);
     options_.average = true;
@@ -180,8 +170,8 @@ class BucketReducer {
   // and returns the bytes this rank sent and whether some rank's gradient was not finite.
   py::dict reduce(py::array_t<float, py::array::c_style> flat, const std::vector<int>& params,
                   const std::vector<int64_t>& offsets, int bucket, uint64_t step) {
-    APS_CHECK(params.size() == offsets.size() && !params.empty(),
-              "aps comm hook: {} parameter ids for {} offsets", params.size(), offsets.size());
+    APS_CHECK(params.size() == offsets.size() && !params.empty(), "aps comm hook: {} parameter ids for {} offsets",
+              params.size(), offsets.size());
     for (int p : params) {
       APS_CHECK(p >= 0 && p < maxParameters_,
                 "aps comm hook: parameter id {} is outside [0, max_parameters = {}); raise max_parameters", p,
@@ -189,8 +179,8 @@ class BucketReducer {
     }
     comm::BucketLayout::Bucket layout{params, offsets, static_cast<int64_t>(flat.size()), 0};
     float* data = flat.mutable_data();
-    const comm::SyncStats sync = comm::reduceBucket(*algorithm_, {bucket, &layout, transport_.get(), {&data, 1}, step},
-                                                    options_);
+    const comm::SyncStats sync =
+        comm::reduceBucket(*algorithm_, {bucket, &layout, transport_.get(), {&data, 1}, step}, options_);
     py::dict out;
     out["bytes_sent"] = sync.bytesSent.empty() ? 0 : sync.bytesSent[0];
     out["non_finite"] = sync.nonFinite;
@@ -250,8 +240,8 @@ PYBIND11_MODULE(_aps, m) {
       .def("__repr__", [](const FloatFormat& f) { return "aps.Format(" + f.describe() + ")"; })
       .def("__eq__", [](const FloatFormat& a, const FloatFormat& b) { return a == b; });
 
-  m.def("quantize", &quantize, py::arg("x"), py::arg("format"), py::arg("rounding") = "nearest",
-        py::arg("seed") = 0, py::arg("stream") = 0,
+  m.def("quantize", &quantize, py::arg("x"), py::arg("format"), py::arg("rounding") = "nearest", py::arg("seed") = 0,
+        py::arg("stream") = 0,
         "x rounded to the format (float32, same shape). Stochastic rounding gives element i (flat "
         "index) the draw randomBits32(seed, stream, i), as aps_formats quantize --seed does with stream 0.");
   m.def("block_quantize", &blockQuantize, py::arg("x"), py::arg("format"), py::arg("block_size") = 32,
@@ -261,8 +251,9 @@ PYBIND11_MODULE(_aps, m) {
   m.def("encode", &encode, py::arg("x"), py::arg("codec"), py::arg("seed") = 0, py::arg("stream") = 0,
         "The wire bytes of x under a codec spec ('e4m3', 'e5m2:stochastic', 'dettmers_dynamic/block256', ...)");
   m.def("decode", &decode, py::arg("data"), py::arg("codec"), py::arg("n"), "n float32 values back from wire bytes");
-  m.def("encoded_bytes", [](const std::string& codec, int64_t n) { return precision::makeCodec(codec)->encodedBytes(n); },
-        py::arg("codec"), py::arg("n"));
+  m.def(
+      "encoded_bytes", [](const std::string& codec, int64_t n) { return precision::makeCodec(codec)->encodedBytes(n); },
+      py::arg("codec"), py::arg("n"));
   m.def("aps_shifts", &apsShifts, py::arg("layers"), py::arg("format"), py::arg("world_size") = 1,
         py::arg("mode") = "aps",
         "APS power-of-two shift per layer (multiply by 2**shift before quantizing) for one process's layers");
@@ -281,7 +272,7 @@ PYBIND11_MODULE(_aps, m) {
   });
 
   py::class_<PyTransport, std::shared_ptr<PyTransport>>(m, "Transport",
-                                                       "A world of ranks whose exchange rounds Python delivers")
+                                                        "A world of ranks whose exchange rounds Python delivers")
       .def(py::init<int, int, py::object>(), py::arg("rank"), py::arg("world_size"), py::arg("exchange"))
       .def_property_readonly("world_size", &PyTransport::worldSize)
       .def_property_readonly("rank", &PyTransport::firstLocalRank);
@@ -289,10 +280,10 @@ PYBIND11_MODULE(_aps, m) {
   py::class_<BucketReducer>(m, "BucketReducer", "aps's reduction of one flat gradient bucket over a Transport")
       .def(py::init<std::shared_ptr<PyTransport>, const std::string&, const std::string&, const std::string&, bool,
                     uint64_t, int, int64_t>(),
-           py::arg("transport"), py::arg("codec"), py::arg("scaling"), py::arg("algorithm"),
-           py::arg("error_feedback"), py::arg("seed"), py::arg("max_parameters"), py::arg("block_size") = 32)
-      .def("reduce", &BucketReducer::reduce, py::arg("flat"), py::arg("params"), py::arg("offsets"),
-           py::arg("bucket"), py::arg("step"))
+           py::arg("transport"), py::arg("codec"), py::arg("scaling"), py::arg("algorithm"), py::arg("error_feedback"),
+           py::arg("seed"), py::arg("max_parameters"), py::arg("block_size") = 32)
+      .def("reduce", &BucketReducer::reduce, py::arg("flat"), py::arg("params"), py::arg("offsets"), py::arg("bucket"),
+           py::arg("step"))
       .def("finish_step", &BucketReducer::finishStep)
       .def("last_shift", &BucketReducer::lastShift, py::arg("param"))
       .def("statistics", &BucketReducer::statistics, py::arg("param"));
