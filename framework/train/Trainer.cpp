@@ -295,20 +295,27 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<comm::Communicator> communi
 
 Trainer::~Trainer() = default;
 
+// What run() and dryRun() share: the run directory (a dry run only names it and writes
+// nothing), the checkpoint to resume (restored: a dry run reads and checks everything on a
+// throwaway copy of the state), data, optimizer, wire precision, and the output folders' checks.
+// Returns the checkpoint resumed ("" for a fresh start).
+std::string Trainer::State::prepare(const std::string& resumeArgument, bool dryRun) {
+  checkAutoResume(resumeArgument);
+  const RunDirectory runDir = RunDirectory::resolve(config, *transport, !dryRun);
+  if (dryRun && !runDir.dir.empty()) spdlog::info("dry run: the run directory would be {}", runDir.dir);
+  if (!dryRun && isRoot()) runDir.writeConfigAndOpenLog(config);
+  const std::string resumeFrom = resolveResume(resumeArgument);
+  setupData();
+  setupOptimizer();
+  setupPrecisionAndComm();
+  claimCheckpointDir(config, !resumeFrom.empty(), !dryRun, isRoot());
+  if (isRoot()) checkOutputsWritable(config, !dryRun);
+  if (!resumeFrom.empty()) restore(resumeFrom);
+  return resumeFrom;
+}
+
 void Trainer::dryRun(const std::string& resumeArgument) {
-  s_->checkAutoResume(resumeArgument);
-  const RunDirectory runDir = RunDirectory::resolve(s_->config, *s_->transport, false);
-  if (!runDir.dir.empty()) spdlog::info("dry run: the run directory would be {}", runDir.dir);
-  const std::string resumeFrom = s_->resolveResume(resumeArgument);
-  s_->setupData();
-  s_->setupOptimizer();
-  s_->setupPrecisionAndComm();
-  claimCheckpointDir(s_->config, !resumeFrom.empty(), false, s_->isRoot());
-  if (s_->isRoot()) checkOutputsWritable(s_->config, false);
-  if (!resumeFrom.empty()) {
-    // Everything a resume reads and checks, on a throwaway copy of the state.
-    s_->restore(resumeFrom);
-  }
+  s_->prepare(resumeArgument, true);
   spdlog::info("dry run: model {} ({} parameter tensors), {} training samples, {} steps per epoch, {} ranks",
                s_->config.model.name, s_->params.size(), s_->trainSet->size(), s_->stepsPerEpoch, s_->world);
 }
@@ -317,16 +324,7 @@ NamedTensors Trainer::modelState() const { return s_->model->stateDict(); }
 
 TrainSummary Trainer::run(const std::string& resumeArgument) {
   State& s = *s_;
-  s.checkAutoResume(resumeArgument);
-  const RunDirectory runDir = RunDirectory::resolve(s.config, *s.transport, true);
-  if (s.isRoot()) runDir.writeConfigAndOpenLog(s.config);
-  const std::string resumeFrom = s.resolveResume(resumeArgument);
-  s.setupData();
-  s.setupOptimizer();
-  s.setupPrecisionAndComm();
-  claimCheckpointDir(s.config, !resumeFrom.empty(), true, s.isRoot());
-  if (s.isRoot()) checkOutputsWritable(s.config);
-  if (!resumeFrom.empty()) s.restore(resumeFrom);
+  const std::string resumeFrom = s.prepare(resumeArgument, false);
   s.log->openMetrics(s.config.logging.metricsFile, !resumeFrom.empty());
   s.log->write({{"type", "formats"}, {"step", s.globalStep}, {"layers", s.sync->formatsRecord()}});
   spdlog::info("training {} on {} ({} ranks x batch {}, {} steps per epoch, {} steps)", s.config.model.name,

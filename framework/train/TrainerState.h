@@ -72,6 +72,7 @@ struct Trainer::State {
   RunIdentity identity() const;
   void restore(const std::string& path);
   void save();
+  std::string prepare(const std::string& resumeArgument, bool dryRun);
   void checkAutoResume(const std::string& resumeArgument) const;
   std::string resolveResume(const std::string& resumeFrom);
   bool trainAndCheckpointEpoch();
