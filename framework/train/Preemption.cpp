@@ -2,7 +2,6 @@
 
 #include "comm/SmallAllReduce.h"
 
-#include <atomic>
 #include <vector>
 
 namespace aps::train {

@@ -48,12 +48,17 @@ FloatFormat toFormat(const py::object& spec) {
                        std::string(py::str(py::type::of(spec))));
 }
 
+// A new float32 array of x's shape.
+FloatArray likeShape(const FloatArray& x) {
+  return FloatArray(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+}
+
 precision::EncodeContext context(uint64_t seed, uint64_t stream, int64_t offset) { return {seed, stream, offset}; }
 
 FloatArray quantize(const FloatArray& x, const py::object& format, const std::string& rounding, uint64_t seed,
                     uint64_t stream) {
   const precision::Quantizer q(toFormat(format));
-  FloatArray out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  FloatArray out = likeShape(x);
   q.quantize(x.data(), out.mutable_data(), x.size(), precision::parseRoundingMode(rounding), context(seed, stream, 0));
   return out;
 }
@@ -65,7 +70,7 @@ FloatArray blockQuantize(const FloatArray& x, const py::object& format, int64_t 
   const precision::BlockScaledCodec codec(toFormat(format), precision::parseRoundingMode(rounding), blockSize);
   std::vector<uint8_t> wire(codec.encodedBytes(x.size()));
   codec.encode(x.data(), x.size(), wire.data(), context(seed, stream, 0));
-  FloatArray out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  FloatArray out = likeShape(x);
   codec.decode(wire.data(), x.size(), out.mutable_data());
   return out;
 }
@@ -260,7 +265,7 @@ PYBIND11_MODULE(_aps, m) {
   m.def(
       "scale_by_power_of_two",
       [](const FloatArray& x, int shift) {
-        FloatArray out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+        FloatArray out = likeShape(x);
         precision::scaleByPowerOfTwo(x.data(), out.mutable_data(), x.size(), shift);
         return out;
       },
