@@ -38,8 +38,10 @@ struct VocColourTable {
 };
 
 // Images larger than this are refused before decoding: a few header bytes can otherwise make
-// the decoder allocate gigabytes (found by fuzzing). 2^28 pixels is 16384 x 16384.
-constexpr uint64_t kMaxPixels = uint64_t{1} << 28;
+// the decoder allocate gigabytes (found by fuzzing). 2^26 pixels is 8192 x 8192, 32 times a
+// Cityscapes frame; decoding one (16-bit PNG or progressive JPEG, then the RGB copy) peaks
+// below 1 GiB, where 2^28 pixels peaked near the fuzzers' 2 GiB limit.
+constexpr uint64_t kMaxPixels = uint64_t{1} << 26;
 
 uint32_t bigEndian(const uint8_t* p, int bytes) {
   uint32_t v = 0;
@@ -48,7 +50,9 @@ uint32_t bigEndian(const uint8_t* p, int bytes) {
 }
 
 // Width and height from a PNG's IHDR chunk (ISO/IEC 15948, 11.2.2) or a JPEG's first SOFn
-// frame header (ITU-T T.81, B.2.2); false when the header does not say.
+// frame header (ITU-T T.81, B.2.2); false when the header does not say. Bytes between JPEG
+// segments that are not a marker are skipped, as libjpeg skips them (with a warning), so that
+// such bytes cannot hide the frame header from this check but not from the decoder.
 bool headerSize(const std::vector<uint8_t>& bytes, bool png, uint64_t& width, uint64_t& height) {
   const size_t n = bytes.size();
   if (png) {
@@ -58,7 +62,10 @@ bool headerSize(const std::vector<uint8_t>& bytes, bool png, uint64_t& width, ui
     return true;
   }
   for (size_t at = 2; at + 4 <= n;) {
-    if (bytes[at] != 0xFF) return false;
+    if (bytes[at] != 0xFF) {
+      ++at;
+      continue;
+    }
     const uint8_t marker = bytes[at + 1];
     if (marker == 0xFF) {  // fill byte
       ++at;
@@ -104,10 +111,12 @@ cv::Mat decodeCompleteFile(const std::string& path, int flags, const char* what)
     APS_CHECK(tailHas({'I', 'E', 'N', 'D'}), "{}: truncated PNG file (no IEND chunk)", path);
   }
   uint64_t width = 0, height = 0;
-  if (headerSize(bytes, png, width, height)) {
-    APS_CHECK(width * height <= kMaxPixels, "{}: image size {}x{} exceeds the {}-pixel limit", path, width, height,
-              kMaxPixels);
-  }
+  // A JPEG without a frame header cannot be decoded either; refusing it here keeps the size
+  // check from being bypassed.
+  APS_CHECK(headerSize(bytes, png, width, height), "cannot decode {} {}: no {} header", what, path,
+            png ? "IHDR" : "frame (SOFn)");
+  APS_CHECK(width * height <= kMaxPixels, "{}: image size {}x{} exceeds the {}-pixel limit", path, width, height,
+            kMaxPixels);
   const cv::Mat raw(1, static_cast<int>(n), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
   cv::Mat decoded;
   try {

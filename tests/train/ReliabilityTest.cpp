@@ -390,13 +390,16 @@ TEST(UnreadableData, FolderOrTruncatedFileInPlaceOfDataIsNamed) {
 }
 
 // Found by fuzzing (tests/fuzz/corpus/image/regression-*): 178 bytes that OpenCV's DICOM
-// reader turned into a multi-gigabyte allocation, and a PNG header promising 10^10 pixels.
-// Both are refused before decoding, naming the file.
+// reader turned into a multi-gigabyte allocation, a PNG header promising 10^10 pixels, one
+// promising 16384 x 16384 16-bit pixels (under the first limit, but 1.5 GiB to decode), and a
+// JPEG whose 40000 x 40000 frame header hides behind bytes libjpeg skips. All are refused
+// before decoding, naming the file.
 TEST(UnreadableData, ImagesOtherThanJpegOrPngOrTooLargeAreRefused) {
   const fs::path corpus = fs::path(APS_SOURCE_DIR) / "tests" / "fuzz" / "corpus" / "image";
   const fs::path dir = fs::temp_directory_path() / ("aps-badimage-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  for (const char* name : {"regression-dicom-oom", "regression-png-huge-header"}) {
+  for (const char* name : {"regression-dicom-oom", "regression-png-huge-header", "regression-png-16k-header",
+                           "regression-jpeg-junk-before-frame"}) {
     std::ifstream in(corpus / name, std::ios::binary);
     const std::string bytes((std::istreambuf_iterator<char>(in)), {});
     ASSERT_FALSE(bytes.empty()) << name;
@@ -411,6 +414,12 @@ TEST(UnreadableData, ImagesOtherThanJpegOrPngOrTooLargeAreRefused) {
   const std::string huge = (dir / "regression-png-huge-header").string();
   data::Image image;
   EXPECT_NE(errorOf([&] { data::decodeImageFile(huge, image); }).find(huge + ": image size 100000x100000 exceeds"),
+            std::string::npos);
+  const std::string png16k = (dir / "regression-png-16k-header").string();
+  EXPECT_NE(errorOf([&] { data::decodeImageFile(png16k, image); }).find(png16k + ": image size 16384x16384 exceeds"),
+            std::string::npos);
+  const std::string jpeg = (dir / "regression-jpeg-junk-before-frame").string();
+  EXPECT_NE(errorOf([&] { data::decodeImageFile(jpeg, image); }).find(jpeg + ": image size 40000x40000 exceeds"),
             std::string::npos);
   fs::remove_all(dir);
 }
