@@ -5,6 +5,8 @@
 #include "precision/HybridPolicy.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 namespace aps::comm {
 
@@ -129,24 +131,42 @@ void Fp8LmHook::beforeReduce(const BucketContext& context, ParamScales& scales) 
   const BucketLayout::Bucket& bucket = *context.layout;
   const auto* scalerPtr = forFormat(perFormat_, bucket);
   if (scalerPtr == nullptr || !*scalerPtr) return;
-  precision::Fp8LmScaler& scaler = **scalerPtr;
+  const precision::Fp8LmScaler& scaler = **scalerPtr;
   const std::span<float* const> data = context.data;
-  // All ranks use the smallest mu (FP8-LM); mu is the same everywhere unless a rank resumed
-  // differently, so this tiny agreement is a guard that costs one value per bucket.
-  const auto reduceMax = [&](float* values, int64_t n) {
-    std::vector<std::vector<float>> perLocal(data.size(), std::vector<float>(values, values + n));
-    std::vector<float*> pointers;
-    for (auto& v : perLocal) pointers.push_back(v.data());
-    smallAllReduce(*context.transport, pointers, n, ReduceOp::Max);
-    std::copy(perLocal[0].begin(), perLocal[0].end(), values);
-  };
-  const float scale = scaler.sharedScale(reduceMax);
-  std::vector<float> saturated(data.size(), 0.0f);
+  const size_t layers = bucket.params.size();
+  // One MAX agreement per bucket: -mu (all ranks use the smallest mu; it is the same
+  // everywhere unless a rank resumed differently) and, per tensor, the absolute maximum over
+  // all ranks (NaN counts as infinity, which a MAX would otherwise drop).
+  const size_t agreed = scaler.perTensor() ? 1 + layers : 1;
+  std::vector<std::vector<float>> perLocal(data.size(), std::vector<float>(agreed, 0.0f));
+  std::vector<float*> pointers;
   for (size_t i = 0; i < data.size(); ++i) {
-    for (int64_t j = 0; j < bucket.count; ++j) data[i][j] *= scale;
-    saturated[i] = static_cast<float>(scaler.countSaturated(data[i], bucket.count));
+    perLocal[i][0] = -static_cast<float>(scaler.state().mu);
+    for (size_t k = 0; k + 1 < agreed; ++k) {
+      const auto layer = layerOf(context, i, k);
+      float amax = 0.0f;
+      for (int64_t j = 0; j < layer.size; ++j) {
+        const float a = std::fabs(layer.data[j]);
+        amax = std::isnan(a) ? std::numeric_limits<float>::infinity() : std::max(amax, a);
+      }
+      perLocal[i][1 + k] = amax;
+    }
+    pointers.push_back(perLocal[i].data());
   }
-  for (size_t k = 0; k < bucket.params.size(); ++k) scales.setFactor(paramOf(bucket, k), scale);
+  smallAllReduce(*context.transport, pointers, static_cast<int64_t>(agreed), ReduceOp::Max);
+  const std::vector<float>& max = perLocal[0];
+  const double mu = -static_cast<double>(max[0]);
+  for (size_t k = 0; k < layers; ++k) {
+    const float factor = scaler.factor(mu, agreed > 1 ? max[1 + k] : 0.0f);
+    scales.setFactor(paramOf(bucket, k), factor);
+    for (float* d : data) {
+      const std::span<float> layer(d + bucket.offsets[k], static_cast<size_t>(layerSize(bucket, k)));
+      for (float& v : layer) v *= factor;
+    }
+  }
+  std::vector<float> saturated(data.size(), 0.0f);
+  for (size_t i = 0; i < data.size(); ++i)
+    saturated[i] = static_cast<float>(scaler.countSaturated(data[i], bucket.count));
   std::lock_guard<std::mutex> lock(mutex_);
   const auto f = static_cast<size_t>(bucket.format);
   for (size_t i = 0; i < data.size(); ++i) saturated_[f][i] += saturated[i];
@@ -156,12 +176,15 @@ void Fp8LmHook::beforeReduce(const BucketContext& context, ParamScales& scales) 
 void Fp8LmHook::afterReduce(const BucketContext& context, ParamScales& scales) {
   const BucketLayout::Bucket& bucket = *context.layout;
   const auto* scalerPtr = forFormat(perFormat_, bucket);
-  if (scalerPtr == nullptr || !*scalerPtr || bucket.params.empty()) return;
-  const float scale = scales.factor(paramOf(bucket, 0));
+  if (scalerPtr == nullptr || !*scalerPtr) return;
   // The reduced sum is the same on every rank: its saturated values count once.
   const int64_t saturated = (*scalerPtr)->countSaturated(context.data[0], bucket.count);
-  for (float* d : context.data) {
-    for (int64_t j = 0; j < bucket.count; ++j) d[j] /= scale;
+  for (size_t k = 0; k < bucket.params.size(); ++k) {
+    const float factor = scales.factor(paramOf(bucket, k));
+    for (float* d : context.data) {
+      const std::span<float> layer(d + bucket.offsets[k], static_cast<size_t>(layerSize(bucket, k)));
+      for (float& v : layer) v /= factor;
+    }
   }
   std::lock_guard<std::mutex> lock(mutex_);
   reducedSaturated_[static_cast<size_t>(bucket.format)] += saturated;

@@ -6,14 +6,16 @@ namespace aps::comm {
 
 BucketScaling::FormatScaling BucketScaling::FormatScaling::forSpec(const precision::CodecSpec& spec,
                                                                    precision::ScalingMode mode, int worldSize,
-                                                                   bool errorFeedback) {
+                                                                   bool errorFeedback, bool perTensor) {
   FormatScaling fs;
   if (spec.kind != precision::CodecSpec::Kind::Float || spec.format.isFp32()) return fs;
   fs.format = spec.format;
   fs.rounding = spec.rounding;
   fs.errorFeedback = errorFeedback;
   if (mode == precision::ScalingMode::Fp8Lm) {
-    fs.autoscaler = std::make_shared<precision::Fp8LmScaler>(spec.format, worldSize);
+    precision::Fp8LmScaler::Options options;
+    options.perTensor = perTensor;
+    fs.autoscaler = std::make_shared<precision::Fp8LmScaler>(spec.format, worldSize, options);
   } else if (mode != precision::ScalingMode::None) {
     fs.scaler = std::make_shared<precision::ApsScaler>(spec.format, worldSize, mode);
   }

@@ -41,9 +41,10 @@ class BucketScaling {
 
     // The hooks for buckets of one wire format: none for fp32 and for codecs that carry their
     // own scales (block-scaled, Dettmers'); otherwise statistics, error feedback when asked, and
-    // APS (or global) or FP8-LM scaling per `mode` (with a new Fp8LmScaler).
+    // APS (or global) or FP8-LM scaling per `mode` (with a new Fp8LmScaler; `perTensor`: its
+    // per-tensor amax scale and 1/sqrt(N) pre-scale, as published, or mu alone).
     static FormatScaling forSpec(const precision::CodecSpec& spec, precision::ScalingMode mode, int worldSize,
-                                 bool errorFeedback);
+                                 bool errorFeedback, bool perTensor = true);
   };
 
   // perFormat[f]: what to do for buckets of wire-format id f; paramCount: parameters in all;

@@ -20,10 +20,18 @@ Fp8LmScaler::Fp8LmScaler(const FloatFormat& format, int worldSize, Options optio
   state_.mu = options.initialScale;
 }
 
-float Fp8LmScaler::sharedScale(const MaxReduce& reduceMax) const {
-  float negMu = -static_cast<float>(state_.mu);
-  if (reduceMax) reduceMax(&negMu, 1);
-  return -negMu;
+float Fp8LmScaler::factor(double mu, float amax) const {
+  double f = mu;
+  if (options_.perTensor) {
+    if (amax > 0 && std::isfinite(amax)) {
+      // floor(log2(q)) exactly: a quotient of two floats is never within 2^-53 of a power of
+      // two without being one, so the rounded double quotient has the same binade.
+      const double q = static_cast<double>(format_.maxValue()) / static_cast<double>(amax);
+      f = std::ldexp(f, std::clamp(std::ilogb(q), -200, 200));
+    }
+    f /= std::sqrt(static_cast<double>(worldSize_));
+  }
+  return static_cast<float>(std::clamp(f, 0x1p-126, 0x1p127));
 }
 
 int64_t Fp8LmScaler::countSaturated(const float* scaled, int64_t n) const {

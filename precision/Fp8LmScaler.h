@@ -2,7 +2,6 @@
 
 #include "framework/tensor/NamedTensor.h"
 
-#include "precision/ApsScaler.h"
 #include "precision/FloatFormat.h"
 
 #include <cstdint>
@@ -11,11 +10,17 @@
 namespace aps::precision {
 
 // FP8-LM's automatic scaling for FP8 gradient all-reduce (Peng et al., arXiv 2310.18313;
-// docs/ALGORITHMS.md, FP8-LM automatic scaling): every rank multiplies its gradient by the shared scale mu (the
-// minimum of the ranks' mu), so the N-way sum carries the factor N * mu, which the
-// receiver divides out to get the average. After each step: if more than 0.001% of the
-// scaled values hit the format's max, mu halves for the next step; otherwise it grows by
-// 2^(1/growthSteps) (2x over 1000 steps).
+// docs/ALGORITHMS.md, FP8-LM automatic scaling). Each tensor (parameter) of every rank is
+// multiplied by one factor, the same on every rank:
+//   factor = mu * 2^floor(log2(max / amax)) / sqrt(N)
+// where amax is the tensor's absolute maximum over all ranks (a MAX reduction), max the
+// format's largest finite value and N the number of ranks: the per-tensor scale maps the
+// largest value onto the format's max, the 1/sqrt(N) pre-scale leaves room for the sum to grow
+// (MS-AMP's FP8 data-parallel code), and mu, shared by all tensors and ranks (the minimum over
+// ranks), corrects both from experience: after each step, if more than 0.001% of the scaled
+// values (inputs and reduced sums) hit the format's max, mu halves for the next step;
+// otherwise it grows by 2^(1/growthSteps) (2x over 1000 steps). With perTensor false the
+// factor is mu alone, on raw gradients. The receiver divides each tensor's sum by its factor.
 class Fp8LmScaler {
  public:
   struct Options {
@@ -24,6 +29,8 @@ class Fp8LmScaler {
     int growthSteps = 1000;             // steps over which mu doubles when nothing saturates
     double minScale = 0x1p-100;
     double maxScale = 0x1p100;
+    // The per-tensor amax scale and the 1/sqrt(N) pre-scale (FP8-LM as published); false: mu alone.
+    bool perTensor = true;
   };
   // Everything needed to resume bit for bit.
   struct State {
@@ -35,10 +42,13 @@ class Fp8LmScaler {
   Fp8LmScaler(const FloatFormat& format, int worldSize, Options options);
   explicit Fp8LmScaler(const FloatFormat& format, int worldSize = 1) : Fp8LmScaler(format, worldSize, Options{}) {}
 
-  // The scale all ranks use this step: min over ranks of mu (a MAX reduction of -mu).
-  float sharedScale(const MaxReduce& reduceMax) const;
-  // 1 / (N * scale): turns the sum of N scaled gradients into their average.
-  float averageFactor(float scale) const { return 1.0f / (static_cast<float>(worldSize_) * scale); }
+  bool perTensor() const { return options_.perTensor; }
+  // The factor of a tensor whose absolute maximum over all ranks is `amax`, given the shared mu
+  // (the minimum of the ranks' mu): mu * 2^floor(log2(max / amax)) / sqrt(N), or mu alone
+  // without perTensor. An amax of zero or not finite takes the per-tensor scale 1 (the result
+  // is zero or the step is skipped, whatever the scale). The factor is clamped to float's
+  // normal range.
+  float factor(double mu, float amax) const;
   // Values of scaled[0, n) whose magnitude reached the format's max (or is not finite).
   int64_t countSaturated(const float* scaled, int64_t n) const;
   // Updates mu from this step's counts (summed over the layers, and ranks if available).

@@ -42,7 +42,8 @@ struct TrainConfig {
     YAML::Node format;
     std::vector<HybridRule> hybrid;
     bool hybridAuto = false, errorFeedback = false, kahan = false;
-    bool preDivide = false;  // divide gradients by the world size before quantising (the APS artifact)
+    bool preDivide = false;          // divide gradients by the world size before quantising (the APS artifact)
+    bool autoscalePerTensor = true;  // autoscale: FP8-LM's per-tensor amax scale and 1/sqrt(N), not mu alone
     double hybridUnderflow = 0, hybridSaturation = 0;  // hybrid_auto's thresholds
     std::string lossScaling;                           // 16-bit compute: dynamic, static, none
     double lossScale = 0;                              // its initial (or fixed) scale

@@ -140,7 +140,7 @@ std::vector<ConfigKey> precisionKeys() {
       {"precision.rounding", K::Enum, "nearest", 0, 0, {"nearest", "stochastic", "toward_zero"},
        "rounding to the wire format", APS_FIELD(precision.rounding)},
       {"precision.scaling", K::Enum, "none", 0, 0, {"none", "aps", "global", "autoscale", "fp8lm", "block"},
-       "gradient scaling before quantisation (autoscale = fp8lm: FP8-LM's mu; block: a power-of-two scale per "
+       "gradient scaling before quantisation (autoscale = fp8lm: FP8-LM's per-tensor scale and mu; block: a power-of-two scale per "
        "block_size values of each sender, an E8M0 byte on the wire)",
        APS_FIELD(precision.scaling)},
       {"precision.block_size", K::Int, "32", 0, 1e9, {},
@@ -163,6 +163,10 @@ std::vector<ConfigKey> precisionKeys() {
        "divide each rank's gradient by the world size before scaling and quantising (the APS artifact) instead of "
        "the sum after",
        APS_FIELD(precision.preDivide)},
+      {"precision.autoscale_per_tensor", K::Bool, "true", 0, 0, {},
+       "scaling: autoscale: scale each tensor by 2^floor(log2(max / amax)) / sqrt(N) (amax over all ranks) under mu, "
+       "as FP8-LM and MS-AMP do; false: mu alone on raw gradients",
+       APS_FIELD(precision.autoscalePerTensor)},
       {"precision.nonfinite", K::Enum, "skip", 0, 0, {"skip", "stop"},
        "on NaN/inf gradients: skip the step (and lower the loss scale) or stop", APS_FIELD(precision.nonfinite)},
       {"precision.stats_window", K::Int, "50", 1, 1e9, {},

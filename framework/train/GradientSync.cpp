@@ -172,7 +172,7 @@ comm::BucketScaling::FormatScaling GradientSync::scalingOf(size_t f) {
   const auto& spec = specs_[f];
   // The config's "autoscale" is fp8lm; block scales are the codec's.
   auto fs = comm::BucketScaling::FormatScaling::forSpec(spec, precision::parseScalingMode(p.scaling), ranks_.world,
-                                                        p.errorFeedback);
+                                                        p.errorFeedback, p.autoscalePerTensor);
   if (fs.autoscaler) {  // one mu per wire format, kept when hybrid precision rebuilds the reducer
     auto& scaler = autoscalers_[codecNames_[f]];
     if (!scaler) scaler = fs.autoscaler;

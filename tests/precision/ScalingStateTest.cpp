@@ -28,15 +28,31 @@ TEST(Fp8LmScaler, HalvesOnSaturationAndDoublesOver1000QuietSteps) {
   for (int i = 1; i < 1000; ++i) scaler.update(0, 1000000);
   EXPECT_NEAR(scaler.state().mu, 1.0, 1e-9);
   EXPECT_EQ(scaler.state().step, 1001);
-  // All ranks use the minimum mu: MAX of -mu.
-  const float shared = scaler.sharedScale([](float* v, int64_t n) {
-    ASSERT_EQ(n, 1);
-    *v = std::max(*v, -0.25f);
-  });
-  EXPECT_EQ(shared, 0.25f);
-  EXPECT_EQ(scaler.averageFactor(0.25f), 0.5f);  // 1 / (8 * 0.25)
   const std::vector<float> scaled = {448.0f, -500.0f, 1.0f, std::numeric_limits<float>::quiet_NaN()};
   EXPECT_EQ(scaler.countSaturated(scaled.data(), 4), 3);
+}
+
+// factor = mu * 2^floor(log2(448 / amax)) / sqrt(N) for e4m3 (max 448) and N = 4.
+TEST(Fp8LmScaler, PerTensorFactorMapsTheAmaxBelowTheMaxAndPreScalesBySqrtN) {
+  const Fp8LmScaler scaler(FloatFormat::preset("e4m3"), 4);
+  EXPECT_TRUE(scaler.perTensor());
+  EXPECT_EQ(scaler.factor(1.0, 1.0f), 128.0f);       // 448 / 1 = 2^8.8: 2^8 / 2
+  EXPECT_EQ(scaler.factor(1.0, 448.0f), 0.5f);       // exactly the max: 2^0 / 2
+  EXPECT_EQ(scaler.factor(1.0, 448.00003f), 0.25f);  // just above: 2^-1 / 2
+  EXPECT_EQ(scaler.factor(1.0, 3.5f), 64.0f);        // 448 / 3.5 = 128 exactly: 2^7 / 2
+  EXPECT_EQ(scaler.factor(1.0, 3.5000002f), 32.0f);  // a hair above: 2^6 / 2
+  EXPECT_EQ(scaler.factor(0.25, 1.0f), 32.0f);       // mu multiplies
+  EXPECT_EQ(scaler.factor(1.0, 0.0f), 0.5f);         // all zeros: the pre-scale alone
+  EXPECT_EQ(scaler.factor(1.0, std::numeric_limits<float>::infinity()), 0.5f);
+  EXPECT_EQ(scaler.factor(1.0, 1e-40f), 0x1p127f);  // a subnormal amax: clamped to float's range
+  for (float amax : {1e-30f, 0.001f, 0.7f, 300.0f, 1e30f}) {
+    const float f = scaler.factor(1.0, amax);
+    EXPECT_LE(amax * f * 2.0f, 448.0f) << amax;  // the largest value fits, before the pre-scale
+    EXPECT_GT(amax * f * 4.0f, 448.0f) << amax;  // and uses the top binade
+  }
+  Fp8LmScaler::Options muAlone;
+  muAlone.perTensor = false;
+  EXPECT_EQ(Fp8LmScaler(FloatFormat::preset("e4m3"), 4, muAlone).factor(0.25, 1.0f), 0.25f);
 }
 
 TEST(Fp8LmScaler, StateRoundTripsExactlyThroughItsStateDict) {
