@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """tools/reproduce/reproduce.py's progress bar over the sweep: its ETA (the mean time per
-expected step of the finished runs), the bar on a terminal, and nothing of it in a log. A fake
+expected step of the finished runs), the bar on a terminal, and nothing of it in a log; the
+results store that lets a sweep run in parts (a stored run is not rerun, and the report is
+written from the store alone); the paired differences' 90% confidence intervals. A fake
 aps_train stands in for the real one (a few seconds in all).
 
     ReproduceProgressTest.py --work DIR
@@ -86,18 +88,39 @@ class Bar(unittest.TestCase):
         self.assertEqual(out.getvalue(), "")
 
 
-class Sweep(unittest.TestCase):
-    """reproduce.py end to end with the fake aps_train: stderr a terminal, then a file."""
+class PairedInterval(unittest.TestCase):
+    def test_students_t_on_the_paired_differences(self):
+        mean, half = reproduce.paired_interval([1.0, 2.0, 3.0])
+        self.assertEqual(mean, 2.0)
+        self.assertAlmostEqual(half, 2.920 * 1.0 / 3 ** 0.5)  # t(0.95, 2 dof) * sd / sqrt(n)
+        self.assertEqual(reproduce.paired_interval([0.5]), (0.5, None))  # one pair: no interval
+        mean, half = reproduce.paired_interval([0.0, 1.0] * 20)  # 39 dof: the normal quantile
+        self.assertAlmostEqual(half, 1.645 * reproduce.statistics.stdev([0.0, 1.0] * 20) / 40 ** 0.5)
 
-    def sweep(self, name, terminal):
+    def test_pairs_only_seeds_both_rows_finished(self):
+        def run(variant, seed, top1, status="ok"):
+            return {"setting": "r8", "variant": variant, "seed": seed, "top1": top1, "status": status}
+        data = {"runs": [run("fp32", 1, 0.90), run("fp32", 2, 0.91), run("fp32", 3, 0.5, "failed"),
+                         run("e3m0", 1, 0.88), run("e3m0", 2, 0.90), run("e3m0", 3, 0.89), run("e3m0", 4, 0.80)]}
+        diffs = reproduce.paired_differences(data, "r8", "e3m0", "top1")
+        self.assertEqual(len(diffs), 2)
+        self.assertAlmostEqual(diffs[0], -2.0)
+        self.assertAlmostEqual(diffs[1], -1.0)
+
+
+class FakeSweep:
+    """reproduce.py end to end with the fake aps_train (--quick, three runs, no plots)."""
+
+    def sweep(self, name, terminal, fresh=True, extra=()):
         work = WORK / name
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
+        if fresh:
+            shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True, exist_ok=True)
         fake = work / "aps_train"
         fake.write_text(FAKE_APS_TRAIN)
         fake.chmod(0o755)
         cmd = [sys.executable, str(SCRIPT), "--quick", "--only", "r8-fp32-s1,r8-e4m3-s1,r8-e4m3_aps-s1", "--no-plots",
-               "--out", str(work / "out"), "--docs", str(work / "docs"), "--aps-train", str(fake)]
+               "--out", str(work / "out"), "--docs", str(work / "docs"), "--aps-train", str(fake), *extra]
         stdout = open(work / "stdout.log", "w")
         if terminal:
             leader, follower = pty.openpty()
@@ -122,6 +145,10 @@ class Sweep(unittest.TestCase):
         stdout.close()
         return rc, (work / "stdout.log").read_text(), err
 
+
+class Sweep(FakeSweep, unittest.TestCase):
+    """stderr a terminal, then a file."""
+
     def test_bar_on_a_terminal(self):
         rc, out, err = self.sweep("tty", terminal=True)
         self.assertEqual(rc, 0, out + err)
@@ -136,6 +163,29 @@ class Sweep(unittest.TestCase):
         self.assertNotIn("ETA", err + out)
         self.assertNotIn("\r", err + out)
         self.assertIn("[3/3] r8-", out)
+
+
+class ResultsStore(FakeSweep, unittest.TestCase):
+    """A sweep in parts: what one machine finished is committed as results/runs/ID.json; another
+    machine, without the metrics files, neither reruns those runs nor loses them from the report."""
+
+    def test_a_stored_run_is_not_rerun_and_reaches_the_report(self):
+        rc, out, err = self.sweep("store", terminal=False)
+        self.assertEqual(rc, 0, out + err)
+        store = WORK / "store" / "docs" / "results" / "runs"
+        self.assertEqual(sorted(p.name for p in store.iterdir()),
+                         ["r8-e4m3-s1.json", "r8-e4m3_aps-s1.json", "r8-fp32-s1.json"])
+        # Another machine: the store only (no metrics files); the fake aps_train would fail if called.
+        shutil.rmtree(WORK / "store" / "out")
+        (WORK / "store" / "aps_train").write_text("#!/bin/sh\nexit 3\n")
+        rc, out, err = self.sweep("store", terminal=False, fresh=False)
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(out.count(": skipped"), 3, out)
+        report = (WORK / "store" / "docs" / "RESULTS.md").read_text()
+        self.assertIn("| e4m3 + APS | 50.00 |", report)
+        rc, out, err = self.sweep("store", terminal=False, fresh=False, extra=("--report-only",))
+        self.assertEqual(rc, 0, out + err)
+        self.assertIn("| e4m3 + APS | 50.00 |", (WORK / "store" / "docs" / "RESULTS.md").read_text())
 
 
 def main():

@@ -9,7 +9,9 @@ docs/RESULTS.md (tables) and docs/results/*.png (plots) from the runs' metrics f
 
 Python 3 standard library plus matplotlib (Debian's python3-matplotlib) for the plots.
 A run whose metrics file already holds a "final" record is skipped, so an interrupted sweep
-continues where it stopped.
+continues where it stopped. Each finished run's summary is also kept in the results store
+(--results, default docs/results/runs/ID.json, a few kB each, committed): a run found there is
+skipped too, so a sweep can run in parts, on several machines, each part committed.
 """
 
 import argparse
@@ -151,6 +153,33 @@ def metrics_path(out, run):
     return Path(out) / "metrics" / f"{run.id}.jsonl"
 
 
+def stored_path(results, run):
+    return Path(results) / f"{run.id}.json" if results else None
+
+
+def stored_summary(results, run):
+    """The committed summary of a finished run, or None."""
+    path = stored_path(results, run)
+    if path is None or not path.exists():
+        return None
+    try:
+        s = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise SweepError(f"results store: '{path}' is not JSON ({e}); delete it to rerun {run.id}") from e
+    return s if s.get("status") == "ok" and s.get("id") == run.id else None
+
+
+def store_summary(results, summary):
+    """Writes one finished run's summary into the store (a temporary file, then a rename)."""
+    if not results or summary.get("status") != "ok":
+        return
+    path = Path(results) / f"{summary['id']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(summary, indent=None, separators=(",", ":"), sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
 def is_complete(path):
     return any(r.get("type") == "final" for r in read_records(path))
 
@@ -168,11 +197,12 @@ def command(run, aps_train, out, threads):
     return cmd
 
 
-def execute(run, aps_train, out, threads, jobs, started=lambda run: None):
+def execute(run, aps_train, out, threads, jobs, started=lambda run: None, results=None):
     """Runs one configuration; returns (run, status, seconds). The log goes to out/logs/ID.log.
-    `started(run)` is called when it really starts (not for a finished run that is skipped)."""
+    `started(run)` is called when it really starts (not for a finished run that is skipped).
+    A finished run's summary goes into the results store."""
     metrics = metrics_path(out, run)
-    if is_complete(metrics):
+    if is_complete(metrics) or stored_summary(results, run) is not None:
         return run, "skipped", 0.0
     started(run)
     log = Path(out) / "logs" / f"{run.id}.log"
@@ -190,6 +220,8 @@ def execute(run, aps_train, out, threads, jobs, started=lambda run: None):
     status = "ok" if rc == 0 and is_complete(metrics) else f"failed (exit {rc})"
     side = {"id": run.id, "command": cmd, "exit_code": rc, "wall_seconds": seconds, "threads": threads, "jobs": jobs}
     (Path(out) / "metrics" / f"{run.id}.run.json").write_text(json.dumps(side, indent=1) + "\n")
+    if status == "ok":
+        store_summary(results, summarize_run(run, out))
     return run, status, seconds
 
 
@@ -201,9 +233,11 @@ def run_sweep(runs, args):
     threads = 0 if args.jobs == 1 else max(1, cores // args.jobs)  # 0: aps_train uses every core
     failed = []
     done = 0
-    progress = SweepProgress(runs, args.jobs, complete={r.id for r in runs if is_complete(metrics_path(out, r))})
+    complete = {r.id for r in runs if is_complete(metrics_path(out, r)) or stored_summary(args.results, r)}
+    progress = SweepProgress(runs, args.jobs, complete=complete)
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        pending = {pool.submit(execute, r, args.aps_train, out, threads, args.jobs, progress.started) for r in runs}
+        pending = {pool.submit(execute, r, args.aps_train, out, threads, args.jobs, progress.started, args.results)
+                   for r in runs}
         while pending:
             # Wake up every second to move the progress bar's clock (a terminal only).
             finished, pending = concurrent.futures.wait(pending, timeout=1.0,
@@ -364,8 +398,18 @@ def summarize_run(run, out):
     return s
 
 
-def collect(sweep, runs, out, quick, command_line, full, sweep_path):
-    """full: (sweep, runs) without --quick and --only, for the budget of the whole sweep."""
+def collect(sweep, runs, out, quick, command_line, full, sweep_path, results=None):
+    """full: (sweep, runs) without --quick and --only, for the budget of the whole sweep. A run
+    is summarised from its metrics file when this machine has it (and its summary stored), else
+    taken from the results store."""
+    summaries = []
+    for r in runs:
+        s = summarize_run(r, out)
+        if s["status"] == "ok":
+            store_summary(results, s)
+        elif (stored := stored_summary(results, r)) is not None:
+            s = stored
+        summaries.append(s)
     return {
         "command": command_line,
         "sweep_file": os.path.relpath(sweep_path, ROOT) if Path(sweep_path).resolve().is_relative_to(ROOT) else str(sweep_path),
@@ -376,7 +420,7 @@ def collect(sweep, runs, out, quick, command_line, full, sweep_path):
         "budget": sweep["budget"],
         "variants": sweep["variants"],
         "cores": os.cpu_count(),
-        "runs": [summarize_run(r, out) for r in runs],
+        "runs": summaries,
     }
 
 
@@ -418,6 +462,31 @@ def cell_status(runs):
     return "not run"
 
 
+# One-sided 95% quantiles of Student's t (a two-sided 90% interval) for 1..30 degrees of freedom;
+# beyond 30 the normal quantile is within 3%.
+T95 = [6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761, 1.753,
+       1.746, 1.740, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697]
+
+
+def paired_interval(differences):
+    """(mean, half-width of its 90% confidence interval) of paired differences; the half-width is
+    None for fewer than two pairs (no spread to estimate)."""
+    n = len(differences)
+    mean = statistics.mean(differences)
+    if n < 2:
+        return mean, None
+    t = T95[n - 2] if n - 1 <= len(T95) else 1.645
+    return mean, t * statistics.stdev(differences) / math.sqrt(n)
+
+
+def paired_differences(data, setting, variant, metric, baseline="fp32"):
+    """Per seed both finished: variant's metric minus the baseline's, in points."""
+    def by_seed(name):
+        return {r["seed"]: r[metric] for r in runs_of(data, setting, name) if r["status"] == "ok"}
+    ours, base = by_seed(variant), by_seed(baseline)
+    return [100 * (ours[s] - base[s]) for s in sorted(set(ours) & set(base))]
+
+
 def delta_to_baseline(data, setting, variant, metric, baseline="fp32"):
     """Points of `metric` of `variant` minus the baseline's, paired by seed: the mean over the seeds both
     finished of (variant - baseline), so a row run with seed 1 only is compared with the baseline's seed 1
@@ -447,8 +516,9 @@ def metric_cells(data, setting, variant, metric, baseline):
     elif len(ok) > 1:
         text += f" (n={len(ok)})"
     delta = ""
-    if variant != baseline and (d := delta_to_baseline(data, setting, variant, metric, baseline)) is not None:
-        delta = f"{d:+.2f}"
+    if variant != baseline and (diffs := paired_differences(data, setting, variant, metric, baseline)):
+        mean, half = paired_interval(diffs)
+        delta = f"{mean:+.2f}" if half is None else f"{mean:+.2f} [{mean - half:+.2f}, {mean + half:+.2f}]"
     bytes_ = median_or_none([r["bytes_per_step"] for r in ok if r.get("bytes_per_step")])
     step = median_or_none([r["step_seconds"] for r in ok if r.get("step_seconds")])
     return [text, delta, fmt_bytes(bytes_), fmt_ms(step)]
@@ -735,7 +805,8 @@ def write_report(data, docs_dir, plots):
     md = ["# Results: low-precision gradient communication on Fashion-MNIST", ""]
     md.append(f"Generated by `{data.get('command', 'python3 tools/reproduce/reproduce.py')}` "
               f"on {data['generated']} from the sweep in `{data.get('sweep_file', 'tools/reproduce/sweep.json')}`; "
-              "`--report-only` regenerates this page from the metrics files (or from `results/summary.json`).")
+              "`--report-only` regenerates this page from the metrics files, or from the committed summaries of the runs "
+              "(`results/runs/ID.json`).")
     md.append("")
     if data["mode"] == "quick":
         md += ["**These are `--quick` sizes** (a few hundred training images, a couple of epochs, a few hundred test "
@@ -757,7 +828,7 @@ def write_report(data, docs_dir, plots):
               "(the largest over ranks, all buckets and the APS exponent exchange), in 1000s. *ms/step*: median "
               "wall time of a training step (all simulated ranks' forward, backward, encode, all-reduce and "
               "update) after the first logging interval, on this machine (with `--jobs 2`, two runs share it). *± x*: sample standard deviation over "
-              "seeds (n runs). *Δ fp32*: difference to fp32 in points, paired by seed (the mean over the seeds both ran of this row's result minus fp32's with the same seed).")
+              "seeds (n runs). *Δ fp32*: difference to fp32 in points, paired by seed (the mean over the seeds both ran of this row's result minus fp32's with the same seed), with its 90% confidence interval in brackets where two or more seeds pair up (Student's t on the paired differences; an interval that contains 0 does not separate the row from fp32).")
     md.append("")
 
     cls = table(data, "classification", "top1", "top-1")
@@ -833,6 +904,8 @@ def parse_args(argv):
     p.add_argument("--docs", help="where RESULTS.md and results/*.png go (default docs/, or OUT/docs with --quick)")
     p.add_argument("--aps-train", default=str(DEFAULT_APS_TRAIN), help="the aps_train binary")
     p.add_argument("--sweep", default=str(DEFAULT_SWEEP), help="the sweep definition (JSON)")
+    p.add_argument("--results", help="the store of finished runs' summaries, one ID.json each (default "
+                   "DOCS/results/runs; commit it): runs found there are not rerun")
     p.add_argument("--report-only", action="store_true", help="write the docs from existing metrics; run nothing")
     p.add_argument("--list", action="store_true", help="print the runs and their commands; run nothing")
     p.add_argument("--no-plots", action="store_true", help="tables only (no matplotlib needed)")
@@ -843,6 +916,8 @@ def parse_args(argv):
         args.out = str(ROOT / "out" / ("reproduce-quick" if args.quick else "reproduce"))
     if args.docs is None:
         args.docs = str(Path(args.out) / "docs") if args.quick else str(ROOT / "docs")
+    if args.results is None:
+        args.results = str(Path(args.docs) / "results" / "runs")
     return args
 
 
@@ -884,12 +959,8 @@ def main(argv=None):
                                  "(run with /usr/bin/python3), or pass --no-plots")
         failed = []
         if args.report_only:
-            summary = Path(args.docs) / "results" / "summary.json"
-            if not (Path(args.out) / "metrics").is_dir() and summary.exists():
-                data = json.loads(summary.read_text())  # the committed collection
-            else:
-                data = collect(sweep, runs, args.out, args.quick, command_line(args), load_sweep(args.sweep, False),
-                               args.sweep)
+            data = collect(sweep, runs, args.out, args.quick, command_line(args), load_sweep(args.sweep, False),
+                           args.sweep, args.results)
         else:
             if not Path(args.aps_train).exists():
                 raise SweepError(f"aps_train not found at '{args.aps_train}': build it "
@@ -898,7 +969,7 @@ def main(argv=None):
             failed = run_sweep(runs, args)
             print(f"sweep: {len(runs)} runs in {time.monotonic() - start:.0f} s", flush=True)
             data = collect(sweep, runs, args.out, args.quick, command_line(args), load_sweep(args.sweep, False),
-                               args.sweep)
+                           args.sweep, args.results)
         images = write_report(data, args.docs, not args.no_plots)
         print(f"wrote {Path(args.docs) / 'RESULTS.md'} and {len(images)} plots in {Path(args.docs) / 'results'}")
         if failed:
