@@ -5,6 +5,7 @@
 #include "framework/autograd/GradMode.h"
 #include "framework/autograd/Node.h"
 #include "framework/core/Error.h"
+#include "framework/core/Profile.h"
 #include "precision/FormatRounding.h"
 
 #include <queue>
@@ -94,6 +95,9 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradR
 
   // Backward closures call ordinary ops; they must not record history themselves.
   NoGradGuard noGrad;
+  // The engine's own work (queueing, accumulating gradients) is what its nodes and kernels
+  // leave of this scope.
+  const profile::Scope engineScope("autograd.engine");
   std::priority_queue<Node*, std::vector<Node*>, LaterFirst> ready;
   for (auto& [edge, grad] : seeds) accumulate(states[edge.fn.get()], *edge.fn, edge.inputNr, grad);
   for (auto& [node, state] : states) {
@@ -105,7 +109,11 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradR
     NodeState& state = states[node];
     std::vector<Tensor> inputs = std::move(state.inputs);
     inputs.resize(node->numOutputs());
-    std::vector<Tensor> outputs = node->apply(std::move(inputs));
+    std::vector<Tensor> outputs;
+    {
+      const profile::Scope nodeScope(node->name().c_str());
+      outputs = node->apply(std::move(inputs));
+    }
     if (!retainGraph) node->releaseSaved();
     const auto& edges = node->nextEdges();
     APS_ASSERT(outputs.size() == edges.size() || outputs.empty());

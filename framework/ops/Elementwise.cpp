@@ -2,6 +2,7 @@
 
 #include "framework/autograd/Function.h"
 #include "framework/core/Parallel.h"
+#include "framework/core/Profile.h"
 #include "framework/ops/Broadcast.h"
 #include "framework/ops/Checks.h"
 
@@ -14,6 +15,7 @@ template <typename F>
 Tensor mapUnary(const Tensor& x, F f) {
   const Tensor c = x.contiguous();
   Tensor out = Tensor::empty(c.sizes());
+  const profile::Scope scope("elementwise", static_cast<double>(c.numel()), 8.0 * static_cast<double>(c.numel()));
   const float* in = c.data<float>();
   float* o = out.data<float>();
   parallelFor(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
@@ -30,6 +32,7 @@ Tensor mapBinary(const char* op, const Tensor& a, const Tensor& b, F f) {
   const Tensor ca = a.sizes() == shape ? a.contiguous() : broadcastTo(a, shape);
   const Tensor cb = b.sizes() == shape ? b.contiguous() : broadcastTo(b, shape);
   Tensor out = Tensor::empty(shape);
+  const profile::Scope scope("elementwise", static_cast<double>(out.numel()), 12.0 * static_cast<double>(out.numel()));
   const float* pa = ca.data<float>();
   const float* pb = cb.data<float>();
   float* o = out.data<float>();

@@ -2,6 +2,7 @@
 
 #include "framework/autograd/Function.h"
 #include "framework/core/Parallel.h"
+#include "framework/core/Profile.h"
 #include "framework/ops/Autocast.h"
 #include "framework/ops/Checks.h"
 
@@ -51,11 +52,17 @@ Tensor linear(const Tensor& xIn, const Tensor& weightIn, const Tensor& biasIn) {
   }
   const Tensor cx = x.contiguous().detach(), cw = weight.contiguous().detach();
   Tensor out = Tensor::empty({x.size(0), weight.size(0)});
-  auto y = asMatrix(out);
-  y.noalias() = asMatrix(cx) * asMatrix(cw).transpose();
-  if (bias.defined()) {
-    const Tensor cb = bias.contiguous();
-    y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(cb.data<float>(), cb.numel());
+  // Each of forward, backward-data and backward-weight: 2 x rows x outputs x inputs FLOPs.
+  const double flops = 2.0 * static_cast<double>(x.size(0) * weight.size(0) * weight.size(1));
+  const double bytes = 4.0 * static_cast<double>(cx.numel() + cw.numel() + out.numel());
+  {
+    const profile::Scope scope("linear.forward", flops, bytes);
+    auto y = asMatrix(out);
+    y.noalias() = asMatrix(cx) * asMatrix(cw).transpose();
+    if (bias.defined()) {
+      const Tensor cb = bias.contiguous();
+      y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(cb.data<float>(), cb.numel());
+    }
   }
   const bool gx = x.requiresGrad(), gw = weight.requiresGrad(), gb = bias.defined() && bias.requiresGrad();
   std::vector<Tensor> inputs{x, weight};
@@ -63,6 +70,7 @@ Tensor linear(const Tensor& xIn, const Tensor& weightIn, const Tensor& biasIn) {
   const bool hasBias = bias.defined();
   return autograd::recordFunction(out, "LinearBackward", inputs, [=](const Tensor& gIn) {
     const Tensor g = gIn.contiguous();
+    const profile::Scope scope("linear.backward", (gx ? flops : 0.0) + (gw ? flops : 0.0), bytes);
     std::vector<Tensor> grads(hasBias ? 3 : 2);
     if (gx) {
       grads[0] = Tensor::empty(cx.sizes());

@@ -1,6 +1,7 @@
 #include "framework/optim/Optimizer.h"
 
 #include "framework/core/Error.h"
+#include "framework/core/Profile.h"
 #include "precision/FormatRounding.h"
 
 #include <set>
@@ -19,8 +20,16 @@ Optimizer::Optimizer(std::string typeName, NamedTensors params, double lr)
 }
 
 void Optimizer::step() {
+  // Bytes as for SGD with momentum: parameter, gradient and momentum read, two written.
+  const profile::Scope scope("optimizer", 0.0, profile::enabled() ? 20.0 * parameterCount() : 0.0);
   update();
   roundToStorageFormat(stochastic_);
+}
+
+double Optimizer::parameterCount() const {
+  double count = 0.0;
+  for (const auto& p : params_) count += static_cast<double>(p.tensor.numel());
+  return count;
 }
 
 void Optimizer::setStorageFormat(precision::ComputeFormat format, bool stochastic, uint64_t seed) {
@@ -53,6 +62,7 @@ void Optimizer::setLr(double lr) {
 }
 
 void Optimizer::zeroGrad(bool setToNone) {
+  const profile::Scope scope("optimizer.zero_grad", 0.0, profile::enabled() ? 4.0 * parameterCount() : 0.0);
   for (auto& p : params_) {
     Tensor grad = p.tensor.grad();
     if (!grad.defined()) continue;

@@ -38,6 +38,8 @@ class Optimizer {
   void setLr(double lr);
   int64_t stepCount() const { return steps_; }
   void zeroGrad(bool setToNone = false);
+  // Values in all parameters.
+  double parameterCount() const;
   const NamedTensors& params() const { return params_; }
 
   NamedTensors stateDict() const;

@@ -1,16 +1,20 @@
 // aps_bench_ops: times the CPU convolution kernels on the layer shapes of a CIFAR ResNet-20
 // (He et al., 2016) fed 1x28x28 images, and prints one JSON line per layer plus a total.
-// torch_conv_bench.py next to this file times the same shapes in PyTorch.
+// torch_conv_bench.py next to this file times the same shapes in PyTorch. --peaks instead
+// measures what the per-op breakdown (tools/perf/breakdown.py) holds ops against: SGEMM
+// GFLOP/s (Eigen, the GEMM aps's convolutions use) and stream-copy GB/s (bytes read + written).
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/ops/cpu/Kernels.h"
 #include "tools/common/ToolMain.h"
 
 #include <fmt/format.h>
+#include <Eigen/Core>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <ctime>
 #include <random>
 #include <string>
@@ -61,6 +65,45 @@ Timing fastest(const Fn& fn, double minSeconds, int maxIterations) {
   return {*std::min_element(wall.begin(), wall.end()), *std::min_element(cpu.begin(), cpu.end())};
 }
 
+// SGEMM: C = A B with 512 x 512 row-major matrices (2 n^3 FLOPs), one independent product
+// per thread side by side, as aps's kernels run Eigen (single-threaded GEMMs inside OpenMP
+// loops); copy: 64 Mi floats (256 MiB, far beyond the caches) split over the threads, counted
+// as 2 x 256 MiB moved, as STREAM counts a copy.
+void printPeaks(int threads, double minSeconds, int maxIterations) {
+  using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const Eigen::Index n = 512;
+  std::vector<Matrix> a, b, c;
+  for (int t = 0; t < threads; ++t) {
+    a.push_back(Matrix::Random(n, n));
+    b.push_back(Matrix::Random(n, n));
+    c.emplace_back(n, n);
+  }
+  const Timing gemm = fastest(
+      [&] {
+        aps::parallelFor(threads, 1, [&](int64_t t0, int64_t t1) {
+          for (int64_t t = t0; t < t1; ++t) c[t].noalias() = a[t] * b[t];
+        });
+      },
+      minSeconds, maxIterations);
+  const int64_t values = int64_t{1} << 26;
+  std::vector<float> from(static_cast<size_t>(values), 1.0f), to(static_cast<size_t>(values), 0.0f);
+  const Timing copy = fastest(
+      [&] {
+        aps::parallelFor(values, values / threads, [&](int64_t i0, int64_t i1) {
+          std::memcpy(to.data() + i0, from.data() + i0, static_cast<size_t>(i1 - i0) * sizeof(float));
+        });
+      },
+      minSeconds, maxIterations);
+  const double gflops = 2.0 * static_cast<double>(n * n * n) * threads / gemm.wallMs * 1e-6;
+  const double gbs = 2.0 * static_cast<double>(values) * sizeof(float) / copy.wallMs * 1e-6;
+  fmt::print("{}\n", nlohmann::json{{"peaks", true},
+                                    {"threads", threads},
+                                    {"sgemm_gflops", gflops},
+                                    {"copy_gbs", gbs},
+                                    {"check", static_cast<double>(c[0](0, 0)) + to.back()}}
+                         .dump());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,6 +114,8 @@ int main(int argc, char** argv) {
   double minSeconds = 0.3;
   int maxIterations = 20;
   std::string only;
+  bool peaks = false;
+  app.add_flag("--peaks", peaks, "print the machine's SGEMM GFLOP/s and stream-copy GB/s instead");
   app.add_option("--threads", threads, "CPU threads")->check(CLI::PositiveNumber);
   app.add_option("--batch", batch, "images per batch")->check(CLI::PositiveNumber);
   app.add_option("--min-seconds", minSeconds, "minimum time spent timing each pass");
@@ -82,6 +127,10 @@ int main(int argc, char** argv) {
                                           [&](const Layer& layer) { return layer.name == only; }),
               "aps_bench_ops: unknown --layer '{}'", only);
     aps::setNumThreads(threads);
+    if (peaks) {
+      printPeaks(threads, minSeconds, maxIterations);
+      return;
+    }
     std::mt19937 rng(1);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     double networkMs = 0.0, networkCpuMs = 0.0, networkFlops = 0.0;

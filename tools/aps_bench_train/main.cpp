@@ -2,10 +2,14 @@
 // (torch_bench.py, compare.sh). One step = forward, mean cross-entropy, backward, SGD
 // (momentum 0.9) update, as in a real training loop. Prints one JSON line. --compute runs
 // the step in a 16-bit compute precision (autograd/ComputePrecision.h) with loss scaling.
+// --profile then runs the steps again with the engine's per-op profile on (framework/core/
+// Profile.h) and adds where a step's time goes, op by op, to the line (tools/perf/breakdown.py
+// turns it into docs/PERFORMANCE.md).
 #include "framework/autograd/ComputePrecision.h"
 #include "framework/autograd/Engine.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/core/Profile.h"
 #include "framework/core/Rng.h"
 #include "framework/ops/Loss.h"
 #include "framework/optim/Sgd.h"
@@ -15,6 +19,7 @@
 
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <string>
@@ -61,6 +66,7 @@ int main(int argc, char** argv) {
   std::string name = "resnet20", input = "3x32x32", compute = "fp32";
   int64_t batch = 128, numClasses = 0;
   int threads = 1, steps = 20, warmup = 2;
+  bool profile = false;
   app.add_option("--model", name, "model name (aps_model --list)");
   app.add_option("--input", input, "image shape CxHxW");
   app.add_option("--batch", batch, "images per step")->check(CLI::PositiveNumber);
@@ -69,6 +75,8 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed steps first (buffers, caches)")->check(CLI::NonNegativeNumber);
   app.add_option("--compute", compute, "precision.compute: fp32, fp16_mixed, fp16_pure, bf16_mixed, bf16_pure");
+  app.add_flag("--profile", profile,
+               "then as many steps again with the per-op profile, added to the line as 'profile'");
   return aps::runTool(app, argc, argv, [&] {
     const auto precision = aps::autograd::ComputePrecision::parse(compute);
     const std::vector<int64_t> image = parseImageShape(input);
@@ -112,12 +120,35 @@ int main(int argc, char** argv) {
     for (int i = 0; i < steps; ++i) step();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double cpu = cpuSeconds() - cpuStart;
-    fmt::print(
-        "{{\"tool\": \"aps_bench_train\", \"model\": \"{}\", \"compute\": \"{}\", \"input\": \"{}\", \"batch\": {}, "
-        "\"threads\": {}, "
-        "\"steps\": {}, \"step_ms\": {:.2f}, \"images_per_s\": {:.1f}, \"cpu_ms_per_step\": {:.2f}, "
-        "\"peak_rss_mib\": {:.1f}, \"last_loss\": {:.4f}}}\n",
-        name, precision.name(), input, batch, threads, steps, 1e3 * seconds / steps,
-        static_cast<double>(batch) * steps / seconds, 1e3 * cpu / steps, peakRssMiB(), loss);
+    nlohmann::json line = {{"tool", "aps_bench_train"},
+                           {"model", name},
+                           {"compute", precision.name()},
+                           {"input", input},
+                           {"batch", batch},
+                           {"threads", threads},
+                           {"steps", steps},
+                           {"step_ms", 1e3 * seconds / steps},
+                           {"images_per_s", static_cast<double>(batch) * steps / seconds},
+                           {"cpu_ms_per_step", 1e3 * cpu / steps},
+                           {"peak_rss_mib", peakRssMiB()},
+                           {"last_loss", loss}};
+    if (profile) {
+      // A separate pass, so that the timing above is free of the profile's clock reads.
+      aps::profile::reset();
+      aps::profile::setEnabled(true);
+      const auto profileStart = std::chrono::steady_clock::now();
+      for (int i = 0; i < steps; ++i) step();
+      const double profiled = std::chrono::duration<double>(std::chrono::steady_clock::now() - profileStart).count();
+      aps::profile::setEnabled(false);
+      nlohmann::json ops = nlohmann::json::object();
+      for (const auto& [op, t] : aps::profile::totals()) {
+        ops[op] = {{"ms_per_step", 1e3 * t.seconds / steps},
+                   {"calls_per_step", static_cast<double>(t.calls) / steps},
+                   {"gflop_per_step", 1e-9 * t.flops / steps},
+                   {"gb_per_step", 1e-9 * t.bytes / steps}};
+      }
+      line["profile"] = {{"step_ms", 1e3 * profiled / steps}, {"ops", ops}};
+    }
+    fmt::print("{}\n", line.dump());
   });
 }

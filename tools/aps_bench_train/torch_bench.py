@@ -2,7 +2,9 @@
 """The PyTorch side of aps_bench_train: the same training step (forward, mean cross-entropy,
 backward, SGD with momentum 0.9 and weight decay 5e-4) on the same kind of random data, with
 the networks of tools/fixtures/make_model_fixtures.py (which mirror models/). Prints one JSON
-line with images per second and the peak RSS (getrusage, MiB).
+line with images per second and the peak RSS (getrusage, MiB). --profile then runs the steps
+again under torch.profiler and adds each op category's self CPU time per step as "profile",
+in aps_bench_train's categories (PROFILE_CATEGORIES), for tools/perf/breakdown.py.
     /usr/bin/python3 tools/aps_bench_train/torch_bench.py --model resnet20 --input 1x28x28 \
         --batch 128 --threads 2 --steps 20
 """
@@ -57,6 +59,7 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--profile", action="store_true", help="add a per-op profile (torch.profiler) to the line")
     args = parser.parse_args()
     c, h, w = (int(v) for v in args.input.split("x"))
     torch.set_num_threads(args.threads)
@@ -69,10 +72,12 @@ def main():
     model.train()
 
     def step():
-        opt.zero_grad()
+        with torch.profiler.record_function("optimizer.zero_grad"):
+            opt.zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
-        opt.step()
+        with torch.profiler.record_function("optimizer"):
+            opt.step()
         return loss.item()
 
     for _ in range(args.warmup):
@@ -83,13 +88,70 @@ def main():
         loss = step()
     seconds = time.perf_counter() - start
     cpu = time.process_time() - cpu_start
-    print(json.dumps({"tool": "torch_bench", "torch": torch.__version__, "model": args.model, "input": args.input,
-                      "batch": args.batch, "threads": args.threads, "steps": args.steps,
-                      "step_ms": round(1e3 * seconds / args.steps, 2),
-                      "images_per_s": round(args.batch * args.steps / seconds, 1),
-                      "cpu_ms_per_step": round(1e3 * cpu / args.steps, 2),
-                      "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
-                      "last_loss": round(loss, 4)}))
+    line = {"tool": "torch_bench", "torch": torch.__version__, "model": args.model, "input": args.input,
+            "batch": args.batch, "threads": args.threads, "steps": args.steps,
+            "step_ms": round(1e3 * seconds / args.steps, 2),
+            "images_per_s": round(args.batch * args.steps / seconds, 1),
+            "cpu_ms_per_step": round(1e3 * cpu / args.steps, 2),
+            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1),
+            "last_loss": round(loss, 4)}
+    if args.profile:
+        line["profile"] = profile(step, args.steps)
+    print(json.dumps(line))
+
+
+# aten ops (PyTorch 1.13, CPU) by aps_bench_train's profile categories. PyTorch computes a
+# convolution's input and weight gradients in one op (convolution_backward), so its backward
+# is one category here; anything not listed (allocation, views, copies) is "other".
+PROFILE_CATEGORIES = {
+    "conv.forward": ["aten::mkldnn_convolution", "aten::_slow_conv2d_forward", "aten::thnn_conv2d",
+                     "aten::_convolution", "aten::convolution", "aten::conv2d", "aten::_nnpack_spatial_convolution"],
+    "conv.backward": ["aten::convolution_backward", "aten::mkldnn_convolution_backward",
+                      "aten::mkldnn_convolution_backward_input", "aten::mkldnn_convolution_backward_weights",
+                      "aten::_slow_conv2d_backward"],
+    "batchnorm.forward": ["aten::native_batch_norm", "aten::batch_norm", "aten::_batch_norm_impl_index"],
+    "batchnorm.backward": ["aten::native_batch_norm_backward"],
+    "elementwise": ["aten::relu", "aten::relu_", "aten::threshold_backward", "aten::add", "aten::add_", "aten::mul",
+                    "aten::mul_", "aten::clamp_min", "aten::clamp_min_"],
+    "pool.forward": ["aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::adaptive_avg_pool2d",
+                     "aten::_adaptive_avg_pool2d", "aten::mean", "aten::avg_pool2d"],
+    "pool.backward": ["aten::max_pool2d_with_indices_backward", "aten::_adaptive_avg_pool2d_backward",
+                      "aten::avg_pool2d_backward"],
+    "loss.forward": ["aten::cross_entropy_loss", "aten::log_softmax", "aten::_log_softmax", "aten::nll_loss",
+                     "aten::nll_loss_nd", "aten::nll_loss_forward", "aten::nll_loss2d", "aten::nll_loss2d_forward"],
+    "loss.backward": ["aten::_log_softmax_backward_data", "aten::nll_loss_backward", "aten::nll_loss2d_backward"],
+    "linear.forward": ["aten::linear", "aten::addmm"],
+    "linear.backward": ["aten::mm"],
+    "upsample.forward": ["aten::upsample_bilinear2d"],
+    "upsample.backward": ["aten::upsample_bilinear2d_backward"],
+}
+
+
+def profile(step, steps):
+    """Self CPU milliseconds per step by category; everything under the record_function scopes
+    "optimizer" and "optimizer.zero_grad" counts as those; the autograd engine's wrappers as
+    "autograd.engine"."""
+    category = {op: name for name, ops in PROFILE_CATEGORIES.items() for op in ops}
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        seconds = time.perf_counter() - start
+    totals = {}
+    for event in prof.events():
+        scope, parent = None, event
+        while parent is not None:
+            if parent.name in ("optimizer", "optimizer.zero_grad"):
+                scope = parent.name
+            parent = parent.cpu_parent
+        if scope is None:
+            if event.name.startswith("autograd::engine") or event.name.endswith("Backward0"):
+                scope = "autograd.engine"
+            else:
+                scope = category.get(event.name, "other")
+        totals[scope] = totals.get(scope, 0.0) + event.self_cpu_time_total / 1e3 / steps
+    return {"step_ms": round(1e3 * seconds / steps, 2),
+            "ops": {name: {"ms_per_step": round(ms, 3)} for name, ms in sorted(totals.items())}}
 
 
 if __name__ == "__main__":

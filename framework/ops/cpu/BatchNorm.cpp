@@ -5,6 +5,7 @@
 // thread count.
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/core/Profile.h"
 #include "framework/ops/cpu/Kernels.h"
 #include "framework/ops/cpu/Reduce.h"
 
@@ -34,6 +35,9 @@ void batchNormForwardTrain(float* out, float* saveMean, float* saveInvStd, float
                            const float* in, const float* gamma, const float* beta, const BatchNormShape& shape,
                            float momentum, float eps) {
   checkShape(shape);
+  // Statistics pass and normalising pass read the input, one write: 3 x 4 bytes per value.
+  const double values = static_cast<double>(shape.n * shape.c * shape.hw);
+  const profile::Scope scope("batchnorm.forward", 5.0 * values, 12.0 * values);
   const BatchNormShape& s = shape;
   const int64_t count = s.n * s.hw;
   parallelFor(s.c, 1, [&](int64_t c0, int64_t c1) {
@@ -80,6 +84,9 @@ void batchNormBackward(float* gradIn, float* gradGamma, float* gradBeta, const f
                        const float* gamma, const float* saveMean, const float* saveInvStd,
                        const BatchNormShape& shape) {
   checkShape(shape);
+  // Reduction pass reads gradOut and the input, the second pass both again and writes gradIn.
+  const double values = static_cast<double>(shape.n * shape.c * shape.hw);
+  const profile::Scope scope("batchnorm.backward", 8.0 * values, 20.0 * values);
   const BatchNormShape& s = shape;
   const int64_t count = s.n * s.hw;
   parallelFor(s.c, 1, [&](int64_t c0, int64_t c1) {

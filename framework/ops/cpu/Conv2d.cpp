@@ -10,6 +10,7 @@
 // combined in chunk order, so the bits do not depend on the thread count.
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/core/Profile.h"
 #include "framework/ops/cpu/ConvWeightGrad.h"
 #include "framework/ops/cpu/Kernels.h"
 #include "framework/ops/cpu/PanelConv.h"
@@ -303,9 +304,20 @@ void gradInputByColumns(float* gradIn, const float* gradOut, const float* weight
   });
 }
 
+// Multiply-adds of a convolution (each counted as 2 FLOPs; forward, backward-data and
+// backward-weight do the same number) and the bytes it must at least move: its three tensors.
+double convFlops(const Conv2dShape& s) {
+  return 2.0 * static_cast<double>(s.n * s.k * s.outH() * s.outW()) * static_cast<double>(s.c / s.groups * s.r * s.s);
+}
+double convBytes(const Conv2dShape& s) {
+  return 4.0 * static_cast<double>(s.n * s.c * s.h * s.w + s.k * (s.c / s.groups) * s.r * s.s +
+                                   s.n * s.k * s.outH() * s.outW());
+}
+
 }  // namespace
 
 void conv2dForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape) {
+  const profile::Scope scope("conv.forward", convFlops(shape), convBytes(shape));
   const ConvPlan plan = makePlan(shape);
   if (detail::panelConvSupported(shape)) {
     detail::panelConvForward(out, in, weight, bias, shape);
@@ -319,6 +331,8 @@ void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const flo
   const ConvPlan plan = makePlan(shape);
   const Conv2dShape& s = shape;
   if (gradBias != nullptr) {
+    const profile::Scope scope("conv.backward_bias", static_cast<double>(s.n * s.k * plan.pq),
+                               4.0 * static_cast<double>(s.n * s.k * plan.pq));
     // Per filter: per-plane fixed-order sums, accumulated over images in order.
     parallelFor(s.k, 1, [&](int64_t k0, int64_t k1) {
       for (int64_t k = k0; k < k1; ++k) {
@@ -329,6 +343,7 @@ void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const flo
     });
   }
   if (gradIn != nullptr) {
+    const profile::Scope scope("conv.backward_data", convFlops(s), convBytes(s));
     if (gradInputIsConvolution(s)) {
       gradInputByConvolution(gradIn, gradOut, weight, s, plan);
     } else {
@@ -336,6 +351,7 @@ void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const flo
     }
   }
   if (gradWeight != nullptr) {
+    const profile::Scope scope("conv.backward_weight", convFlops(s), convBytes(s));
     // Strided convolutions: Eigen's GEMM on per-image columns beats the dot products,
     // whose im2col rows are gathered element by element.
     if (s.strideH == 1 && s.strideW == 1) {

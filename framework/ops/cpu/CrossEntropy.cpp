@@ -5,6 +5,7 @@
 // in order, so the loss does not depend on the thread count.
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/core/Profile.h"
 #include "framework/ops/cpu/Kernels.h"
 
 #include <algorithm>
@@ -46,6 +47,7 @@ int64_t checkTargets(const int64_t* targets, const CrossEntropyShape& s, int64_t
 float crossEntropyForward(float* probs, const float* logits, const int64_t* targets, const CrossEntropyShape& shape,
                           float labelSmoothing, int64_t ignoreIndex) {
   checkShape(shape);
+  const profile::Scope scope("loss.forward", 0.0, 8.0 * static_cast<double>(shape.n * shape.c * shape.spatial));
   const CrossEntropyShape& s = shape;
   const int64_t counted = checkTargets(targets, s, ignoreIndex);
   std::vector<double> imageLoss(static_cast<size_t>(s.n), 0.0);
@@ -104,6 +106,7 @@ float crossEntropyForward(float* probs, const float* logits, const int64_t* targ
 void crossEntropyBackward(float* gradLogits, const float* probs, const int64_t* targets, const CrossEntropyShape& shape,
                           float labelSmoothing, int64_t ignoreIndex, float gradLoss) {
   checkShape(shape);
+  const profile::Scope scope("loss.backward", 0.0, 8.0 * static_cast<double>(shape.n * shape.c * shape.spatial));
   const CrossEntropyShape& s = shape;
   const int64_t counted = checkTargets(targets, s, ignoreIndex);
   const float scale = counted > 0 ? gradLoss / static_cast<float>(counted) : 0.0f;

@@ -4,6 +4,7 @@
 // deterministic and independent of the thread count.
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/core/Profile.h"
 #include "framework/ops/cpu/Kernels.h"
 
 #include <algorithm>
@@ -58,6 +59,9 @@ Window adaptiveBin(int64_t i, int64_t size, int64_t out) { return {i * size / ou
 
 void maxPool2dForward(float* out, int64_t* argmax, const float* in, const Pool2dShape& shape) {
   checkPool(shape, "max_pool2d");
+  const profile::Scope scope(
+      "pool.forward", 0.0,
+      4.0 * static_cast<double>(shape.n * shape.c * (shape.h * shape.w + shape.outH() * shape.outW())));
   const Pool2dShape& s = shape;
   const int64_t p = s.outH(), q = s.outW();
   parallelFor(s.n * s.c, kPlaneGrain, [&](int64_t plane0, int64_t plane1) {
@@ -93,6 +97,9 @@ void maxPool2dForward(float* out, int64_t* argmax, const float* in, const Pool2d
 
 void maxPool2dBackward(float* gradIn, const float* gradOut, const int64_t* argmax, const Pool2dShape& shape) {
   checkPool(shape, "max_pool2d_backward");
+  const profile::Scope scope(
+      "pool.backward", 0.0,
+      4.0 * static_cast<double>(shape.n * shape.c * (shape.h * shape.w + shape.outH() * shape.outW())));
   const Pool2dShape& s = shape;
   const int64_t pq = s.outH() * s.outW(), hw = s.h * s.w;
   parallelFor(s.n * s.c, kPlaneGrain, [&](int64_t plane0, int64_t plane1) {
@@ -111,6 +118,9 @@ void maxPool2dBackward(float* gradIn, const float* gradOut, const int64_t* argma
 
 void avgPool2dForward(float* out, const float* in, const Pool2dShape& shape, bool countIncludePad) {
   checkPool(shape, "avg_pool2d");
+  const profile::Scope scope(
+      "pool.forward", 0.0,
+      4.0 * static_cast<double>(shape.n * shape.c * (shape.h * shape.w + shape.outH() * shape.outW())));
   const Pool2dShape& s = shape;
   const int64_t p = s.outH(), q = s.outW();
   parallelFor(s.n * s.c, kPlaneGrain, [&](int64_t plane0, int64_t plane1) {
@@ -133,6 +143,9 @@ void avgPool2dForward(float* out, const float* in, const Pool2dShape& shape, boo
 
 void avgPool2dBackward(float* gradIn, const float* gradOut, const Pool2dShape& shape, bool countIncludePad) {
   checkPool(shape, "avg_pool2d_backward");
+  const profile::Scope scope(
+      "pool.backward", 0.0,
+      4.0 * static_cast<double>(shape.n * shape.c * (shape.h * shape.w + shape.outH() * shape.outW())));
   const Pool2dShape& s = shape;
   const int64_t p = s.outH(), q = s.outW(), hw = s.h * s.w;
   parallelFor(s.n * s.c, kPlaneGrain, [&](int64_t plane0, int64_t plane1) {
@@ -157,6 +170,7 @@ void avgPool2dBackward(float* gradIn, const float* gradOut, const Pool2dShape& s
 void adaptiveAvgPool2dForward(float* out, const float* in, int64_t n, int64_t c, int64_t h, int64_t w, int64_t outH,
                               int64_t outW) {
   checkAdaptive(n, c, h, w, outH, outW);
+  const profile::Scope scope("pool.forward", 0.0, 4.0 * static_cast<double>(n * c * (h * w + outH * outW)));
   parallelFor(n * c, kPlaneGrain, [&](int64_t plane0, int64_t plane1) {
     for (int64_t plane = plane0; plane < plane1; ++plane) {
       const float* x = in + plane * h * w;
@@ -178,6 +192,7 @@ void adaptiveAvgPool2dForward(float* out, const float* in, int64_t n, int64_t c,
 void adaptiveAvgPool2dBackward(float* gradIn, const float* gradOut, int64_t n, int64_t c, int64_t h, int64_t w,
                                int64_t outH, int64_t outW) {
   checkAdaptive(n, c, h, w, outH, outW);
+  const profile::Scope scope("pool.backward", 0.0, 4.0 * static_cast<double>(n * c * (h * w + outH * outW)));
   parallelFor(n * c, kPlaneGrain, [&](int64_t plane0, int64_t plane1) {
     for (int64_t plane = plane0; plane < plane1; ++plane) {
       float* dx = gradIn + plane * h * w;

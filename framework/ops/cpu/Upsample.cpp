@@ -3,6 +3,7 @@
 // max(scale * (dst + 0.5) - 0.5, 0), neighbour clamped at the last row or column.
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/core/Profile.h"
 #include "framework/ops/cpu/Kernels.h"
 
 #include <algorithm>
@@ -40,6 +41,7 @@ void checkSizes(int64_t n, int64_t c, int64_t h, int64_t w, int64_t outH, int64_
 void upsampleBilinearForward(float* out, const float* in, int64_t n, int64_t c, int64_t h, int64_t w, int64_t outH,
                              int64_t outW) {
   checkSizes(n, c, h, w, outH, outW);
+  const profile::Scope scope("upsample.forward", 0.0, 4.0 * static_cast<double>(n * c * (h * w + outH * outW)));
   const std::vector<Tap> th = taps(h, outH), tw = taps(w, outW);
   parallelFor(n * c, 4, [&](int64_t plane0, int64_t plane1) {
     for (int64_t plane = plane0; plane < plane1; ++plane) {
@@ -62,6 +64,7 @@ void upsampleBilinearForward(float* out, const float* in, int64_t n, int64_t c, 
 void upsampleBilinearBackward(float* gradIn, const float* gradOut, int64_t n, int64_t c, int64_t h, int64_t w,
                               int64_t outH, int64_t outW) {
   checkSizes(n, c, h, w, outH, outW);
+  const profile::Scope scope("upsample.backward", 0.0, 4.0 * static_cast<double>(n * c * (h * w + outH * outW)));
   const std::vector<Tap> th = taps(h, outH), tw = taps(w, outW);
   parallelFor(n * c, 4, [&](int64_t plane0, int64_t plane1) {
     for (int64_t plane = plane0; plane < plane1; ++plane) {
