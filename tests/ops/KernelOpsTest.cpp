@@ -1,12 +1,15 @@
 // The autograd front ends of the CPU kernels: gradients against finite differences through
 // the front end (argument plumbing, which gradients are requested) and argument validation.
-#include "tests/common/ErrorMessage.h"
+#include "framework/autograd/Engine.h"
 #include "framework/core/Error.h"
+#include "framework/core/Profile.h"
 #include "framework/ops/BatchNorm.h"
 #include "framework/ops/Conv.h"
 #include "framework/ops/Loss.h"
 #include "framework/ops/Pooling.h"
+#include "framework/ops/Reduction.h"
 #include "framework/ops/Upsample.h"
+#include "tests/common/ErrorMessage.h"
 #include "tests/ops/GradCheck.h"
 
 #include <gtest/gtest.h>
@@ -56,6 +59,31 @@ TEST(Conv2dOp, GradientsForStridePaddingDilationGroups) {
   // Only the weight requires grad (the first layer of a network sees data).
   expectGradientsMatch([&](const auto& in) { return ops::conv2d(in[0], in[1], Tensor(), plain); },
                        {randomInput({2, 3, 4, 4}, 6, false), randomInput({2, 3, 3, 3}, 7)});
+}
+
+// The per-op profile (docs/PERFORMANCE.md) states each convolution pass's work: 2 x N x K x P x Q
+// x C/g x R x S FLOPs for forward, backward-data and backward-weight alike.
+TEST(Conv2dOp, ProfileCountsEachPassesFlops) {
+  ops::Conv2dOptions o;
+  o.strideH = o.strideW = 2;
+  o.padH = o.padW = 1;
+  o.groups = 2;
+  const Tensor x = randomInput({3, 4, 9, 9}, 11), w = randomInput({6, 2, 3, 3}, 12);
+  aps::profile::reset();
+  aps::profile::setEnabled(true);
+  Tensor y = ops::conv2d(x, w, Tensor(), o);  // (3, 6, 5, 5)
+  aps::autograd::backward(ops::sum(y));
+  aps::profile::setEnabled(false);
+  const auto t = aps::profile::totals();
+  const double flops = 2.0 * 3 * 6 * 5 * 5 * 2 * 3 * 3;
+  for (const char* pass : {"conv.forward", "conv.backward_data", "conv.backward_weight"}) {
+    ASSERT_EQ(t.count(pass), 1u) << pass;
+    EXPECT_EQ(t.at(pass).calls, 1) << pass;
+    EXPECT_EQ(t.at(pass).flops, flops) << pass;
+    EXPECT_EQ(t.at(pass).bytes, 4.0 * (3 * 4 * 9 * 9 + 6 * 2 * 3 * 3 + 3 * 6 * 5 * 5)) << pass;
+  }
+  EXPECT_EQ(t.count("conv.backward_bias"), 0u);  // no bias
+  aps::profile::reset();
 }
 
 TEST(Conv2dOp, RejectsBadArguments) {
