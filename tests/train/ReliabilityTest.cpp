@@ -358,8 +358,8 @@ TEST(Warnings, ApsHeadroomThatFlushesEveryGradientIsReported) {
     std::vector<std::string> args{APS_TRAIN_BINARY, "--config", config, "--set", "comm.backend=sim"};
     args.insert(args.end(), {"--set", "comm.world_size=" + std::to_string(c.world)});
     if (c.groupSize > 0) {
-      args.insert(args.end(), {"--set", "comm.algorithm=hierarchical", "--set",
-                               "comm.group_size=" + std::to_string(c.groupSize)});
+      args.insert(args.end(),
+                  {"--set", "comm.algorithm=hierarchical", "--set", "comm.group_size=" + std::to_string(c.groupSize)});
     }
     ChildProcess run(args, log, {});
     run.wait();
