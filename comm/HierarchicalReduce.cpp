@@ -105,25 +105,39 @@ SyncStats reduceBucketHierarchical(const AllReduceAlgorithm& algorithm, const Bu
     nonFinite = nonFinite || s.nonFinite;
   }
 
-  // 3. Each leader sends the total (raw fp32, the same bits everywhere) and the flag to the
-  // rest of its group.
+  // 3. Each leader hands the total (raw fp32, the same bits everywhere) to the rest of its
+  // group in two rounds, a scatter and an all-gather, so that it sends 2 (G-1)/G of the
+  // buffer rather than G-1 copies: first chunk k (of G) and the non-finite flag to member k,
+  // then every rank sends its chunk to every member that lacks it.
   std::vector<uint8_t> received(static_cast<size_t>(local), 0);
   if (size > 1) {
     const uint8_t flag = nonFinite ? 1 : 0;
-    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+    const auto chunkBegin = [&](int c) { return n * c / size; };
+    const auto chunkBytes = [&](int c) {
+      return static_cast<size_t>(chunkBegin(c + 1) - chunkBegin(c)) * sizeof(float);
+    };
     for (int g = firstGroup; g <= lastGroup; ++g) {
       SubTransport group(world, g * size, 1, size);
       const auto localData = [&](int k) { return bucket.data[static_cast<size_t>(group.parentRank(k) - first)]; };
+      // Chunk c of rank k's buffer where k is local, else null (the transport ignores it).
+      const auto chunkOf = [&](int k, int c) { return group.isLocal(k) ? localData(k) + chunkBegin(c) : nullptr; };
       std::vector<Message> round;
+      const auto add = [&](int src, int dst, const void* sendData, void* recvData, size_t bytes) {
+        if (bytes == 0 || (!group.isLocal(src) && !group.isLocal(dst))) return;
+        round.push_back({src, dst, sendData, recvData, bytes});
+        if (group.isLocal(src)) addBytes(group, src, bytes);
+      };
       for (int k = 1; k < size; ++k) {
-        const bool to = group.isLocal(k), from = group.isLocal(0);
-        if (!to && !from) continue;
-        if (bytes > 0) round.push_back({0, k, from ? localData(0) : nullptr, to ? localData(k) : nullptr, bytes});
-        round.push_back({0, k, from ? &flag : nullptr,
-                         to ? &received[static_cast<size_t>(group.parentRank(k) - first)] : nullptr, 1});
+        add(0, k, chunkOf(0, k), chunkOf(k, k), chunkBytes(k));
+        add(0, k, group.isLocal(0) ? &flag : nullptr,
+            group.isLocal(k) ? &received[static_cast<size_t>(group.parentRank(k) - first)] : nullptr, 1);
       }
       group.exchange(round);
-      if (group.isLocal(0)) addBytes(group, 0, static_cast<uint64_t>(size - 1) * (bytes + 1));
+      round.clear();
+      for (int src = 0; src < size; ++src)
+        for (int dst = 1; dst < size; ++dst)
+          if (dst != src) add(src, dst, chunkOf(src, src), chunkOf(dst, src), chunkBytes(src));
+      group.exchange(round);
     }
   }
   stats.nonFinite = first % size == 0 ? nonFinite : received[0] != 0;

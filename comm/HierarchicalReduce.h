@@ -14,7 +14,8 @@ namespace aps::comm {
 //   2. the N/G group leaders (ranks 0, G, 2G, ...) agree on the groups' non-finite flags and
 //      run options.leaderBeforeReduce, `algorithm` and options.leaderAfterReduce on their
 //      sums: every leader holds the total;
-//   3. each leader sends the total, raw fp32, and the non-finite flag to its group.
+//   3. each leader hands the total, raw fp32, and the non-finite flag to its group (a
+//      scatter of G chunks, then an all-gather among the members).
 // A level with one rank is skipped: G = N is the flat reduction, and so is G = 1. Stochastic
 // rounding draws from hierarchicalLevelContext (the bucket's own `context` where one level
 // spans the world). Averaging is the caller's (reduceBucket). Bytes are counted per local

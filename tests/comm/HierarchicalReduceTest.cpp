@@ -162,6 +162,21 @@ TEST(HierarchicalReduce, CountsEachLevelsBytes) {
   const uint64_t leader = level + 4 /* group flags */ + level + (4 * n + 1) /* to the other member */;
   EXPECT_EQ(s.bytesSent, (std::vector<uint64_t>{leader, level, leader, level}));
   for (auto& d : data) EXPECT_EQ(d[7], 2.0f);
+
+  // 8 ranks in groups of 4: the leader scatters three chunks of 250 values (with a flag
+  // byte each) and sends its own chunk to the three members; a member sends its chunk to
+  // the two other members.
+  SimTransport eight(8);
+  std::vector<std::vector<float>> more(8, std::vector<float>(static_cast<size_t>(n), 0.25f));
+  pointers.clear();
+  for (auto& d : more) pointers.push_back(d.data());
+  options.groupSize = 4;
+  const SyncStats t = reduceBucket(*algorithm, {0, &layout.buckets()[0], &eight, pointers, 0}, options);
+  const uint64_t group = 2 * 3 * 1000 + 3;  // two_shot over 4 ranks: 2 (3/4) 4n + 3
+  const uint64_t top = 4 + 4 * n + 1;       // flags, two_shot over the 2 leaders
+  const uint64_t chief = group + top + 3 * (1000 + 1) + 3 * 1000, member = group + 2 * 1000;
+  EXPECT_EQ(t.bytesSent, (std::vector<uint64_t>{chief, member, member, member, chief, member, member, member}));
+  for (auto& d : more) EXPECT_EQ(d[999], 2.0f);
 }
 
 TEST(HierarchicalReduce, NonFiniteInOneGroupReachesEveryRank) {
