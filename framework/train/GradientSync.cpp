@@ -227,6 +227,13 @@ void GradientSync::logFormats() const {
     spdlog::info("wire format {}: {} parameter tensors, scaling {}{}", codecNames_[f], count, p.scaling,
                  p.errorFeedback ? ", error feedback" : "");
   }
+  if (config_.comm.algorithm == "hierarchical") {
+    const int64_t group = config_.comm.groupSize;
+    spdlog::info(
+        "hierarchical reduction: {} groups of {} ranks, then their leaders (APS headroom for {} and {} "
+        "summands instead of {})",
+        ranks_.world / group, group, group, ranks_.world / group, ranks_.world);
+  }
 }
 
 void GradientSync::setStep(uint64_t step) { reducer_->setStep(step); }
