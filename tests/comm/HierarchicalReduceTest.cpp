@@ -41,10 +41,15 @@ struct Wire {
   std::string spec;
   ScalingMode mode;
 };
-const std::vector<Wire> kWires{{"fp32", ScalingMode::None},        {"e4m3", ScalingMode::Aps},
-                               {"e4m3", ScalingMode::None},        {"e3m0", ScalingMode::Aps},
-                               {"e4m3_ieee", ScalingMode::Global}, {"e5m2:stochastic", ScalingMode::Aps},
-                               {"e4m3/block32", ScalingMode::None}};
+const std::vector<Wire> kWires{{"fp32", ScalingMode::None},
+                               {"e4m3", ScalingMode::Aps},
+                               {"e4m3", ScalingMode::None},
+                               {"e3m0", ScalingMode::Aps},
+                               {"e4m3_ieee", ScalingMode::Global},
+                               {"e5m2:stochastic", ScalingMode::Aps},
+                               {"e4m3/block32", ScalingMode::None},
+                               {"mxfp4", ScalingMode::None},
+                               {"dettmers_dynamic/block256", ScalingMode::None}};
 
 TEST(SubTransport, MapsItsRanksOntoTheParentsAndHostsTheLocalOnes) {
   SimTransport sim(8);
