@@ -58,6 +58,11 @@ void BucketScaling::install(ReducerOptions& options) {
   options.afterReduce = [this](const BucketContext& c) { afterReduce(c); };
 }
 
+void BucketScaling::installLeaderLevel(ReducerOptions& options) {
+  options.leaderBeforeReduce = [this](const BucketContext& c) { beforeReduce(c); };
+  options.leaderAfterReduce = [this](const BucketContext& c) { afterReduce(c); };
+}
+
 void BucketScaling::beforeReduce(const BucketContext& context) {
   // Nothing scaled yet this step (a layer may have changed format since the last one).
   for (int p : context.layout->params) scales_.reset(static_cast<size_t>(p));

@@ -64,6 +64,10 @@ class BucketScaling {
   void afterReduce(const BucketContext& bucket);
   // Installs both hooks on `options`; the scaling must outlive the reducer.
   void install(ReducerOptions& options);
+  // Installs both hooks as the leader level of a hierarchical reduction
+  // (ReducerOptions::leaderBeforeReduce / leaderAfterReduce): a second BucketScaling whose
+  // scalers take their headroom for the N/G leaders.
+  void installLeaderLevel(ReducerOptions& options);
 
   // The shift parameter p got in the last step (0 when unscaled).
   int lastShift(int param) const;

@@ -1,5 +1,6 @@
 #include "comm/GradientReducer.h"
 
+#include "comm/HierarchicalReduce.h"
 #include "framework/core/Error.h"
 
 #include <algorithm>
@@ -205,9 +206,14 @@ SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext&
       for (int64_t i = 0; i < n; ++i) d[i] /= world;
   };
   if (options.average && options.preDivide) divide();
-  if (options.beforeReduce) options.beforeReduce(bucket);
-  const SyncStats sync = algorithm.run(transport, bucket.data, n, ctx);
-  if (options.afterReduce) options.afterReduce(bucket);
+  SyncStats sync;
+  if (options.groupSize > 0) {
+    sync = reduceBucketHierarchical(algorithm, bucket, options, ctx);
+  } else {
+    if (options.beforeReduce) options.beforeReduce(bucket);
+    sync = algorithm.run(transport, bucket.data, n, ctx);
+    if (options.afterReduce) options.afterReduce(bucket);
+  }
   if (options.average && !options.preDivide) divide();
   return sync;
 }

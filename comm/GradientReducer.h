@@ -52,6 +52,15 @@ struct ReducerOptions {
   // exact powers of two before, unscale after. Must do the same on every rank.
   BucketCallback beforeReduce = nullptr;
   BucketCallback afterReduce = nullptr;
+  // Hierarchical reduction (docs/ALGORITHMS.md, Hierarchical APS) when > 0: each group of
+  // groupSize consecutive ranks reduces the bucket (beforeReduce, the algorithm, afterReduce,
+  // on a sub-world of the group: APS agrees and takes its headroom within the group); then
+  // the group leaders (ranks 0, G, 2G, ...) reduce the groups' fp32 sums the same way with
+  // the leader hooks; then each leader sends its fp32 result to the rest of its group. Must
+  // divide the world size; 0: one flat reduction over all ranks.
+  int groupSize = 0;
+  BucketCallback leaderBeforeReduce = nullptr;
+  BucketCallback leaderAfterReduce = nullptr;
 };
 
 // One bucket's reduction, the same wherever buckets come from (GradientReducer here, a

@@ -382,6 +382,42 @@ class Composer {
 
 }  // namespace
 
+namespace {
+
+// comm.algorithm: hierarchical and comm.group_size (docs/ALGORITHMS.md, Hierarchical APS). The
+// world size under mpi is only known at run time; GradientSync checks the group size against it.
+void checkHierarchical(const TrainConfig& config, const std::string& name) {
+  const auto& c = config.comm;
+  const auto& p = config.precision;
+  if (c.algorithm != "hierarchical") {
+    APS_CHECK(c.groupSize == 0,
+              "{}: 'comm.group_size' = {} applies to comm.algorithm: hierarchical only (comm.algorithm is '{}')", name,
+              c.groupSize, c.algorithm);
+    return;
+  }
+  APS_CHECK(c.groupSize >= 1,
+            "{}: comm.algorithm: hierarchical needs 'comm.group_size', the ranks per group (it must divide the world "
+            "size; G = N or G = 1 is the flat two_shot reduction)",
+            name);
+  APS_CHECK(c.backend != "sim" || (c.groupSize <= c.worldSize && c.worldSize % c.groupSize == 0),
+            "{}: 'comm.group_size' = {} must divide 'comm.world_size' = {} (comm.algorithm: hierarchical)", name,
+            c.groupSize, c.worldSize);
+  APS_CHECK(!p.errorFeedback,
+            "{}: precision.error_feedback is not available with comm.algorithm: hierarchical (its residual is measured "
+            "against one quantisation, the hierarchy has two)",
+            name);
+  APS_CHECK(p.scaling != "autoscale" && p.scaling != "fp8lm",
+            "{}: precision.scaling = '{}' (FP8-LM's mu) is not available with comm.algorithm: hierarchical; use aps, "
+            "global, block or none",
+            name, p.scaling);
+  APS_CHECK(!p.hybridAuto,
+            "{}: precision.hybrid_auto is not available with comm.algorithm: hierarchical (the quantisation statistics "
+            "it decides from are not measured there); give fixed precision.hybrid rules instead",
+            name);
+}
+
+}  // namespace
+
 TrainConfig parseConfig(const std::string& yamlText, const std::string& name,
                         const std::vector<std::string>& overrides) {
   Composer composer;
@@ -411,6 +447,7 @@ TrainConfig parseConfig(const std::string& yamlText, const std::string& name,
   APS_CHECK(config.comm.backend == "sim" || config.comm.worldSize == 1,
             "{}: 'comm.world_size' = {} applies to the sim backend only (under mpi the world is mpirun's -np)", name,
             config.comm.worldSize);
+  checkHierarchical(config, name);
   return config;
 }
 

@@ -54,6 +54,7 @@ struct TrainConfig {
   struct Comm {
     std::string backend, algorithm;
     int64_t worldSize = 1;
+    int64_t groupSize = 0;  // comm.algorithm hierarchical: ranks per group (0: not given)
     double bucketMb = 0;
     bool overlap = true;
   };

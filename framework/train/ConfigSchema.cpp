@@ -179,8 +179,13 @@ std::vector<ConfigKey> commKeys() {
       {"comm.backend", K::Enum, "mpi", 0, 0, {"mpi", "sim"},
        "mpi: one process per rank; sim: virtual ranks in one process", APS_FIELD(comm.backend)},
       {"comm.world_size", K::Int, "1", 1, 1 << 20, {}, "virtual ranks (sim backend)", APS_FIELD(comm.worldSize)},
-      {"comm.algorithm", K::Enum, "two_shot", 0, 0, {"ring", "two_shot", "allgather", "native"},
-       "all-reduce algorithm", APS_FIELD(comm.algorithm)},
+      {"comm.algorithm", K::Enum, "two_shot", 0, 0, {"ring", "two_shot", "allgather", "native", "hierarchical"},
+       "all-reduce algorithm; hierarchical: two_shot within groups of comm.group_size ranks, then across the groups' "
+       "leaders (docs/ALGORITHMS.md, Hierarchical APS)",
+       APS_FIELD(comm.algorithm)},
+      {"comm.group_size", K::Int, "0", 0, 1 << 20, {},
+       "hierarchical: ranks per group (consecutive ranks), dividing the world size; required with hierarchical",
+       APS_FIELD(comm.groupSize)},
       {"comm.bucket_mb", K::Float, "25", 0.001, 1e5, {}, "gradient bucket cap in MB", APS_FIELD(comm.bucketMb)},
       {"comm.overlap", K::Bool, "true", 0, 0, {}, "reduce buckets during backward", APS_FIELD(comm.overlap)},
   };

@@ -131,14 +131,28 @@ void GradientSync::buildReducer(uint64_t step) {
     }
     formatOf_.push_back(static_cast<int>(at - codecNames_.begin()));
   }
+  // comm.algorithm: hierarchical is two_shot within groups of comm.group_size ranks, then
+  // across the groups' leaders, each level with its own hooks (docs/ALGORITHMS.md,
+  // Hierarchical APS); the other names are one flat algorithm.
+  const bool hierarchical = config_.comm.algorithm == "hierarchical";
+  const int group = hierarchical ? static_cast<int>(config_.comm.groupSize) : 0;
+  APS_CHECK(!hierarchical || (group >= 1 && group <= ranks_.world && ranks_.world % group == 0),
+            "{}: 'comm.group_size' = {} must divide the world size {} (comm.algorithm: hierarchical)",
+            config_.sourceFile, config_.comm.groupSize, ranks_.world);
   comm::AllReduceOptions reduceOptions;
-  reduceOptions.kind = comm::parseAllReduceKind(config_.comm.algorithm);
+  reduceOptions.kind = hierarchical ? comm::AllReduceKind::TwoShot : comm::parseAllReduceKind(config_.comm.algorithm);
   reduceOptions.kahan = p.kahan;
   std::vector<std::shared_ptr<const comm::AllReduceAlgorithm>> algorithms;
-  std::vector<comm::BucketScaling::FormatScaling> perFormat;
+  std::vector<comm::BucketScaling::FormatScaling> perFormat, leaderFormat;
   for (size_t f = 0; f < specs_.size(); ++f) {
     algorithms.push_back(comm::makeAllReduce(reduceOptions, precision::makeCodec(specs_[f])));
-    perFormat.push_back(scalingOf(f));
+    perFormat.push_back(scalingOf(f, hierarchical ? group : ranks_.world));
+    if (!hierarchical) continue;
+    leaderFormat.push_back(scalingOf(f, ranks_.world / group));
+    // No quantisation statistics: the group level runs once per group in a simulated world
+    // but once per process under mpi, so windows would differ (hybrid_auto is refused).
+    perFormat.back().format.reset();
+    leaderFormat.back().format.reset();
   }
   reducer_.reset();  // its communication thread ends before the hooks change
   if (!scaling_) {
@@ -146,6 +160,12 @@ void GradientSync::buildReducer(uint64_t step) {
                                                      ranks_.localRanks);
   } else {
     scaling_->setFormats(perFormat);
+  }
+  if (hierarchical && !leaderScaling_) {
+    leaderScaling_ = std::make_shared<comm::BucketScaling>(leaderFormat, params_.size(),
+                                                           static_cast<int>(p.statsWindow), ranks_.localRanks);
+  } else if (hierarchical) {
+    leaderScaling_->setFormats(leaderFormat);
   }
   std::vector<std::vector<comm::NamedGradient>> grads(static_cast<size_t>(ranks_.localRanks));
   for (auto& g : grads) {
@@ -159,6 +179,10 @@ void GradientSync::buildReducer(uint64_t step) {
   options.preDivide = config_.precision.preDivide;
   options.seed = config_.seed;
   scaling_->install(options);
+  if (hierarchical) {
+    options.groupSize = group;
+    leaderScaling_->installLeaderLevel(options);
+  }
   reducer_ =
       std::make_unique<comm::GradientReducer>(*ranks_.transport, std::move(grads), algorithms, formatOf_, options);
   reducer_->setStep(step);
@@ -167,11 +191,11 @@ void GradientSync::buildReducer(uint64_t step) {
 
 // The scaling hooks of wire format f: APS (or global) shift, FP8-LM's autoscale and error
 // feedback for float formats narrower than fp32; nothing for fp32 and Dettmers' types.
-comm::BucketScaling::FormatScaling GradientSync::scalingOf(size_t f) {
+comm::BucketScaling::FormatScaling GradientSync::scalingOf(size_t f, int ranks) {
   const auto& p = config_.precision;
   const auto& spec = specs_[f];
   // The config's "autoscale" is fp8lm; block scales are the codec's.
-  auto fs = comm::BucketScaling::FormatScaling::forSpec(spec, precision::parseScalingMode(p.scaling), ranks_.world,
+  auto fs = comm::BucketScaling::FormatScaling::forSpec(spec, precision::parseScalingMode(p.scaling), ranks,
                                                         p.errorFeedback, p.autoscalePerTensor);
   if (fs.autoscaler) {  // one mu per wire format, kept when hybrid precision rebuilds the reducer
     auto& scaler = autoscalers_[codecNames_[f]];
@@ -184,7 +208,7 @@ comm::BucketScaling::FormatScaling GradientSync::scalingOf(size_t f) {
         "below {:g} while the format's smallest positive value is {:g}, so (nearly) every gradient value will be "
         "flushed to zero and the model will not learn; use a wider format, fewer ranks, or precision.hybrid_auto "
         "(which widens such layers)",
-        codecNames_[f], p.scaling, ranks_.world, ranks_.world, std::ldexp(1.0, fs.scaler->maxExponent()) / ranks_.world,
+        codecNames_[f], p.scaling, ranks, ranks, std::ldexp(1.0, fs.scaler->maxExponent()) / ranks,
         static_cast<double>(spec.format.minSubnormal()));
   }
   return fs;
@@ -202,6 +226,13 @@ void GradientSync::logFormats() const {
     const auto count = std::count(formatOf_.begin(), formatOf_.end(), static_cast<int>(f));
     spdlog::info("wire format {}: {} parameter tensors, scaling {}{}", codecNames_[f], count, p.scaling,
                  p.errorFeedback ? ", error feedback" : "");
+  }
+  if (config_.comm.algorithm == "hierarchical") {
+    const int64_t group = config_.comm.groupSize;
+    spdlog::info(
+        "hierarchical reduction: {} groups of {} ranks, then their leaders (APS headroom for {} and {} "
+        "summands instead of {})",
+        ranks_.world / group, group, group, ranks_.world / group, ranks_.world);
   }
 }
 

@@ -87,7 +87,9 @@ class GradientSync {
  private:
   void resolveFormats();
   void buildReducer(uint64_t step);
-  comm::BucketScaling::FormatScaling scalingOf(size_t format);
+  // The hooks of wire format `format` for a reduction over `ranks` ranks (the world, or one
+  // level of comm.algorithm: hierarchical).
+  comm::BucketScaling::FormatScaling scalingOf(size_t format, int ranks);
   void logFormats() const;
 
   const TrainConfig& config_;
@@ -102,6 +104,7 @@ class GradientSync {
   std::vector<int64_t> widenings_;                                              // per parameter
   std::map<std::string, std::shared_ptr<precision::Fp8LmScaler>> autoscalers_;  // per codec name
   std::shared_ptr<comm::BucketScaling> scaling_;
+  std::shared_ptr<comm::BucketScaling> leaderScaling_;  // hierarchical: the leaders' level (headroom N/G)
   std::unique_ptr<comm::GradientReducer> reducer_;
   int currentLocal_ = 0;
 };

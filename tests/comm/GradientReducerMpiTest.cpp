@@ -6,6 +6,7 @@
 #include "comm/SimTransport.h"
 #include "comm/SmallAllReduce.h"
 #include "framework/core/Rng.h"
+#include "tests/comm/HierarchicalHarness.h"
 #include "tests/comm/TestCodecs.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 namespace aps::comm {
@@ -85,6 +87,43 @@ TEST(GradientReducerMpi, OverlappedBucketsMatchTheSimulationBitForBit) {
     EXPECT_EQ(stats.bytesSent.at(0), simStats.bytesSent.at(static_cast<size_t>(me)));
     EXPECT_FALSE(stats.nonFinite);
     EXPECT_GE(stats.exposedSeconds, 0.0);
+  }
+}
+
+// Hierarchical APS (comm.algorithm: hierarchical): groups, leaders and the broadcast are
+// sub-worlds of the MPI communicator; every divisor G of the world size must give the bits of
+// the simulation, with APS hooks at both levels and with stochastic rounding.
+TEST(GradientReducerMpi, HierarchicalMatchesTheSimulationBitForBit) {
+  MpiCommunicator comm;
+  const int n = comm.size(), me = comm.rank();
+  const std::vector<std::pair<std::string, precision::ScalingMode>> wires{
+      {"e4m3", precision::ScalingMode::Aps},
+      {"e3m0", precision::ScalingMode::Aps},
+      {"e5m2:stochastic", precision::ScalingMode::Aps},
+      {"fp32", precision::ScalingMode::None}};
+  for (int group = 1; group <= n; ++group) {
+    if (n % group != 0) continue;
+    for (const auto& [wire, mode] : wires) {
+      for (bool poisoned : {false, true}) {
+        auto grads = [&](int r) {
+          auto g = testing::hierarchicalGrads(r, 3);
+          if (poisoned && r == n - 1) g[40] = std::numeric_limits<float>::infinity();
+          return g;
+        };
+        const auto real = testing::reduceStep(comm, {grads(me)}, wire, mode, group);
+        SimTransport sim(n);
+        std::vector<std::vector<float>> all;
+        for (int r = 0; r < n; ++r) all.push_back(grads(r));
+        const auto simulated = testing::reduceStep(sim, all, wire, mode, group);
+        const auto& mine = simulated.grads[static_cast<size_t>(me)];
+        const std::string what = fmt::format("{} G={} N={} rank {}{}", wire, group, n, me, poisoned ? " inf" : "");
+        ASSERT_EQ(real.grads[0].size(), mine.size()) << what;
+        EXPECT_EQ(0, std::memcmp(real.grads[0].data(), mine.data(), mine.size() * sizeof(float))) << what;
+        EXPECT_EQ(real.stats.bytesSent.at(0), simulated.stats.bytesSent.at(static_cast<size_t>(me))) << what;
+        EXPECT_EQ(real.stats.nonFinite, poisoned) << what;
+        EXPECT_EQ(simulated.stats.nonFinite, poisoned) << what;
+      }
+    }
   }
 }
 

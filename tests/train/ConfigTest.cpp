@@ -91,9 +91,31 @@ TEST(Config, OutOfRangeAndUnknownChoices) {
   expectError("data: {batch_size: 0}\n", {"'data.batch_size' = 0 is out of range"});
   expectError("optimizer: {momentum: 1.5}\n", {"'optimizer.momentum' = 1.5 is out of range [0, 1]"});
   expectError("comm: {algorithm: tree}\n",
-              {"'comm.algorithm' must be one of ring, two_shot, allgather, native, got 'tree'"});
+              {"'comm.algorithm' must be one of ring, two_shot, allgather, native, hierarchical, got 'tree'"});
   expectError("schedule: {milestones: [60, 30]}\n", {"'schedule.milestones' must increase"});
   expectError("comm: {world_size: 4}\n", {"applies to the sim backend only"});
+}
+
+TEST(Config, HierarchicalNeedsAGroupSizeThatDividesTheWorld) {
+  const auto c =
+      parseConfig("comm: {backend: sim, world_size: 8, algorithm: hierarchical, group_size: 4}\n", "exp.yaml");
+  EXPECT_EQ(c.comm.algorithm, "hierarchical");
+  EXPECT_EQ(c.comm.groupSize, 4);
+  expectError("comm: {backend: sim, world_size: 8, algorithm: hierarchical}\n",
+              {"exp.yaml", "hierarchical needs 'comm.group_size'"});
+  expectError("comm: {backend: sim, world_size: 8, algorithm: hierarchical, group_size: 3}\n",
+              {"'comm.group_size' = 3 must divide 'comm.world_size' = 8"});
+  expectError("comm: {backend: sim, world_size: 8, algorithm: hierarchical, group_size: 16}\n",
+              {"'comm.group_size' = 16 must divide 'comm.world_size' = 8"});
+  expectError("comm: {backend: sim, world_size: 8, group_size: 2}\n",
+              {"'comm.group_size' = 2 applies to comm.algorithm: hierarchical only"});
+  const std::string hier = "comm: {backend: sim, world_size: 8, algorithm: hierarchical, group_size: 2}\n";
+  expectError(hier + "precision: {format: e3m0, error_feedback: true}\n",
+              {"precision.error_feedback is not available with comm.algorithm: hierarchical"});
+  expectError(hier + "precision: {format: e4m3, scaling: autoscale}\n",
+              {"precision.scaling = 'autoscale'", "not available with comm.algorithm: hierarchical"});
+  expectError(hier + "precision: {format: e4m3, hybrid_auto: true}\n",
+              {"precision.hybrid_auto is not available with comm.algorithm: hierarchical"});
 }
 
 TEST(Config, InvalidYamlNamesTheLine) { expectError("a: [1, 2\nb: 3\n", {"exp.yaml:", "invalid YAML"}); }

@@ -111,6 +111,14 @@ TEST(TrainerMpi, SimMatchesMpiWithAutoscale) {
   expectSimMatchesMpi({"model.name=convnet", "precision.format=e4m3", "precision.scaling=autoscale", "max_steps=6"});
 }
 
+// Hierarchical APS in groups of 2 (under -np 4 two groups and two leaders; under -np 2 the
+// one group is the flat reduction): the simulation gives mpirun's bits.
+TEST(TrainerMpi, SimMatchesMpiWithHierarchicalAps) {
+  if (world()->size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks";
+  expectSimMatchesMpi({"model.name=convnet", "precision.format=e4m3", "precision.scaling=aps",
+                       "comm.algorithm=hierarchical", "comm.group_size=2", "max_steps=6"});
+}
+
 // Every rank's error-feedback residual travels to rank 0's checkpoint and back: a run stopped
 // and resumed under mpirun ends with the bits of an uninterrupted one.
 TEST(TrainerMpi, ResumeWithErrorFeedbackIsBitIdentical) {
