@@ -46,6 +46,7 @@ FAMILY_TITLES = {
     "e4m3": "FP8 E4M3 (with FP8-LM and ring)",
     "e3m0": "4-bit E3M0",
     "e2m1": "4-bit E2M1",
+    "mx": "OCP MX block-scaled types",
     "hybrid": "hybrid precision",
     "dettmers": "Dettmers 8-bit",
 }
@@ -395,6 +396,18 @@ def summarize_run(run, out):
     stats = layer_stats(train, compact) if run.heatmap else None
     if stats:
         s["layer_stats"] = stats
+    # The fidelity probe (precision.probe_interval): the run's medians over layers, and each
+    # layer's mean relative error over the probed steps (layers in the model's order).
+    if final.get("probe"):
+        s["probe"] = {k: compact(v) if isinstance(v, float) else v for k, v in final["probe"].items()}
+    probes = [r for r in records if r.get("type") == "probe"]
+    if probes:
+        errors = {}
+        for p in probes:
+            for layer in p.get("layers", []):
+                if isinstance(layer.get("rel_error"), (int, float)) and math.isfinite(layer["rel_error"]):
+                    errors.setdefault(layer["name"], []).append(layer["rel_error"])
+        s["probe_layers"] = [[name, compact(statistics.mean(v))] for name, v in errors.items()]
     return s
 
 
@@ -545,6 +558,31 @@ def table(data, table_kind, metric, metric_name):
     return lines
 
 
+def probe_table(data):
+    settings = [n for n, st in data["settings"].items() if st["table"] == "classification"
+                and any(r.get("probe") for r in data["runs"] if r["setting"] == n)]
+    if not settings:
+        return []
+    header = ["configuration"]
+    for n in settings:
+        header += [f"{n}: rel. error", "cosine", "probed steps"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for v in data["variants"]:
+        row, any_cell = [v["label"]], False
+        for n in settings:
+            probes = [r["probe"] for r in runs_of(data, n, v["name"]) if r["status"] == "ok" and r.get("probe")]
+            if not probes:
+                row += ["", "", ""]
+                continue
+            any_cell = True
+            rel = statistics.mean(p["median_rel_error"] for p in probes)
+            cos = statistics.mean(p["median_cosine"] for p in probes)
+            row += [f"{rel:.3g}", f"{cos:.4f}", str(probes[0].get("steps", ""))]
+        if any_cell:
+            lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
 # ----------------------------------------------------------------------------- plots
 
 
@@ -612,6 +650,64 @@ def plot_all(data, results_dir):
         fig.savefig(results_dir / name, dpi=110)
         plt.close(fig)
         written.append(name)
+
+    # Accuracy against bits per value: each row's paired difference to fp32 with its 90%
+    # interval, at the bits it sent per gradient value (bytes per step relative to fp32's x 32,
+    # so block scales and exponent exchanges count).
+    cls_settings = [n for n, st in settings.items() if st["table"] == "classification"]
+    plotted = [n for n in cls_settings if any(r["status"] == "ok" and r["setting"] == n and r["variant"] != "fp32"
+                                              for r in data["runs"])]
+    if plotted:
+        fig, axes = plt.subplots(1, len(plotted), figsize=(5.6 * len(plotted), 4.2), squeeze=False)
+        for ax, setting in zip(axes[0], plotted):
+            base = median_or_none([r["bytes_per_step"] for r in runs_of(data, setting, "fp32")
+                                   if r["status"] == "ok" and r.get("bytes_per_step")])
+            for i, v in enumerate(data["variants"]):
+                if v["name"] == "fp32" or not base:
+                    continue
+                diffs = paired_differences(data, setting, v["name"], "top1")
+                sent = median_or_none([r["bytes_per_step"] for r in runs_of(data, setting, v["name"])
+                                       if r["status"] == "ok" and r.get("bytes_per_step")])
+                if not diffs or not sent:
+                    continue
+                mean, half = paired_interval(diffs)
+                bits = 32.0 * sent / base
+                ax.errorbar([bits], [mean], yerr=[[half or 0.0], [half or 0.0]], fmt="osD^v<>pP*Xh"[i % 12], capsize=3,
+                            label=f"{v['label']} (n={len(diffs)})")
+            ax.axhline(0.0, color="0.5", linestyle="--", linewidth=1)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("bits sent per gradient value (relative to fp32's bytes)")
+            ax.set_ylabel("top-1 minus fp32's, same seed (points)")
+            ax.set_title(f"{settings[setting]['title']}: mean and 90% interval", fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(results_dir / "accuracy_vs_bits.png", dpi=110)
+        plt.close(fig)
+        written.append("accuracy_vs_bits.png")
+
+    # The probe's relative error per layer (first seed of each row), one panel per setting.
+    probed = [n for n in cls_settings if any(r.get("probe_layers") for r in data["runs"] if r["setting"] == n)]
+    if probed:
+        fig, axes = plt.subplots(1, len(probed), figsize=(6.0 * len(probed), 4.2), squeeze=False)
+        for ax, setting in zip(axes[0], probed):
+            for v in data["variants"]:
+                ok = sorted((r for r in runs_of(data, setting, v["name"]) if r["status"] == "ok" and r.get("probe_layers")),
+                            key=lambda r: r["seed"])
+                if not ok or v["name"] == "fp32":
+                    continue
+                errors = [max(e, 1e-8) for _, e in ok[0]["probe_layers"]]
+                ax.plot(range(len(errors)), errors, marker=".", markersize=3, linewidth=1, label=v["label"])
+            ax.set_yscale("log")
+            ax.set_xlabel("layer (parameter tensor, in the model's order)")
+            ax.set_ylabel("relative error of the reduced gradient")
+            ax.set_title(f"{settings[setting]['title']}: fidelity probe, mean over probed steps", fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(results_dir / "probe_layers.png", dpi=110)
+        plt.close(fig)
+        written.append("probe_layers.png")
 
     # Segmentation mIoU per epoch.
     seg_settings = [n for n, s in settings.items() if s["table"] == "segmentation"]
@@ -694,7 +790,8 @@ def literature_numbers(data):
     def describe(*pairs):
         texts = []
         for variant, name in pairs:
-            parts = [f"{setting} {d:+.2f}" for setting in ("r8", "r64")
+            settings = [n for n, st in data["settings"].items() if st["table"] == "classification"]
+            parts = [f"{setting} {d:+.2f}" for setting in settings
                      if (d := delta_to_baseline(data, setting, variant, "top1")) is not None]
             if parts:
                 texts.append(f"{name}: " + ", ".join(parts))
@@ -716,7 +813,8 @@ def literature_numbers(data):
 
     return {
         "noise": noise(),
-        "aps8": describe(("e4m3_aps", "e4m3 + APS"), ("e5m2_aps", "e5m2 + APS")),
+        "aps8": describe(("e4m3_aps", "e4m3 + APS"), ("e4m3_ieee_aps", "e4m3 (IEEE-like) + APS"),
+                         ("e5m2_aps", "e5m2 + APS")),
         "dettmers": describe(("dettmers_dynamic", "dynamic tree"), ("dettmers_linear", "linear")),
         "fp8": describe(("e5m2", "e5m2"), ("e4m3", "e4m3"), ("fp8lm", "e4m3 + FP8-LM scaler")),
     }
@@ -732,7 +830,8 @@ def budget_model(budget, settings, runs):
         keys = setting["set"]
         epochs = int(keys["epochs"])
         train = int(keys["data.train_samples"]) * epochs
-        test = int(keys["data.test_samples"]) * epochs
+        evaluations = epochs if int(keys.get("eval.interval_epochs", 1)) != 0 else 1  # 0: at the end only
+        test = int(keys["data.test_samples"]) * evaluations
         rate = budget["train_images_per_cpu_second"][name]
         cpu = budget["startup_cpu_seconds"] + (train + budget["eval_cost"] * test) / rate
         rows[name] = (n, train, test, rate, cpu)
@@ -834,6 +933,15 @@ def write_report(data, docs_dir, plots):
     cls = table(data, "classification", "top1", "top-1")
     if cls:
         md += ["## Classification: ResNet-20, Fashion-MNIST, final test top-1", ""] + cls + [""]
+    probe = probe_table(data)
+    if probe:
+        md += ["## Fidelity probe: how much of the gradient each row loses", "",
+               "Every `precision.probe_interval` steps each bucket is also summed exactly (fp32, rank order) and each "
+               "layer's low-precision sum is compared with it: *rel. error* = ||lp - exact|| / ||exact||, *cosine* "
+               "= cos(lp, exact). Per run: each layer's mean over the probed steps, then the median over layers; "
+               "the cell is the mean over the row's seeds. Deterministic given the run, so it ranks rows whose "
+               "accuracies differ by less than their seed spread (docs/ALGORITHMS.md, Fidelity probe).", ""]
+        md += probe + [""]
     seg = table(data, "segmentation", "miou", "mIoU")
     if seg:
         md += ["## Segmentation: small FCN, Fashion-MNIST segmentation, final test mIoU", ""] + seg + [""]
