@@ -2,6 +2,8 @@
 
 #include "framework/core/Error.h"
 
+#include <limits>
+
 namespace aps::comm {
 
 BucketScaling::FormatScaling BucketScaling::FormatScaling::forSpec(const precision::CodecSpec& spec,
@@ -20,11 +22,13 @@ BucketScaling::FormatScaling BucketScaling::FormatScaling::forSpec(const precisi
   return fs;
 }
 
-BucketScaling::BucketScaling(std::vector<FormatScaling> perFormat, size_t paramCount, int statsWindow, int localRanks)
+BucketScaling::BucketScaling(std::vector<FormatScaling> perFormat, size_t paramCount, int statsWindow, int localRanks,
+                             int64_t probeInterval)
     : localRanks_(localRanks),
       scales_(paramCount),
       feedback_(std::make_shared<ErrorFeedbackState>(paramCount, localRanks)),
-      statistics_(std::make_shared<StatisticsHook>(paramCount, statsWindow)) {
+      statistics_(std::make_shared<StatisticsHook>(paramCount, statsWindow)),
+      probe_(probeInterval > 0 ? std::make_shared<FidelityProbe>(paramCount, probeInterval) : nullptr) {
   APS_CHECK(localRanks >= 1, "bucket scaling: {} local ranks", localRanks);
   setFormats(std::move(perFormat));
 }
@@ -35,7 +39,9 @@ void BucketScaling::setFormats(std::vector<FormatScaling> perFormat) {
   std::vector<bool> feedback;
   std::vector<std::shared_ptr<const precision::ApsScaler>> aps;
   std::vector<std::shared_ptr<precision::Fp8LmScaler>> fp8lm;
+  std::vector<float> maxValues;  // the probe's saturation threshold per format
   for (const auto& f : perFormat) {
+    maxValues.push_back(f.format ? f.format->maxValue() : std::numeric_limits<float>::infinity());
     APS_CHECK(!f.errorFeedback || f.format, "bucket scaling: error feedback needs a float wire format");
     auto quantizer = f.format ? std::make_shared<const precision::Quantizer>(*f.format) : nullptr;
     quantizers.push_back(quantizer);
@@ -49,11 +55,18 @@ void BucketScaling::setFormats(std::vector<FormatScaling> perFormat) {
   chain_ = {std::make_shared<ErrorFeedbackCompensate>(feedback_, feedback), std::make_shared<ApsHook>(aps),
             std::make_shared<Fp8LmHook>(fp8lm, localRanks_), statistics_,
             std::make_shared<ErrorFeedbackCapture>(feedback_, feedbackQuantizers, rounding)};
+  if (probe_) {
+    probe_->setMaxValues(std::move(maxValues));
+    chain_.insert(chain_.begin(), probe_);
+  }
 }
 
 void BucketScaling::install(ReducerOptions& options) {
   options.beforeReduce = [this](const BucketContext& c) { beforeReduce(c); };
   options.afterReduce = [this](const BucketContext& c) { afterReduce(c); };
+  options.encodeObserver = [this](const BucketContext& c) -> EncodeObserver* {
+    return probe_ ? probe_->observerFor(c) : nullptr;
+  };
 }
 
 void BucketScaling::beforeReduce(const BucketContext& context) {
@@ -74,6 +87,11 @@ void BucketScaling::finishStep(Transport& transport) {
 std::vector<size_t> BucketScaling::adapt(precision::HybridPolicy& policy) { return statistics_->adapt(policy); }
 
 void BucketScaling::resetStatistics(int param) { statistics_->reset(static_cast<size_t>(param)); }
+
+std::optional<ProbeRecord> BucketScaling::takeProbe() {
+  if (!probe_) return std::nullopt;
+  return probe_->take();
+}
 
 std::vector<int64_t> BucketScaling::statisticsState() const { return statistics_->state(); }
 

@@ -10,6 +10,21 @@
 
 namespace aps::comm {
 
+// Sees every encode an all-reduce makes, for the fidelity probe (docs/ALGORITHMS.md,
+// Fidelity probe): the fp32 values about to be encoded and what the wire bytes decode to.
+// `begin` is the position of values[0] in the all-reduced buffer. Called on the thread that
+// runs the all-reduce, only for the ranks of this process; schedules call it only when one
+// is set (no decode otherwise).
+class EncodeObserver {
+ public:
+  enum class Site {
+    Input,  // a rank's own contribution, encoded for sending
+    Sum,    // a (partial) sum re-encoded: two_shot's owner, each ring hop
+  };
+  virtual ~EncodeObserver() = default;
+  virtual void encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) = 0;
+};
+
 // The bookkeeping every all-reduce schedule shares: it collects the messages of one round,
 // hands them to the transport, counts the bytes each local rank puts on the wire, splits a
 // buffer into per-rank chunks and derives the stochastic-rounding context of each encode.
@@ -40,6 +55,14 @@ class ExchangeSchedule {
   // into one per sender, but bytes are counted as the real all-gather sends them.
   void allGatherShared(std::span<const void* const> sendData, std::span<const size_t> counts,
                        std::span<const size_t> offsets, void* recv);
+
+  // The observer of this all-reduce's encodes (null: none, the default).
+  void setObserver(EncodeObserver* observer) { observer_ = observer; }
+  bool observing() const { return observer_ != nullptr; }
+  // Reports an encode of values[0, n) (buffer position `begin`) into `encoded` to the
+  // observer, decoding the bytes first; nothing without an observer.
+  void observeEncode(const precision::Codec& codec, EncodeObserver::Site site, int64_t begin, int64_t n,
+                     const float* values, const uint8_t* encoded);
 
   // Bytes each local rank sent so far (index = rank - firstLocalRank()).
   const std::vector<uint64_t>& bytesSent() const { return bytesSent_; }
@@ -77,6 +100,8 @@ class ExchangeSchedule {
   int local_;
   std::vector<Message> round_;
   std::vector<uint64_t> bytesSent_;
+  EncodeObserver* observer_ = nullptr;
+  std::vector<float> decoded_;  // observeEncode's scratch (probe steps only)
 };
 
 // The encode context of schedule phase `phase` run by `rank` (-1: a computation every rank

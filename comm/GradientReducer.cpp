@@ -206,7 +206,8 @@ SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext&
   };
   if (options.average && options.preDivide) divide();
   if (options.beforeReduce) options.beforeReduce(bucket);
-  const SyncStats sync = algorithm.run(transport, bucket.data, n, ctx);
+  EncodeObserver* observer = options.encodeObserver ? options.encodeObserver(bucket) : nullptr;
+  const SyncStats sync = algorithm.run(transport, bucket.data, n, ctx, observer);
   if (options.afterReduce) options.afterReduce(bucket);
   if (options.average && !options.preDivide) divide();
   return sync;

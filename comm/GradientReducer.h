@@ -52,6 +52,9 @@ struct ReducerOptions {
   // exact powers of two before, unscale after. Must do the same on every rank.
   BucketCallback beforeReduce = nullptr;
   BucketCallback afterReduce = nullptr;
+  // Asked after beforeReduce: who observes this bucket's encodes (the fidelity probe, on its
+  // steps); null, or returning null, for none.
+  std::function<EncodeObserver*(const BucketContext&)> encodeObserver = nullptr;
 };
 
 // One bucket's reduction, the same wherever buckets come from (GradientReducer here, a

@@ -46,12 +46,15 @@ void RingAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, in
       if (len == 0) continue;
       codec.encode(data[i] + s.chunkBegin(n, c), len, enc[i] + offsets[static_cast<size_t>(c)],
                    s.encodeContext(rank, kEncodeInput, s.chunkBegin(n, c)));
+      s.observeEncode(codec, EncodeObserver::Site::Input, s.chunkBegin(n, c), len, data[i] + s.chunkBegin(n, c),
+                      enc[i] + offsets[static_cast<size_t>(c)]);
     }
   }
   auto chunkOf = [&](int rank, int c) -> uint8_t* {
     return s.isLocal(rank) ? enc[static_cast<size_t>(rank - first)] + offsets[static_cast<size_t>(c)] : nullptr;
   };
 
+  std::vector<float> hopSum;  // probe steps only
   // Reduce-scatter: in hop h rank r sends its partial sum of chunk r-h to r+1, which adds its
   // own contribution. After N-1 hops rank r holds the full sum of chunk r+1.
   for (int hop = 0; hop + 1 < world; ++hop) {
@@ -68,7 +71,13 @@ void RingAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, in
       const int64_t len = s.chunkSize(n, c);
       if (len == 0) continue;
       uint8_t* own = chunkOf(rank, c);
+      if (s.observing()) {  // the probe: the fp32 partial sum this hop re-encodes (decode a, decode b, add)
+        hopSum.resize(static_cast<size_t>(len));
+        codec.decode(incoming[i], len, hopSum.data());
+        codec.decodeAdd(own, len, hopSum.data());
+      }
       codec.decodeAddEncode(incoming[i], own, len, own, s.encodeContext(rank, kFirstHop + hop, s.chunkBegin(n, c)));
+      s.observeEncode(codec, EncodeObserver::Site::Sum, s.chunkBegin(n, c), len, hopSum.data(), own);
     }
   }
 

@@ -7,6 +7,7 @@
 #include "framework/autograd/Function.h"
 #include "framework/core/Error.h"
 #include "framework/core/Logging.h"
+#include "framework/train/EvalMetrics.h"
 #include "precision/ApsScaler.h"
 #include "precision/Fp8LmScaler.h"
 #include "precision/HybridPolicy.h"
@@ -143,7 +144,7 @@ void GradientSync::buildReducer(uint64_t step) {
   reducer_.reset();  // its communication thread ends before the hooks change
   if (!scaling_) {
     scaling_ = std::make_shared<comm::BucketScaling>(perFormat, params_.size(), static_cast<int>(p.statsWindow),
-                                                     ranks_.localRanks);
+                                                     ranks_.localRanks, p.probeInterval);
   } else {
     scaling_->setFormats(perFormat);
   }
@@ -210,7 +211,74 @@ void GradientSync::setStep(uint64_t step) { reducer_->setStep(step); }
 comm::StepCommStats GradientSync::finishStep() {
   const comm::StepCommStats stats = reducer_->wait();
   scaling_->finishStep(*ranks_.transport);
+  if (auto probe = scaling_->takeProbe()) writeProbe(*probe);
   return stats;
+}
+
+namespace {
+// The median of `values` (NaN sorts last); null when empty.
+nlohmann::json median(std::vector<double> values) {
+  if (values.empty()) return nullptr;
+  std::sort(values.begin(), values.end(), [](double a, double b) { return std::isnan(b) ? !std::isnan(a) : a < b; });
+  const size_t m = values.size() / 2;
+  return metricValue(values.size() % 2 ? values[m] : 0.5 * (values[m - 1] + values[m]));
+}
+
+// flushed / nonzero and saturated / total of probe counts; null when nothing was encoded.
+nlohmann::json flushedOf(const precision::QuantizationCounts& c) {
+  return c.total ? nlohmann::json(c.flushedFraction()) : nlohmann::json(nullptr);
+}
+nlohmann::json saturatedOf(const precision::QuantizationCounts& c) {
+  return c.total ? nlohmann::json(c.saturatedFraction()) : nlohmann::json(nullptr);
+}
+}  // namespace
+
+// One "probe" metrics record (docs/ALGORITHMS.md, Fidelity probe); every rank computes the
+// same figures, rank 0 writes them.
+void GradientSync::writeProbe(const comm::ProbeRecord& record) {
+  if (probeCount_.empty()) {
+    probeRelError_.assign(params_.size(), 0.0);
+    probeCosine_.assign(params_.size(), 0.0);
+    probeCount_.assign(params_.size(), 0);
+  }
+  ++probeSteps_;
+  nlohmann::json layers = nlohmann::json::array();
+  std::vector<double> relErrors, cosines;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const comm::ProbeLayer& l = record.layers[i];
+    if (!l.probed) continue;
+    probeRelError_[i] += l.relError;
+    probeCosine_[i] += l.cosine;
+    ++probeCount_[i];
+    relErrors.push_back(l.relError);
+    cosines.push_back(l.cosine);
+    layers.push_back({{"name", params_[i].name},
+                      {"format", codecNames_[static_cast<size_t>(formatOf_[i])]},
+                      {"rel_error", metricValue(l.relError)},
+                      {"cosine", metricValue(l.cosine)},
+                      {"in_flushed", flushedOf(l.in)},
+                      {"in_saturated", saturatedOf(l.in)},
+                      {"out_flushed", flushedOf(l.out)},
+                      {"out_saturated", saturatedOf(l.out)}});
+  }
+  if (metrics_) {
+    metrics_({{"type", "probe"},
+              {"step", record.step},
+              {"median_rel_error", median(relErrors)},
+              {"median_cosine", median(cosines)},
+              {"layers", std::move(layers)}});
+  }
+}
+
+nlohmann::json GradientSync::probeSummary() const {
+  if (config_.precision.probeInterval <= 0) return nullptr;
+  std::vector<double> relErrors, cosines;
+  for (size_t i = 0; i < probeCount_.size(); ++i) {
+    if (probeCount_[i] == 0) continue;
+    relErrors.push_back(probeRelError_[i] / static_cast<double>(probeCount_[i]));
+    cosines.push_back(probeCosine_[i] / static_cast<double>(probeCount_[i]));
+  }
+  return {{"steps", probeSteps_}, {"median_rel_error", median(relErrors)}, {"median_cosine", median(cosines)}};
 }
 
 void GradientSync::adaptFormats(int64_t step) {

@@ -83,12 +83,16 @@ class GradientSync {
   nlohmann::json formatsRecord() const;
   nlohmann::json layerRecords() const;
   nlohmann::json autoscaleRecord() const;
+  // The fidelity probe over the run so far (precision.probe_interval; null without it): probed
+  // steps, and the median over layers of each layer's mean rel_error and cosine.
+  nlohmann::json probeSummary() const;
 
  private:
   void resolveFormats();
   void buildReducer(uint64_t step);
   comm::BucketScaling::FormatScaling scalingOf(size_t format);
   void logFormats() const;
+  void writeProbe(const comm::ProbeRecord& record);
 
   const TrainConfig& config_;
   NamedTensors params_;
@@ -104,6 +108,10 @@ class GradientSync {
   std::shared_ptr<comm::BucketScaling> scaling_;
   std::unique_ptr<comm::GradientReducer> reducer_;
   int currentLocal_ = 0;
+  // The fidelity probe's running sums per parameter: rel_error, cosine, probed steps.
+  std::vector<double> probeRelError_, probeCosine_;
+  std::vector<int64_t> probeCount_;
+  int64_t probeSteps_ = 0;
 };
 
 }  // namespace aps::train

@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 #include <filesystem>
+#include <fstream>
 
 namespace aps::train {
 namespace {
@@ -32,6 +33,17 @@ uint64_t stateHash(const NamedTensors& state) {
       h = (h ^ p[i]) * 1099511628211ull;
   }
   return h;
+}
+
+// The "probe" lines of a metrics file.
+std::vector<nlohmann::json> probeLines(const std::string& file) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.at("type") == "probe") lines.push_back(std::move(j));
+  }
+  return lines;
 }
 
 void expectSimMatchesMpi(std::vector<std::string> precision) {
@@ -61,6 +73,9 @@ void expectSimMatchesMpi(std::vector<std::string> precision) {
     const auto realLosses = testing::trainLosses(metrics), simLosses = testing::trainLosses(metrics + ".sim");
     EXPECT_FALSE(realLosses.empty());
     EXPECT_EQ(realLosses, simLosses);
+    // The fidelity probe's records (precision.probe_interval) are the same too.
+    const auto realProbes = probeLines(metrics), simProbes = probeLines(metrics + ".sim");
+    EXPECT_EQ(realProbes, simProbes);
     std::filesystem::remove(metrics);
     std::filesystem::remove(metrics + ".sim");
   }
@@ -105,6 +120,14 @@ TEST(TrainerMpi, SimMatchesMpiWithErrorFeedbackAndHybridAuto) {
   expectSimMatchesMpi({"model.name=convnet", "precision.format=e3m0", "precision.scaling=aps",
                        "precision.error_feedback=true", "precision.hybrid_auto=true", "precision.stats_window=2",
                        "precision.hybrid_underflow=0.2", "max_steps=8"});
+}
+
+// The fidelity probe gives the same figures with real and simulated ranks (its shadow sum and
+// its counts go through the transport), for two_shot and for ring's per-hop counts.
+TEST(TrainerMpi, SimMatchesMpiWithFidelityProbe) {
+  expectSimMatchesMpi({"model.name=convnet", "precision.format=e4m3", "precision.probe_interval=2", "max_steps=5"});
+  expectSimMatchesMpi({"model.name=convnet", "precision.format=e3m0", "precision.scaling=aps", "comm.algorithm=ring",
+                       "precision.probe_interval=2", "max_steps=3"});
 }
 
 TEST(TrainerMpi, SimMatchesMpiWithAutoscale) {
