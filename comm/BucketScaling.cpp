@@ -2,6 +2,7 @@
 
 #include "framework/core/Error.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace aps::comm {
@@ -64,9 +65,27 @@ void BucketScaling::setFormats(std::vector<FormatScaling> perFormat) {
 void BucketScaling::install(ReducerOptions& options) {
   options.beforeReduce = [this](const BucketContext& c) { beforeReduce(c); };
   options.afterReduce = [this](const BucketContext& c) { afterReduce(c); };
-  options.encodeObserver = [this](const BucketContext& c) -> EncodeObserver* {
-    return probe_ ? probe_->observerFor(c) : nullptr;
-  };
+  options.encodeObserver = [this](const BucketContext& c) { return observerFor(c); };
+}
+
+bool BucketScaling::Observers::observes(Site site) const {
+  return std::any_of(targets.begin(), targets.end(), [site](const EncodeObserver* t) { return t->observes(site); });
+}
+
+void BucketScaling::Observers::encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) {
+  for (EncodeObserver* t : targets) {
+    if (t->observes(site)) t->encoded(site, begin, n, values, decoded);
+  }
+}
+
+EncodeObserver* BucketScaling::observerFor(const BucketContext& context) {
+  observers_.targets.clear();
+  if (probe_) {
+    if (EncodeObserver* o = probe_->observerFor(context)) observers_.targets.push_back(o);
+  }
+  if (EncodeObserver* o = statistics_->observerFor(context)) observers_.targets.push_back(o);
+  if (observers_.targets.empty()) return nullptr;
+  return observers_.targets.size() == 1 ? observers_.targets[0] : &observers_;
 }
 
 void BucketScaling::beforeReduce(const BucketContext& context) {
@@ -95,6 +114,10 @@ std::optional<ProbeRecord> BucketScaling::takeProbe() {
 
 std::vector<int64_t> BucketScaling::statisticsState() const { return statistics_->state(); }
 
+std::vector<int64_t> BucketScaling::outputStatisticsState() const { return statistics_->outputState(); }
+
+void BucketScaling::setOutputStatisticsState(const std::vector<int64_t>& state) { statistics_->setOutputState(state); }
+
 void BucketScaling::setStatisticsState(const std::vector<int64_t>& state) { statistics_->setState(state); }
 
 const std::vector<float>& BucketScaling::residual(int localRank, int param) const {
@@ -111,6 +134,10 @@ int BucketScaling::lastShift(int param) const { return scales_.shift(static_cast
 
 precision::QuantizationCounts BucketScaling::statistics(int param) const {
   return statistics_->window(static_cast<size_t>(param));
+}
+
+precision::QuantizationCounts BucketScaling::outputStatistics(int param) const {
+  return statistics_->outputWindow(static_cast<size_t>(param));
 }
 
 }  // namespace aps::comm

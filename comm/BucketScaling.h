@@ -74,6 +74,9 @@ class BucketScaling {
   int lastShift(int param) const;
   // Quantisation statistics of parameter p over the window.
   precision::QuantizationCounts statistics(int param) const;
+  // What re-encoding the reduced sums did to parameter p over the window, summed over all
+  // ranks (the two_shot owner's encode, every ring hop's; not read by hybrid precision).
+  precision::QuantizationCounts outputStatistics(int param) const;
   // Applies hybrid precision's automatic rule to the statistics (HybridPolicy::adapt).
   std::vector<size_t> adapt(precision::HybridPolicy& policy);
   // Restarts parameter p's statistics window.
@@ -87,16 +90,28 @@ class BucketScaling {
   // parameter p (empty until the first step that used it).
   std::vector<int64_t> statisticsState() const;
   void setStatisticsState(const std::vector<int64_t>& state);
+  std::vector<int64_t> outputStatisticsState() const;
+  void setOutputStatisticsState(const std::vector<int64_t>& state);
   const std::vector<float>& residual(int localRank, int param) const;
   void setResidual(int localRank, int param, std::vector<float> values);
 
  private:
+  // The all-reduce's encode observers for one bucket (the probe, the statistics), as one.
+  class Observers : public EncodeObserver {
+   public:
+    std::vector<EncodeObserver*> targets;
+    bool observes(Site site) const override;
+    void encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) override;
+  };
+  EncodeObserver* observerFor(const BucketContext& bucket);
+
   int localRanks_;
   ParamScales scales_;
   std::shared_ptr<ErrorFeedbackState> feedback_;
   std::shared_ptr<StatisticsHook> statistics_;
   std::shared_ptr<FidelityProbe> probe_;            // null: no probe
   std::vector<std::shared_ptr<BucketHook>> chain_;  // in beforeReduce order
+  Observers observers_;                             // the current bucket's (communication thread)
 };
 
 }  // namespace aps::comm

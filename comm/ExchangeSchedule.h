@@ -22,6 +22,8 @@ class EncodeObserver {
     Sum,    // a (partial) sum re-encoded: two_shot's owner, each ring hop
   };
   virtual ~EncodeObserver() = default;
+  // Whether encodes at `site` are wanted (others are not decoded or reported).
+  virtual bool observes(Site /*site*/) const { return true; }
   virtual void encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) = 0;
 };
 
@@ -58,7 +60,7 @@ class ExchangeSchedule {
 
   // The observer of this all-reduce's encodes (null: none, the default).
   void setObserver(EncodeObserver* observer) { observer_ = observer; }
-  bool observing() const { return observer_ != nullptr; }
+  bool observing(EncodeObserver::Site site) const { return observer_ != nullptr && observer_->observes(site); }
   // Reports an encode of values[0, n) (buffer position `begin`) into `encoded` to the
   // observer, decoding the bytes first; nothing without an observer.
   void observeEncode(const precision::Codec& codec, EncodeObserver::Site site, int64_t begin, int64_t n,

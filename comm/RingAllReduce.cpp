@@ -71,7 +71,8 @@ void RingAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, in
       const int64_t len = s.chunkSize(n, c);
       if (len == 0) continue;
       uint8_t* own = chunkOf(rank, c);
-      if (s.observing()) {  // the probe: the fp32 partial sum this hop re-encodes (decode a, decode b, add)
+      if (s.observing(EncodeObserver::Site::Sum)) {  // the probe: the fp32 partial sum this hop re-encodes (decode a,
+                                                     // decode b, add)
         hopSum.resize(static_cast<size_t>(len));
         codec.decode(incoming[i], len, hopSum.data());
         codec.decodeAdd(own, len, hopSum.data());

@@ -321,6 +321,7 @@ void GradientSync::adaptFormats(int64_t step) {
 NamedTensors GradientSync::saveState() {
   NamedTensors out;
   out.push_back({"statistics", int64Tensor(scaling_->statisticsState())});
+  out.push_back({"statistics_out", int64Tensor(scaling_->outputStatisticsState())});
   out.push_back({"widenings", int64Tensor(widenings_)});
   for (const auto& [name, scaler] : autoscalers_) {
     for (auto& entry : scaler->stateDict()) out.push_back({"autoscale." + name, entry.tensor});
@@ -364,6 +365,9 @@ NamedTensors GradientSync::saveState() {
 
 void GradientSync::loadState(const NamedTensors& section, const std::string& path, uint64_t step) {
   scaling_->setStatisticsState(int64Values(section, "statistics", path));
+  if (findTensor(section, "statistics_out") != nullptr) {  // absent in checkpoints of earlier versions
+    scaling_->setOutputStatisticsState(int64Values(section, "statistics_out", path));
+  }
   const std::vector<int64_t> widened = int64Values(section, "widenings", path);
   APS_CHECK(widened.size() == params_.size(), "checkpoint '{}': precision.widenings has {} entries for {} parameters",
             path, widened.size(), params_.size());
@@ -427,11 +431,17 @@ nlohmann::json GradientSync::layerRecords() const {
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto c = scaling_->statistics(static_cast<int>(i));
     if (c.total == 0) continue;
-    layers.push_back({{"name", params_[i].name},
-                      {"shift", scaling_->lastShift(static_cast<int>(i))},
-                      {"flushed", c.flushedFraction()},
-                      {"saturated", c.saturatedFraction()},
-                      {"rel_error", c.relativeError()}});
+    // The re-encoded sums (every rank's: the two_shot owner's encode, each ring hop's); null
+    // where none was measured (allgather, whose rounding of sums is not observed).
+    const auto out = scaling_->outputStatistics(static_cast<int>(i));
+    layers.push_back(
+        {{"name", params_[i].name},
+         {"shift", scaling_->lastShift(static_cast<int>(i))},
+         {"flushed", c.flushedFraction()},
+         {"saturated", c.saturatedFraction()},
+         {"rel_error", c.relativeError()},
+         {"out_flushed", out.total ? nlohmann::json(out.flushedFraction()) : nlohmann::json(nullptr)},
+         {"out_saturated", out.total ? nlohmann::json(out.saturatedFraction()) : nlohmann::json(nullptr)}});
   }
   return layers;
 }

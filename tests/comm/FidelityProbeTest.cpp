@@ -28,8 +28,9 @@ std::vector<float> gradientOf(int rank) {
 }
 
 struct ProbeRun {
-  std::vector<std::vector<float>> grads;            // [rank] after the last step
-  std::vector<std::optional<ProbeRecord>> records;  // [step]
+  std::vector<std::vector<float>> grads;                 // [rank] after the last step
+  std::vector<std::optional<ProbeRecord>> records;       // [step]
+  std::vector<precision::QuantizationCounts> outWindow;  // [layer]: the statistics' re-encoded sums
 };
 
 // `steps` steps of the two-layer model on `world` simulated ranks, `kind` over `codecName`, no
@@ -64,8 +65,10 @@ ProbeRun reduce(int world, AllReduceKind kind, const std::string& codecName, int
       reducer.markReady(0, k);
     }
     reducer.wait();
+    scaling.finishStep(transport);
     r.records.push_back(scaling.takeProbe());
   }
+  for (int layer = 0; layer < 2; ++layer) r.outWindow.push_back(scaling.outputStatistics(layer));
   return r;
 }
 
@@ -148,6 +151,27 @@ TEST(FidelityProbe, RingCountsEveryHopsReencode) {
   EXPECT_GT(a.relError, 0.0);
   EXPECT_LT(a.relError, 0.2);
   EXPECT_GT(a.cosine, 0.98);
+}
+
+// The statistics hook counts the re-encoded sums every step (its own window, summed over every
+// rank): on a probed step the same counts as the probe's.
+TEST(FidelityProbe, StatisticsCountTheReencodedSumsToo) {
+  for (const auto kind : {AllReduceKind::TwoShot, AllReduceKind::Ring}) {
+    const ProbeRun r = reduce(4, kind, "e3m0", 1);
+    ASSERT_TRUE(r.records[0].has_value());
+    for (size_t layer = 0; layer < 2; ++layer) {
+      const auto& probe = r.records[0]->layers[layer].out;
+      const auto& stats = r.outWindow[layer];
+      EXPECT_GT(stats.total, 0);
+      EXPECT_EQ(stats.total, probe.total);
+      EXPECT_EQ(stats.nonzero, probe.nonzero);
+      EXPECT_EQ(stats.flushed, probe.flushed);
+      EXPECT_EQ(stats.saturated, probe.saturated);
+    }
+    EXPECT_GT(r.outWindow[0].nonzero, 0);
+  }
+  const ProbeRun fp32 = reduce(4, AllReduceKind::TwoShot, "fp32", 0);
+  EXPECT_EQ(fp32.outWindow[0].total, 0);  // no statistics for fp32
 }
 
 TEST(FidelityProbe, RecordsOnlyOnItsStepsAndChangesNoBits) {
