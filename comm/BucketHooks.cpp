@@ -236,6 +236,8 @@ EncodeObserver* StatisticsHook::observerFor(const BucketContext& context) {
   if (quantizer == nullptr || !*quantizer) return nullptr;
   observed_ = context.layout;
   observedMax_ = (*quantizer)->format().maxValue();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int p : context.layout->params) touched_[static_cast<size_t>(p)] = 1;
   return this;
 }
 
@@ -254,44 +256,53 @@ void StatisticsHook::encoded(Site site, int64_t begin, int64_t n, const float* v
 }
 
 void StatisticsHook::finishStep(Transport& transport) {
-  const bool any = std::any_of(quantizers_.begin(), quantizers_.end(), [](const auto& q) { return q != nullptr; });
-  if (!any) return;  // the same on every rank: no float format narrower than fp32
+  // The parameters whose re-encoded sums were observed this step: the same on every rank (every
+  // rank reduces the same buckets), so every rank joins the all-gather or none does.
+  std::vector<size_t> params;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t p = 0; p < touched_.size(); ++p) {
+      if (touched_[p]) params.push_back(p);
+    }
+  }
+  observed_ = nullptr;
+  if (params.empty()) return;
   // This process's counts travel as its first local rank's share (integers: the sum does not
   // depend on how ranks are spread over processes).
   constexpr size_t kFields = 4;
-  const size_t params = stepOut_.size();
+  const size_t count = params.size();
   std::vector<std::vector<int64_t>> mine(static_cast<size_t>(transport.localRankCount()),
-                                         std::vector<int64_t>(params * kFields, 0));
+                                         std::vector<int64_t>(count * kFields, 0));
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (size_t p = 0; p < params; ++p) {
-      const auto& c = stepOut_[p];
-      int64_t* at = mine[0].data() + p * kFields;
+    for (size_t k = 0; k < count; ++k) {
+      precision::QuantizationCounts& c = stepOut_[params[k]];
+      int64_t* at = mine[0].data() + k * kFields;
       at[0] = c.total;
       at[1] = c.nonzero;
       at[2] = c.flushed;
       at[3] = c.saturated;
-      stepOut_[p] = {};
+      c = {};
+      touched_[params[k]] = 0;
     }
   }
   std::vector<const void*> pointers;
   for (const auto& m : mine) pointers.push_back(m.data());
   const auto world = static_cast<size_t>(transport.worldSize());
-  std::vector<int64_t> all(world * params * kFields);
-  allGatherBytes(transport, pointers, params * kFields * sizeof(int64_t), all.data());
+  std::vector<int64_t> all(world * count * kFields);
+  allGatherBytes(transport, pointers, count * kFields * sizeof(int64_t), all.data());
   std::lock_guard<std::mutex> lock(mutex_);
-  for (size_t p = 0; p < params; ++p) {
+  for (size_t k = 0; k < count; ++k) {
     precision::QuantizationCounts sum;
     for (size_t r = 0; r < world; ++r) {
-      const int64_t* at = all.data() + (r * params + p) * kFields;
+      const int64_t* at = all.data() + (r * count + k) * kFields;
       sum.total += at[0];
       sum.nonzero += at[1];
       sum.flushed += at[2];
       sum.saturated += at[3];
     }
-    if (sum.total > 0) outStats_.record(p, sum);
+    if (sum.total > 0) outStats_.record(params[k], sum);
   }
-  observed_ = nullptr;
 }
 
 precision::QuantizationCounts StatisticsHook::outputWindow(size_t param) const {

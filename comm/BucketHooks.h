@@ -106,7 +106,8 @@ class Fp8LmHook : public BucketHook {
 // finishStep, kept in a window of its own (outputWindow) that hybrid precision does not read.
 class StatisticsHook : public BucketHook, public EncodeObserver {
  public:
-  StatisticsHook(size_t params, int window) : stats_(params, window), outStats_(params, window), stepOut_(params) {}
+  StatisticsHook(size_t params, int window)
+      : stats_(params, window), outStats_(params, window), stepOut_(params), touched_(params, 0) {}
   void setQuantizers(std::vector<std::shared_ptr<const precision::Quantizer>> perFormat,
                      std::vector<precision::RoundingMode> rounding);
   void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
@@ -134,6 +135,7 @@ class StatisticsHook : public BucketHook, public EncodeObserver {
   precision::LayerStatistics stats_;
   precision::LayerStatistics outStats_;                 // the re-encoded sums, summed over ranks
   std::vector<precision::QuantizationCounts> stepOut_;  // per parameter: this step, this process's ranks
+  std::vector<uint8_t> touched_;                        // per parameter: observed this step
   const BucketLayout::Bucket* observed_ = nullptr;      // the bucket being reduced (communication thread)
   float observedMax_ = 0.0f;
 };

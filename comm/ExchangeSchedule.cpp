@@ -30,9 +30,9 @@ void ExchangeSchedule::countSent(int src, size_t bytes) {
 void ExchangeSchedule::observeEncode(const precision::Codec& codec, EncodeObserver::Site site, int64_t begin, int64_t n,
                                      const float* values, const uint8_t* encoded) {
   if (!observing(site) || n <= 0) return;
-  decoded_.resize(static_cast<size_t>(n));
-  codec.decode(encoded, n, decoded_.data());
-  observer_->encoded(site, begin, n, values, decoded_.data());
+  float* decoded = scratchFloats(kObserverScratch, 0, static_cast<size_t>(n));
+  codec.decode(encoded, n, decoded);
+  observer_->encoded(site, begin, n, values, decoded);
 }
 
 void ExchangeSchedule::flush() {

@@ -10,11 +10,11 @@
 
 namespace aps::comm {
 
-// Sees every encode an all-reduce makes, for the fidelity probe (docs/ALGORITHMS.md,
-// Fidelity probe): the fp32 values about to be encoded and what the wire bytes decode to.
-// `begin` is the position of values[0] in the all-reduced buffer. Called on the thread that
-// runs the all-reduce, only for the ranks of this process; schedules call it only when one
-// is set (no decode otherwise).
+// Sees the encodes an all-reduce makes, for the fidelity probe (docs/ALGORITHMS.md, Fidelity
+// probe) and the statistics of re-encoded sums: the fp32 values about to be encoded and what
+// the wire bytes decode to. `begin` is the position of values[0] in the all-reduced buffer.
+// Called on the thread that runs the all-reduce, for the encodes of this process's ranks;
+// schedules report only the sites an observer wants (no decode otherwise).
 class EncodeObserver {
  public:
   enum class Site {
@@ -33,6 +33,8 @@ class EncodeObserver {
 // An algorithm drives it the same way on every process; only the transport differs.
 class ExchangeSchedule {
  public:
+  static constexpr int kObserverScratch = 16;
+
   ExchangeSchedule(Transport& transport, const precision::EncodeContext& base, ScratchArena& scratch);
 
   int worldSize() const { return world_; }
@@ -70,6 +72,7 @@ class ExchangeSchedule {
   const std::vector<uint64_t>& bytesSent() const { return bytesSent_; }
 
   // Reusable scratch for buffers that live for one all-reduce: slot `kind` of local rank i.
+  // Kinds from kObserverScratch on are observeEncode's; schedules use smaller ones.
   uint8_t* scratch(int kind, size_t localIndex, size_t bytes) {
     return scratch_.bytes(static_cast<size_t>(kind) * static_cast<size_t>(local_) + localIndex, bytes);
   }
@@ -103,7 +106,6 @@ class ExchangeSchedule {
   std::vector<Message> round_;
   std::vector<uint64_t> bytesSent_;
   EncodeObserver* observer_ = nullptr;
-  std::vector<float> decoded_;  // observeEncode's scratch (probe steps only)
 };
 
 // The encode context of schedule phase `phase` run by `rank` (-1: a computation every rank

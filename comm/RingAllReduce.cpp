@@ -12,7 +12,7 @@ namespace {
 constexpr int kEncodeInput = 0;
 constexpr int kFirstHop = 1;
 
-enum Slot { kEncoded = 0, kIncoming = 1 };
+enum Slot { kEncoded = 0, kIncoming = 1, kHopSum = 2 };
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 }  // namespace
@@ -54,7 +54,6 @@ void RingAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, in
     return s.isLocal(rank) ? enc[static_cast<size_t>(rank - first)] + offsets[static_cast<size_t>(c)] : nullptr;
   };
 
-  std::vector<float> hopSum;  // probe steps only
   // Reduce-scatter: in hop h rank r sends its partial sum of chunk r-h to r+1, which adds its
   // own contribution. After N-1 hops rank r holds the full sum of chunk r+1.
   for (int hop = 0; hop + 1 < world; ++hop) {
@@ -71,14 +70,14 @@ void RingAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, in
       const int64_t len = s.chunkSize(n, c);
       if (len == 0) continue;
       uint8_t* own = chunkOf(rank, c);
-      if (s.observing(EncodeObserver::Site::Sum)) {  // the probe: the fp32 partial sum this hop re-encodes (decode a,
-                                                     // decode b, add)
-        hopSum.resize(static_cast<size_t>(len));
-        codec.decode(incoming[i], len, hopSum.data());
-        codec.decodeAdd(own, len, hopSum.data());
+      float* hopSum = nullptr;  // an observer's: the fp32 partial sum this hop re-encodes (decode, decode, add)
+      if (s.observing(EncodeObserver::Site::Sum)) {
+        hopSum = s.scratchFloats(kHopSum, i, static_cast<size_t>(len));
+        codec.decode(incoming[i], len, hopSum);
+        codec.decodeAdd(own, len, hopSum);
       }
       codec.decodeAddEncode(incoming[i], own, len, own, s.encodeContext(rank, kFirstHop + hop, s.chunkBegin(n, c)));
-      s.observeEncode(codec, EncodeObserver::Site::Sum, s.chunkBegin(n, c), len, hopSum.data(), own);
+      s.observeEncode(codec, EncodeObserver::Site::Sum, s.chunkBegin(n, c), len, hopSum, own);
     }
   }
 

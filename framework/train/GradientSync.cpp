@@ -315,7 +315,9 @@ void GradientSync::adaptFormats(int64_t step) {
                 {"to", paramSpecs_[l].format.name}});
     }
   }
-  buildReducer(static_cast<uint64_t>(step));
+  // The next step is step + 1: its stochastic rounding streams and the probe's schedule count
+  // from there, as after a resume at that step (loadState).
+  buildReducer(static_cast<uint64_t>(step) + 1);
 }
 
 NamedTensors GradientSync::saveState() {

@@ -364,6 +364,33 @@ TEST_F(TrainerTest, FidelityProbeRecordsEveryKSteps) {
   }
 }
 
+// The probe fires on the trainer's steps 0, K, 2K, ... also after hybrid precision widened a
+// layer and rebuilt the reducer (which then continues at the next step): each probe record is
+// followed by the train record of the same step (logging.interval 1 counts from 1).
+TEST_F(TrainerTest, FidelityProbeKeepsItsStepsAcrossWidening) {
+  Trainer trainer(smallConfig("sim", 2,
+                              {"model.name=convnet", "precision.format=e3m0", "precision.hybrid_auto=true",
+                               "precision.stats_window=2", "precision.probe_interval=3", "max_steps=12",
+                               "logging.metrics_file=" + path("m.jsonl")}),
+                  nullptr);
+  trainer.run();
+  const auto lines = metricLines(path("m.jsonl"));
+  int probes = 0, widened = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    widened += lines[i].at("type") == "format";
+    if (lines[i].at("type") != "probe") continue;
+    ++probes;
+    const int64_t step = lines[i].at("step").get<int64_t>();
+    EXPECT_EQ(step % 3, 0);
+    size_t next = i + 1;
+    while (next < lines.size() && lines[next].at("type") != "train") ++next;
+    ASSERT_LT(next, lines.size());
+    EXPECT_EQ(lines[next].at("step").get<int64_t>(), step + 1) << "probe of step " << step;
+  }
+  EXPECT_EQ(probes, 4);  // steps 0, 3, 6, 9
+  EXPECT_GT(widened, 0);
+}
+
 // Without precision.probe_interval nothing is probed.
 TEST_F(TrainerTest, NoProbeRecordsByDefault) {
   Trainer trainer(
