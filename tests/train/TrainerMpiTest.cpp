@@ -36,6 +36,17 @@ uint64_t stateHash(const NamedTensors& state) {
   return h;
 }
 
+// The "layers" of every "train" line of a metrics file.
+std::vector<nlohmann::json> trainLayers(const std::string& file) {
+  std::vector<nlohmann::json> layers;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.at("type") == "train") layers.push_back(j.value("layers", nlohmann::json()));
+  }
+  return layers;
+}
+
 // The "probe" lines of a metrics file, without their time.
 std::vector<nlohmann::json> probeLines(const std::string& file) {
   std::vector<nlohmann::json> lines;
@@ -76,6 +87,9 @@ void expectSimMatchesMpi(std::vector<std::string> precision) {
     EXPECT_FALSE(realLosses.empty());
     EXPECT_EQ(realLosses, simLosses);
     // The fidelity probe's records (precision.probe_interval) are the same too.
+    // So are the per-layer statistics of the train records (rank 0's inputs; every rank's
+    // re-encoded sums, summed over ranks).
+    EXPECT_EQ(trainLayers(metrics), trainLayers(metrics + ".sim"));
     const auto realProbes = probeLines(metrics), simProbes = probeLines(metrics + ".sim");
     EXPECT_EQ(realProbes, simProbes);
     const bool probing = std::any_of(precision.begin(), precision.end(),
