@@ -40,6 +40,7 @@ void AllGatherAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> dat
     enc[i] = s.scratch(kEncoded, i, bytes);
     encPtr[i] = enc[i];
     if (n > 0) codec.encode(data[i], n, enc[i], s.encodeContext(first + static_cast<int>(i), kEncodeInputPhase, 0));
+    s.observeEncode(codec, EncodeObserver::Site::Input, 0, n, data[i], enc[i]);
   }
   uint8_t* gathered = s.scratch(kGathered, 0, bytes * w);
   std::vector<size_t> counts(w, bytes), offsets(w);

@@ -45,13 +45,14 @@ AllReduceKind parseAllReduceKind(std::string_view name) {
 }
 
 SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> data, int64_t n,
-                                  const precision::EncodeContext& ctx) const {
+                                  const precision::EncodeContext& ctx, EncodeObserver* observer) const {
   APS_CHECK(data.size() == static_cast<size_t>(transport.localRankCount()),
             "comm {}: got {} buffers for {} local ranks", name(), data.size(), transport.localRankCount());
   APS_CHECK(n >= 0, "comm {}: negative element count {}", name(), n);
   std::lock_guard<std::mutex> lock(mutex_);
   const auto start = std::chrono::steady_clock::now();
   ExchangeSchedule schedule(transport, ctx, scratch_);
+  schedule.setObserver(observer);
   SyncStats stats;
   // Flags are taken before the reduction overwrites the inputs. The result is identical on
   // every rank, so checking it locally is consistent too (catches overflow in the sum).

@@ -64,8 +64,10 @@ class AllReduceAlgorithm {
   // data[i] holds n floats of local rank transport.firstLocalRank() + i, replaced by the
   // sum over all ranks. `ctx` seeds stochastic rounding; vary its stream per call.
   // Calls on one algorithm object are serialised (they share its scratch memory).
-  SyncStats run(Transport& transport, std::span<float* const> data, int64_t n,
-                const precision::EncodeContext& ctx = {}) const;
+  // `observer` (may be null) sees every encode of this rank's schedule (the fidelity probe);
+  // it does not change the result.
+  SyncStats run(Transport& transport, std::span<float* const> data, int64_t n, const precision::EncodeContext& ctx = {},
+                EncodeObserver* observer = nullptr) const;
 
   bool checksFinite() const { return checkFinite_; }
   void setCheckFinite(bool check) { checkFinite_ = check; }

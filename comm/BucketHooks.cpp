@@ -241,6 +241,7 @@ std::vector<size_t> StatisticsHook::adapt(precision::HybridPolicy& policy) {
 void StatisticsHook::reset(size_t param) {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.reset(param);
+  outStats_.reset(param);
 }
 
 std::vector<int64_t> StatisticsHook::state() const {
@@ -251,6 +252,95 @@ std::vector<int64_t> StatisticsHook::state() const {
 void StatisticsHook::setState(const std::vector<int64_t>& state) {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.restore(state);
+}
+
+EncodeObserver* StatisticsHook::observerFor(const BucketContext& context) {
+  const auto* quantizer = forFormat(quantizers_, *context.layout);
+  if (quantizer == nullptr || !*quantizer) return nullptr;
+  observed_ = context.layout;
+  observedMax_ = (*quantizer)->format().maxValue();
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int p : context.layout->params) touched_[static_cast<size_t>(p)] = 1;
+  return this;
+}
+
+void StatisticsHook::encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) {
+  if (site != Site::Sum || observed_ == nullptr) return;
+  const BucketLayout::Bucket& bucket = *observed_;
+  const int64_t end = begin + n;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t k = 0; k < bucket.params.size(); ++k) {
+    const int64_t lo = std::max(begin, bucket.offsets[k]);
+    const int64_t hi = std::min(end, bucket.offsets[k] + layerSize(bucket, k));
+    if (lo >= hi) continue;
+    stepOut_[paramOf(bucket, k)] +=
+        precision::QuantizationCounts::measure(values + (lo - begin), decoded + (lo - begin), hi - lo, observedMax_);
+  }
+}
+
+void StatisticsHook::finishStep(Transport& transport) {
+  // The parameters whose re-encoded sums were observed this step: the same on every rank (every
+  // rank reduces the same buckets), so every rank joins the all-gather or none does.
+  std::vector<size_t> params;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t p = 0; p < touched_.size(); ++p) {
+      if (touched_[p]) params.push_back(p);
+    }
+  }
+  observed_ = nullptr;
+  if (params.empty()) return;
+  // This process's counts travel as its first local rank's share (integers: the sum does not
+  // depend on how ranks are spread over processes).
+  constexpr size_t kFields = 4;
+  const size_t count = params.size();
+  std::vector<std::vector<int64_t>> mine(static_cast<size_t>(transport.localRankCount()),
+                                         std::vector<int64_t>(count * kFields, 0));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t k = 0; k < count; ++k) {
+      precision::QuantizationCounts& c = stepOut_[params[k]];
+      int64_t* at = mine[0].data() + k * kFields;
+      at[0] = c.total;
+      at[1] = c.nonzero;
+      at[2] = c.flushed;
+      at[3] = c.saturated;
+      c = {};
+      touched_[params[k]] = 0;
+    }
+  }
+  std::vector<const void*> pointers;
+  for (const auto& m : mine) pointers.push_back(m.data());
+  const auto world = static_cast<size_t>(transport.worldSize());
+  std::vector<int64_t> all(world * count * kFields);
+  allGatherBytes(transport, pointers, count * kFields * sizeof(int64_t), all.data());
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (size_t k = 0; k < count; ++k) {
+    precision::QuantizationCounts sum;
+    for (size_t r = 0; r < world; ++r) {
+      const int64_t* at = all.data() + (r * count + k) * kFields;
+      sum.total += at[0];
+      sum.nonzero += at[1];
+      sum.flushed += at[2];
+      sum.saturated += at[3];
+    }
+    if (sum.total > 0) outStats_.record(params[k], sum);
+  }
+}
+
+precision::QuantizationCounts StatisticsHook::outputWindow(size_t param) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return outStats_.window(param);
+}
+
+std::vector<int64_t> StatisticsHook::outputState() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return outStats_.serialize();
+}
+
+void StatisticsHook::setOutputState(const std::vector<int64_t>& state) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  outStats_.restore(state);
 }
 
 void ErrorFeedbackCapture::beforeReduce(const BucketContext& context, ParamScales& scales) {

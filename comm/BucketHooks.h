@@ -101,9 +101,13 @@ class Fp8LmHook : public BucketHook {
 
 // What quantizing local rank 0's scaled gradient does, per layer: values flushed to zero,
 // saturated, relative error, over a window of steps (hybrid precision decides from it).
-class StatisticsHook : public BucketHook {
+// Besides, as an EncodeObserver of the all-reduce, what re-encoding the sums does (the
+// two_shot owner's encode, every ring hop's): counted on every rank, summed over all ranks in
+// finishStep, kept in a window of its own (outputWindow) that hybrid precision does not read.
+class StatisticsHook : public BucketHook, public EncodeObserver {
  public:
-  StatisticsHook(size_t params, int window) : stats_(params, window) {}
+  StatisticsHook(size_t params, int window)
+      : stats_(params, window), outStats_(params, window), stepOut_(params), touched_(params, 0) {}
   void setQuantizers(std::vector<std::shared_ptr<const precision::Quantizer>> perFormat,
                      std::vector<precision::RoundingMode> rounding);
   void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
@@ -114,11 +118,26 @@ class StatisticsHook : public BucketHook {
   std::vector<int64_t> state() const;
   void setState(const std::vector<int64_t>& state);
 
+  // The re-encoded sums: this hook observes the bucket's all-reduce when its format has a
+  // quantizer (else null); finishStep sums the step's counts over all ranks into the window.
+  EncodeObserver* observerFor(const BucketContext& bucket);
+  bool observes(Site site) const override { return site == Site::Sum; }
+  void encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) override;
+  void finishStep(Transport& transport) override;
+  precision::QuantizationCounts outputWindow(size_t param) const;
+  std::vector<int64_t> outputState() const;
+  void setOutputState(const std::vector<int64_t>& state);
+
  private:
   std::vector<std::shared_ptr<const precision::Quantizer>> quantizers_;  // per format; null: float32 or not float
   std::vector<precision::RoundingMode> rounding_;
   mutable std::mutex mutex_;
   precision::LayerStatistics stats_;
+  precision::LayerStatistics outStats_;                 // the re-encoded sums, summed over ranks
+  std::vector<precision::QuantizationCounts> stepOut_;  // per parameter: this step, this process's ranks
+  std::vector<uint8_t> touched_;                        // per parameter: observed this step
+  const BucketLayout::Bucket* observed_ = nullptr;      // the bucket being reduced (communication thread)
+  float observedMax_ = 0.0f;
 };
 
 // Error feedback, second half: what quantization drops from each local rank's compensated,

@@ -2,6 +2,9 @@
 
 #include "framework/core/Error.h"
 
+#include <algorithm>
+#include <limits>
+
 namespace aps::comm {
 
 BucketScaling::FormatScaling BucketScaling::FormatScaling::forSpec(const precision::CodecSpec& spec,
@@ -22,11 +25,13 @@ BucketScaling::FormatScaling BucketScaling::FormatScaling::forSpec(const precisi
   return fs;
 }
 
-BucketScaling::BucketScaling(std::vector<FormatScaling> perFormat, size_t paramCount, int statsWindow, int localRanks)
+BucketScaling::BucketScaling(std::vector<FormatScaling> perFormat, size_t paramCount, int statsWindow, int localRanks,
+                             int64_t probeInterval)
     : localRanks_(localRanks),
       scales_(paramCount),
       feedback_(std::make_shared<ErrorFeedbackState>(paramCount, localRanks)),
-      statistics_(std::make_shared<StatisticsHook>(paramCount, statsWindow)) {
+      statistics_(std::make_shared<StatisticsHook>(paramCount, statsWindow)),
+      probe_(probeInterval > 0 ? std::make_shared<FidelityProbe>(paramCount, probeInterval) : nullptr) {
   APS_CHECK(localRanks >= 1, "bucket scaling: {} local ranks", localRanks);
   setFormats(std::move(perFormat));
 }
@@ -37,7 +42,9 @@ void BucketScaling::setFormats(std::vector<FormatScaling> perFormat) {
   std::vector<bool> feedback;
   std::vector<std::shared_ptr<const precision::ApsScaler>> aps;
   std::vector<std::shared_ptr<precision::Fp8LmScaler>> fp8lm;
+  std::vector<float> maxValues;  // the probe's saturation threshold per format
   for (const auto& f : perFormat) {
+    maxValues.push_back(f.format ? f.format->maxValue() : std::numeric_limits<float>::infinity());
     APS_CHECK(!f.errorFeedback || f.format, "bucket scaling: error feedback needs a float wire format");
     auto quantizer = f.format ? std::make_shared<const precision::Quantizer>(*f.format) : nullptr;
     quantizers.push_back(quantizer);
@@ -51,11 +58,36 @@ void BucketScaling::setFormats(std::vector<FormatScaling> perFormat) {
   chain_ = {std::make_shared<ErrorFeedbackCompensate>(feedback_, feedback), std::make_shared<ApsHook>(aps),
             std::make_shared<Fp8LmHook>(fp8lm, localRanks_), statistics_,
             std::make_shared<ErrorFeedbackCapture>(feedback_, feedbackQuantizers, rounding)};
+  if (probe_) {
+    probe_->setMaxValues(std::move(maxValues));
+    chain_.insert(chain_.begin(), probe_);
+  }
 }
 
 void BucketScaling::install(ReducerOptions& options) {
   options.beforeReduce = [this](const BucketContext& c) { beforeReduce(c); };
   options.afterReduce = [this](const BucketContext& c) { afterReduce(c); };
+  options.encodeObserver = [this](const BucketContext& c) { return observerFor(c); };
+}
+
+bool BucketScaling::Observers::observes(Site site) const {
+  return std::any_of(targets.begin(), targets.end(), [site](const EncodeObserver* t) { return t->observes(site); });
+}
+
+void BucketScaling::Observers::encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) {
+  for (EncodeObserver* t : targets) {
+    if (t->observes(site)) t->encoded(site, begin, n, values, decoded);
+  }
+}
+
+EncodeObserver* BucketScaling::observerFor(const BucketContext& context) {
+  observers_.targets.clear();
+  if (probe_) {
+    if (EncodeObserver* o = probe_->observerFor(context)) observers_.targets.push_back(o);
+  }
+  if (EncodeObserver* o = statistics_->observerFor(context)) observers_.targets.push_back(o);
+  if (observers_.targets.empty()) return nullptr;
+  return observers_.targets.size() == 1 ? observers_.targets[0] : &observers_;
 }
 
 void BucketScaling::installLeaderLevel(ReducerOptions& options) {
@@ -82,7 +114,16 @@ std::vector<size_t> BucketScaling::adapt(precision::HybridPolicy& policy) { retu
 
 void BucketScaling::resetStatistics(int param) { statistics_->reset(static_cast<size_t>(param)); }
 
+std::optional<ProbeRecord> BucketScaling::takeProbe() {
+  if (!probe_) return std::nullopt;
+  return probe_->take();
+}
+
 std::vector<int64_t> BucketScaling::statisticsState() const { return statistics_->state(); }
+
+std::vector<int64_t> BucketScaling::outputStatisticsState() const { return statistics_->outputState(); }
+
+void BucketScaling::setOutputStatisticsState(const std::vector<int64_t>& state) { statistics_->setOutputState(state); }
 
 void BucketScaling::setStatisticsState(const std::vector<int64_t>& state) { statistics_->setState(state); }
 
@@ -100,6 +141,10 @@ int BucketScaling::lastShift(int param) const { return scales_.shift(static_cast
 
 precision::QuantizationCounts BucketScaling::statistics(int param) const {
   return statistics_->window(static_cast<size_t>(param));
+}
+
+precision::QuantizationCounts BucketScaling::outputStatistics(int param) const {
+  return statistics_->outputWindow(static_cast<size_t>(param));
 }
 
 }  // namespace aps::comm

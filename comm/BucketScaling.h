@@ -1,6 +1,7 @@
 #pragma once
 
 #include "comm/BucketHooks.h"
+#include "comm/FidelityProbe.h"
 #include "comm/GradientReducer.h"
 #include "precision/ApsScaler.h"
 #include "precision/CodecSpec.h"
@@ -28,6 +29,8 @@ namespace aps::comm {
 //   4. StatisticsHook: what quantizing local rank 0's scaled gradient does (flushed,
 //      saturated, relative error) over a window of steps;
 //   5. ErrorFeedbackCapture: each local rank's new residual, in gradient units.
+// With a probe interval, the fidelity probe (FidelityProbe) comes before all of them: it sees
+// the raw gradients and, after the reduction, the sum with every scaling undone.
 // Each hook keeps its own state; a new mechanism is one more BucketHook in the chain. The
 // per-format settings (FormatScaling) say which hooks act on buckets of each wire format.
 class BucketScaling {
@@ -48,8 +51,11 @@ class BucketScaling {
   };
 
   // perFormat[f]: what to do for buckets of wire-format id f; paramCount: parameters in all;
-  // localRanks: ranks of this process (simulated ranks each keep their own residuals).
-  BucketScaling(std::vector<FormatScaling> perFormat, size_t paramCount, int statsWindow, int localRanks = 1);
+  // localRanks: ranks of this process (simulated ranks each keep their own residuals);
+  // probeInterval K > 0: the fidelity probe (FidelityProbe) runs first in the chain on every
+  // step with step % K == 0.
+  BucketScaling(std::vector<FormatScaling> perFormat, size_t paramCount, int statsWindow, int localRanks = 1,
+                int64_t probeInterval = 0);
 
   // Replaces the per-format settings (hybrid precision widened a layer and the reducer was
   // rebuilt with new format ids); statistics, residuals and scaler states stay.
@@ -73,24 +79,44 @@ class BucketScaling {
   int lastShift(int param) const;
   // Quantisation statistics of parameter p over the window.
   precision::QuantizationCounts statistics(int param) const;
+  // What re-encoding the reduced sums did to parameter p over the window, summed over all
+  // ranks (the two_shot owner's encode, every ring hop's; not read by hybrid precision).
+  precision::QuantizationCounts outputStatistics(int param) const;
   // Applies hybrid precision's automatic rule to the statistics (HybridPolicy::adapt).
   std::vector<size_t> adapt(precision::HybridPolicy& policy);
   // Restarts parameter p's statistics window.
   void resetStatistics(int param);
 
+  // The fidelity probe's figures of the last probed step (once); empty without a probe or
+  // when no step was probed since the last call.
+  std::optional<ProbeRecord> takeProbe();
+
   // Checkpoint state: the statistics windows, and local rank i's error-feedback residual of
   // parameter p (empty until the first step that used it).
   std::vector<int64_t> statisticsState() const;
   void setStatisticsState(const std::vector<int64_t>& state);
+  std::vector<int64_t> outputStatisticsState() const;
+  void setOutputStatisticsState(const std::vector<int64_t>& state);
   const std::vector<float>& residual(int localRank, int param) const;
   void setResidual(int localRank, int param, std::vector<float> values);
 
  private:
+  // The all-reduce's encode observers for one bucket (the probe, the statistics), as one.
+  class Observers : public EncodeObserver {
+   public:
+    std::vector<EncodeObserver*> targets;
+    bool observes(Site site) const override;
+    void encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) override;
+  };
+  EncodeObserver* observerFor(const BucketContext& bucket);
+
   int localRanks_;
   ParamScales scales_;
   std::shared_ptr<ErrorFeedbackState> feedback_;
   std::shared_ptr<StatisticsHook> statistics_;
+  std::shared_ptr<FidelityProbe> probe_;            // null: no probe
   std::vector<std::shared_ptr<BucketHook>> chain_;  // in beforeReduce order
+  Observers observers_;                             // the current bucket's (communication thread)
 };
 
 }  // namespace aps::comm

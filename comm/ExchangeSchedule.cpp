@@ -27,6 +27,14 @@ void ExchangeSchedule::countSent(int src, size_t bytes) {
   if (isLocal(src)) bytesSent_[static_cast<size_t>(src - first_)] += bytes;
 }
 
+void ExchangeSchedule::observeEncode(const precision::Codec& codec, EncodeObserver::Site site, int64_t begin, int64_t n,
+                                     const float* values, const uint8_t* encoded) {
+  if (!observing(site) || n <= 0) return;
+  float* decoded = scratchFloats(kObserverScratch, 0, static_cast<size_t>(n));
+  codec.decode(encoded, n, decoded);
+  observer_->encoded(site, begin, n, values, decoded);
+}
+
 void ExchangeSchedule::flush() {
   if (!round_.empty()) transport_.exchange(round_);
   round_.clear();

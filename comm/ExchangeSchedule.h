@@ -10,12 +10,31 @@
 
 namespace aps::comm {
 
+// Sees the encodes an all-reduce makes, for the fidelity probe (docs/ALGORITHMS.md, Fidelity
+// probe) and the statistics of re-encoded sums: the fp32 values about to be encoded and what
+// the wire bytes decode to. `begin` is the position of values[0] in the all-reduced buffer.
+// Called on the thread that runs the all-reduce, for the encodes of this process's ranks;
+// schedules report only the sites an observer wants (no decode otherwise).
+class EncodeObserver {
+ public:
+  enum class Site {
+    Input,  // a rank's own contribution, encoded for sending
+    Sum,    // a (partial) sum re-encoded: two_shot's owner, each ring hop
+  };
+  virtual ~EncodeObserver() = default;
+  // Whether encodes at `site` are wanted (others are not decoded or reported).
+  virtual bool observes(Site /*site*/) const { return true; }
+  virtual void encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) = 0;
+};
+
 // The bookkeeping every all-reduce schedule shares: it collects the messages of one round,
 // hands them to the transport, counts the bytes each local rank puts on the wire, splits a
 // buffer into per-rank chunks and derives the stochastic-rounding context of each encode.
 // An algorithm drives it the same way on every process; only the transport differs.
 class ExchangeSchedule {
  public:
+  static constexpr int kObserverScratch = 16;
+
   ExchangeSchedule(Transport& transport, const precision::EncodeContext& base, ScratchArena& scratch);
 
   int worldSize() const { return world_; }
@@ -41,10 +60,19 @@ class ExchangeSchedule {
   void allGatherShared(std::span<const void* const> sendData, std::span<const size_t> counts,
                        std::span<const size_t> offsets, void* recv);
 
+  // The observer of this all-reduce's encodes (null: none, the default).
+  void setObserver(EncodeObserver* observer) { observer_ = observer; }
+  bool observing(EncodeObserver::Site site) const { return observer_ != nullptr && observer_->observes(site); }
+  // Reports an encode of values[0, n) (buffer position `begin`) into `encoded` to the
+  // observer, decoding the bytes first; nothing without an observer.
+  void observeEncode(const precision::Codec& codec, EncodeObserver::Site site, int64_t begin, int64_t n,
+                     const float* values, const uint8_t* encoded);
+
   // Bytes each local rank sent so far (index = rank - firstLocalRank()).
   const std::vector<uint64_t>& bytesSent() const { return bytesSent_; }
 
   // Reusable scratch for buffers that live for one all-reduce: slot `kind` of local rank i.
+  // Kinds from kObserverScratch on are observeEncode's; schedules use smaller ones.
   uint8_t* scratch(int kind, size_t localIndex, size_t bytes) {
     return scratch_.bytes(static_cast<size_t>(kind) * static_cast<size_t>(local_) + localIndex, bytes);
   }
@@ -77,6 +105,7 @@ class ExchangeSchedule {
   int local_;
   std::vector<Message> round_;
   std::vector<uint64_t> bytesSent_;
+  EncodeObserver* observer_ = nullptr;
 };
 
 // The encode context of schedule phase `phase` run by `rank` (-1: a computation every rank

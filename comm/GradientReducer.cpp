@@ -211,7 +211,8 @@ SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext&
     sync = reduceBucketHierarchical(algorithm, bucket, options, ctx);
   } else {
     if (options.beforeReduce) options.beforeReduce(bucket);
-    sync = algorithm.run(transport, bucket.data, n, ctx);
+    EncodeObserver* observer = options.encodeObserver ? options.encodeObserver(bucket) : nullptr;
+    sync = algorithm.run(transport, bucket.data, n, ctx, observer);
     if (options.afterReduce) options.afterReduce(bucket);
   }
   if (options.average && !options.preDivide) divide();

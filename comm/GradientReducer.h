@@ -61,6 +61,9 @@ struct ReducerOptions {
   int groupSize = 0;
   BucketCallback leaderBeforeReduce = nullptr;
   BucketCallback leaderAfterReduce = nullptr;
+  // Asked after beforeReduce: who observes this bucket's encodes (the fidelity probe, on its
+  // steps); null, or returning null, for none.
+  std::function<EncodeObserver*(const BucketContext&)> encodeObserver = nullptr;
 };
 
 // One bucket's reduction, the same wherever buckets come from (GradientReducer here, a

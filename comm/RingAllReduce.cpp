@@ -12,7 +12,7 @@ namespace {
 constexpr int kEncodeInput = 0;
 constexpr int kFirstHop = 1;
 
-enum Slot { kEncoded = 0, kIncoming = 1 };
+enum Slot { kEncoded = 0, kIncoming = 1, kHopSum = 2 };
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 }  // namespace
@@ -46,6 +46,8 @@ void RingAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, in
       if (len == 0) continue;
       codec.encode(data[i] + s.chunkBegin(n, c), len, enc[i] + offsets[static_cast<size_t>(c)],
                    s.encodeContext(rank, kEncodeInput, s.chunkBegin(n, c)));
+      s.observeEncode(codec, EncodeObserver::Site::Input, s.chunkBegin(n, c), len, data[i] + s.chunkBegin(n, c),
+                      enc[i] + offsets[static_cast<size_t>(c)]);
     }
   }
   auto chunkOf = [&](int rank, int c) -> uint8_t* {
@@ -68,7 +70,14 @@ void RingAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, in
       const int64_t len = s.chunkSize(n, c);
       if (len == 0) continue;
       uint8_t* own = chunkOf(rank, c);
+      float* hopSum = nullptr;  // an observer's: the fp32 partial sum this hop re-encodes (decode, decode, add)
+      if (s.observing(EncodeObserver::Site::Sum)) {
+        hopSum = s.scratchFloats(kHopSum, i, static_cast<size_t>(len));
+        codec.decode(incoming[i], len, hopSum);
+        codec.decodeAdd(own, len, hopSum);
+      }
       codec.decodeAddEncode(incoming[i], own, len, own, s.encodeContext(rank, kFirstHop + hop, s.chunkBegin(n, c)));
+      s.observeEncode(codec, EncodeObserver::Site::Sum, s.chunkBegin(n, c), len, hopSum, own);
     }
   }
 

@@ -42,6 +42,8 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
       const int64_t begin = s.chunkBegin(n, c);
       codec.encode(data[i] + begin, len, sendBuf[i] + offsets[static_cast<size_t>(c)],
                    s.encodeContext(rank, kEncodeInputPhase, begin));
+      s.observeEncode(codec, EncodeObserver::Site::Input, begin, len, data[i] + begin,
+                      sendBuf[i] + offsets[static_cast<size_t>(c)]);
     }
     recvBuf[i] = s.scratch(kRecv, i, counts[static_cast<size_t>(rank)] * w);
   }
@@ -77,6 +79,7 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
     sum.reset(len);
     for (int k = 0; k < world; ++k) sum.add(recvBuf[i] + static_cast<size_t>(k) * bytes);
     codec.encode(sum.fp32Sum(), len, sumBuf[i], s.encodeContext(rank, kEncodeSumPhase, s.chunkBegin(n, rank)));
+    s.observeEncode(codec, EncodeObserver::Site::Sum, s.chunkBegin(n, rank), len, sum.fp32Sum(), sumBuf[i]);
   }
 
   // Phase 3: all-gather the encoded sums; every rank decodes the same bytes.

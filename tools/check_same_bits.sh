@@ -44,8 +44,9 @@ common=(data.train_samples=512 data.test_samples=256 data.batch_size=16 max_step
         logging.progress=false logging.level=warn data.workers=1 eval.interval_epochs=0)
 
 # Metrics without what depends on the machine's speed, and comparable across versions: the
-# "diverged" flag (added with the hardening issue) is dropped and the test loss is rounded to
-# 1e-6 (the resolution it was once summed at).
+# "diverged" flag (added with the hardening issue) and the per-layer statistics of re-encoded
+# sums (out_flushed, out_saturated: added with the fidelity probe) are dropped, and the test
+# loss is rounded to 1e-6 (the resolution it was once summed at).
 strip_timings() {
   /usr/bin/python3 -c '
 import json, sys
@@ -55,6 +56,10 @@ for line in sys.stdin:
         j.pop(k, None)
     if j.get("type") in ("eval", "final") and isinstance(j.get("loss"), float):
         j["loss"] = round(j["loss"], 6)
+    for layer in j.get("layers") or []:  # statistics of the re-encoded sums (added with the fidelity probe)
+        if isinstance(layer, dict):
+            layer.pop("out_flushed", None)
+            layer.pop("out_saturated", None)
     print(json.dumps(j, sort_keys=True))'
 }
 

@@ -5,7 +5,9 @@
 
 Panels: training loss per step with the test loss; test accuracy (top-1, or mIoU for a
 segmentation run) at each evaluation; learning rate; images/s; communication time per step
-(exposed and total); bytes sent per step; and per run (the first four) a heat map of the
+(exposed and total); bytes sent per step; the fidelity probe's relative error of each layer's
+reduced gradient (thin lines) and its median over layers (thick), and the median cosine
+(precision.probe_interval's "probe" records); and per run (the first four) a heat map of the
 fraction of each layer's gradient values that quantisation flushed to zero or saturated.
 Several files overlay in the line panels (labels default to the files' names). A panel
 without data says so.
@@ -55,6 +57,7 @@ class Run:
         self.exposed = per_step(records, "exposed_comm_s")
         self.comm = per_step(records, "comm_s")
         self.layers = layer_stats(self.train)
+        self.probes = of_type(records, "probe")
         formats = of_type(records, "formats")
         self.formats = collections.Counter(layer.get("format", "?") for layer in (formats[-1].get("layers") or [])) \
             if formats else collections.Counter()
@@ -146,6 +149,31 @@ def draw_lines(axes, runs, colors):
     style(sent, "bytes one rank sends per step", "kB", drawn["sent"], "traffic")
 
 
+def draw_probe(axes, runs, colors):
+    """The fidelity probe: each layer's rel_error (thin), the median over layers (thick), the median cosine."""
+    rel, cos = axes
+    drawn = collections.Counter()
+    for run, color in zip(runs, colors):
+        per_layer = collections.defaultdict(list)
+        for record in run.probes:
+            for layer in record.get("layers") or []:
+                per_layer[layer.get("name", "?")].append((record["step"], number(layer.get("rel_error"))))
+        for points in per_layer.values():
+            finite = [(x, y) for x, y in points if math.isfinite(y)]
+            if finite:
+                rel.plot([x for x, _ in finite], [y for _, y in finite], color=color, alpha=0.25, linewidth=0.6)
+        drawn["rel"] += line(rel, *run.series(run.probes, "median_rel_error"), color, f"{run.label} median",
+                             linewidth=2)
+        drawn["cos"] += line(cos, *run.series(run.probes, "median_cosine"), color, run.label)
+    style(rel, "fidelity probe: relative error of each layer's reduced gradient (median: thick)",
+          "||lp - fp32|| / ||fp32||", drawn["rel"], "\"probe\" records (precision.probe_interval)")
+    if drawn["rel"]:
+        rel.set_yscale("symlog", linthresh=1e-4)
+        rel.set_ylim(bottom=0)
+    style(cos, "fidelity probe: cosine to the exact fp32 sum (median over layers)", "cosine", drawn["cos"],
+          "\"probe\" records (precision.probe_interval)")
+
+
 def draw_heatmaps(fig, grid, first_row, runs):
     from matplotlib.ticker import MaxNLocator
 
@@ -174,13 +202,16 @@ def plot(runs, out):
     import matplotlib.pyplot as plt
 
     heat_rows = min(len(runs), MAX_HEATMAP_RUNS)
-    fig = plt.figure(figsize=(13, 3.3 * 3 + 3.6 * heat_rows + 0.3 * len(runs)), layout="constrained")
-    grid = fig.add_gridspec(3 + heat_rows, 2, height_ratios=[1] * 3 + [1.1] * heat_rows)
-    axes = [fig.add_subplot(grid[row, col]) for row in range(3) for col in range(2)]
+    line_rows = 4 if any(run.probes for run in runs) else 3  # the probe's row only when some run has it
+    fig = plt.figure(figsize=(13, 3.3 * line_rows + 3.6 * heat_rows + 0.3 * len(runs)), layout="constrained")
+    grid = fig.add_gridspec(line_rows + heat_rows, 2, height_ratios=[1] * line_rows + [1.1] * heat_rows)
+    axes = [fig.add_subplot(grid[row, col]) for row in range(line_rows) for col in range(2)]
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colors = [colors[i % len(colors)] for i in range(len(runs))]
-    draw_lines(axes, runs, colors)
-    draw_heatmaps(fig, grid, 3, runs)
+    draw_lines(axes[:6], runs, colors)
+    if line_rows == 4:
+        draw_probe(axes[6:], runs, colors)
+    draw_heatmaps(fig, grid, line_rows, runs)
     title = "\n".join(run.summary() for run in runs)
     if len(runs) > MAX_HEATMAP_RUNS:
         title += f"\n(heat maps of the first {MAX_HEATMAP_RUNS} runs)"

@@ -49,6 +49,7 @@ struct TrainConfig {
     double lossScale = 0;                              // its initial (or fixed) scale
     bool stochasticUpdate = false;                     // pure modes: stochastic rounding of weights
     int64_t statsWindow = 0;
+    int64_t probeInterval = 0;  // fidelity probe every K steps (0: off)
     int64_t blockSize = 32;
   };
   struct Comm {

@@ -171,6 +171,10 @@ std::vector<ConfigKey> precisionKeys() {
        "on NaN/inf gradients: skip the step (and lower the loss scale) or stop", APS_FIELD(precision.nonfinite)},
       {"precision.stats_window", K::Int, "50", 1, 1e9, {},
        "steps per quantisation statistics window", APS_FIELD(precision.statsWindow)},
+      {"precision.probe_interval", K::Int, "0", 0, 1e9, {},
+       "fidelity probe: every this many steps (step % K == 0) compare each layer's reduced gradient with an exact "
+       "fp32 all-reduce and write a 'probe' metrics record (0: off)",
+       APS_FIELD(precision.probeInterval)},
   };
 }
 

@@ -7,6 +7,7 @@
 #include "framework/autograd/Function.h"
 #include "framework/core/Error.h"
 #include "framework/core/Logging.h"
+#include "framework/train/EvalMetrics.h"
 #include "precision/ApsScaler.h"
 #include "precision/Fp8LmScaler.h"
 #include "precision/HybridPolicy.h"
@@ -157,7 +158,7 @@ void GradientSync::buildReducer(uint64_t step) {
   reducer_.reset();  // its communication thread ends before the hooks change
   if (!scaling_) {
     scaling_ = std::make_shared<comm::BucketScaling>(perFormat, params_.size(), static_cast<int>(p.statsWindow),
-                                                     ranks_.localRanks);
+                                                     ranks_.localRanks, p.probeInterval);
   } else {
     scaling_->setFormats(perFormat);
   }
@@ -241,7 +242,74 @@ void GradientSync::setStep(uint64_t step) { reducer_->setStep(step); }
 comm::StepCommStats GradientSync::finishStep() {
   const comm::StepCommStats stats = reducer_->wait();
   scaling_->finishStep(*ranks_.transport);
+  if (auto probe = scaling_->takeProbe()) writeProbe(*probe);
   return stats;
+}
+
+namespace {
+// The median of `values` (NaN sorts last); null when empty.
+nlohmann::json median(std::vector<double> values) {
+  if (values.empty()) return nullptr;
+  std::sort(values.begin(), values.end(), [](double a, double b) { return std::isnan(b) ? !std::isnan(a) : a < b; });
+  const size_t m = values.size() / 2;
+  return metricValue(values.size() % 2 ? values[m] : 0.5 * (values[m - 1] + values[m]));
+}
+
+// flushed / nonzero and saturated / total of probe counts; null when nothing was encoded.
+nlohmann::json flushedOf(const precision::QuantizationCounts& c) {
+  return c.total ? nlohmann::json(c.flushedFraction()) : nlohmann::json(nullptr);
+}
+nlohmann::json saturatedOf(const precision::QuantizationCounts& c) {
+  return c.total ? nlohmann::json(c.saturatedFraction()) : nlohmann::json(nullptr);
+}
+}  // namespace
+
+// One "probe" metrics record (docs/ALGORITHMS.md, Fidelity probe); every rank computes the
+// same figures, rank 0 writes them.
+void GradientSync::writeProbe(const comm::ProbeRecord& record) {
+  if (probeCount_.empty()) {
+    probeRelError_.assign(params_.size(), 0.0);
+    probeCosine_.assign(params_.size(), 0.0);
+    probeCount_.assign(params_.size(), 0);
+  }
+  ++probeSteps_;
+  nlohmann::json layers = nlohmann::json::array();
+  std::vector<double> relErrors, cosines;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const comm::ProbeLayer& l = record.layers[i];
+    if (!l.probed) continue;
+    probeRelError_[i] += l.relError;
+    probeCosine_[i] += l.cosine;
+    ++probeCount_[i];
+    relErrors.push_back(l.relError);
+    cosines.push_back(l.cosine);
+    layers.push_back({{"name", params_[i].name},
+                      {"format", codecNames_[static_cast<size_t>(formatOf_[i])]},
+                      {"rel_error", metricValue(l.relError)},
+                      {"cosine", metricValue(l.cosine)},
+                      {"in_flushed", flushedOf(l.in)},
+                      {"in_saturated", saturatedOf(l.in)},
+                      {"out_flushed", flushedOf(l.out)},
+                      {"out_saturated", saturatedOf(l.out)}});
+  }
+  if (metrics_) {
+    metrics_({{"type", "probe"},
+              {"step", record.step},
+              {"median_rel_error", median(relErrors)},
+              {"median_cosine", median(cosines)},
+              {"layers", std::move(layers)}});
+  }
+}
+
+nlohmann::json GradientSync::probeSummary() const {
+  if (config_.precision.probeInterval <= 0) return nullptr;
+  std::vector<double> relErrors, cosines;
+  for (size_t i = 0; i < probeCount_.size(); ++i) {
+    if (probeCount_[i] == 0) continue;
+    relErrors.push_back(probeRelError_[i] / static_cast<double>(probeCount_[i]));
+    cosines.push_back(probeCosine_[i] / static_cast<double>(probeCount_[i]));
+  }
+  return {{"steps", probeSteps_}, {"median_rel_error", median(relErrors)}, {"median_cosine", median(cosines)}};
 }
 
 void GradientSync::adaptFormats(int64_t step) {
@@ -278,12 +346,15 @@ void GradientSync::adaptFormats(int64_t step) {
                 {"to", paramSpecs_[l].format.name}});
     }
   }
-  buildReducer(static_cast<uint64_t>(step));
+  // The next step is step + 1: its stochastic rounding streams and the probe's schedule count
+  // from there, as after a resume at that step (loadState).
+  buildReducer(static_cast<uint64_t>(step) + 1);
 }
 
 NamedTensors GradientSync::saveState() {
   NamedTensors out;
   out.push_back({"statistics", int64Tensor(scaling_->statisticsState())});
+  out.push_back({"statistics_out", int64Tensor(scaling_->outputStatisticsState())});
   out.push_back({"widenings", int64Tensor(widenings_)});
   for (const auto& [name, scaler] : autoscalers_) {
     for (auto& entry : scaler->stateDict()) out.push_back({"autoscale." + name, entry.tensor});
@@ -327,6 +398,9 @@ NamedTensors GradientSync::saveState() {
 
 void GradientSync::loadState(const NamedTensors& section, const std::string& path, uint64_t step) {
   scaling_->setStatisticsState(int64Values(section, "statistics", path));
+  if (findTensor(section, "statistics_out") != nullptr) {  // absent in checkpoints of earlier versions
+    scaling_->setOutputStatisticsState(int64Values(section, "statistics_out", path));
+  }
   const std::vector<int64_t> widened = int64Values(section, "widenings", path);
   APS_CHECK(widened.size() == params_.size(), "checkpoint '{}': precision.widenings has {} entries for {} parameters",
             path, widened.size(), params_.size());
@@ -390,11 +464,17 @@ nlohmann::json GradientSync::layerRecords() const {
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto c = scaling_->statistics(static_cast<int>(i));
     if (c.total == 0) continue;
-    layers.push_back({{"name", params_[i].name},
-                      {"shift", scaling_->lastShift(static_cast<int>(i))},
-                      {"flushed", c.flushedFraction()},
-                      {"saturated", c.saturatedFraction()},
-                      {"rel_error", c.relativeError()}});
+    // The re-encoded sums (every rank's: the two_shot owner's encode, each ring hop's); null
+    // where none was measured (allgather, whose rounding of sums is not observed).
+    const auto out = scaling_->outputStatistics(static_cast<int>(i));
+    layers.push_back(
+        {{"name", params_[i].name},
+         {"shift", scaling_->lastShift(static_cast<int>(i))},
+         {"flushed", c.flushedFraction()},
+         {"saturated", c.saturatedFraction()},
+         {"rel_error", c.relativeError()},
+         {"out_flushed", out.total ? nlohmann::json(out.flushedFraction()) : nlohmann::json(nullptr)},
+         {"out_saturated", out.total ? nlohmann::json(out.saturatedFraction()) : nlohmann::json(nullptr)}});
   }
   return layers;
 }

@@ -83,6 +83,9 @@ class GradientSync {
   nlohmann::json formatsRecord() const;
   nlohmann::json layerRecords() const;
   nlohmann::json autoscaleRecord() const;
+  // The fidelity probe over the run so far (precision.probe_interval; null without it): probed
+  // steps, and the median over layers of each layer's mean rel_error and cosine.
+  nlohmann::json probeSummary() const;
 
  private:
   void resolveFormats();
@@ -91,6 +94,7 @@ class GradientSync {
   // level of comm.algorithm: hierarchical).
   comm::BucketScaling::FormatScaling scalingOf(size_t format, int ranks);
   void logFormats() const;
+  void writeProbe(const comm::ProbeRecord& record);
 
   const TrainConfig& config_;
   NamedTensors params_;
@@ -107,6 +111,10 @@ class GradientSync {
   std::shared_ptr<comm::BucketScaling> leaderScaling_;  // hierarchical: the leaders' level (headroom N/G)
   std::unique_ptr<comm::GradientReducer> reducer_;
   int currentLocal_ = 0;
+  // The fidelity probe's running sums per parameter: rel_error, cosine, probed steps.
+  std::vector<double> probeRelError_, probeCosine_;
+  std::vector<int64_t> probeCount_;
+  int64_t probeSteps_ = 0;
 };
 
 }  // namespace aps::train

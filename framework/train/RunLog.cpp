@@ -89,23 +89,26 @@ void RunLog::interval(IntervalStats& interval, const RunPosition& at, double lr,
   interval = {};
 }
 
-void RunLog::evaluation(const TrainSummary& summary, const char* type, const RunPosition& at, int64_t skipped) {
+void RunLog::evaluation(const TrainSummary& summary, const char* type, const RunPosition& at, int64_t skipped,
+                        nlohmann::json extra) {
   spdlog::info("{} epoch {} step {}: test {}", type, at.epoch, at.step,
                summary.segmentation
                    ? fmt::format("mIoU {:.2f}% pixel accuracy {:.2f}%", 100 * summary.miou, 100 * summary.pixelAccuracy)
                    : fmt::format("top-1 {:.2f}% top-5 {:.2f}% loss {:.4f}", 100 * summary.top1, 100 * summary.top5,
                                  summary.loss));
-  write({{"type", type},
-         {"epoch", at.epoch},
-         {"step", at.step},
-         {"top1", summary.top1},
-         {"top5", summary.top5},
-         {"loss", metricValue(summary.loss)},
-         {"miou", summary.miou},
-         {"diverged", summary.diverged},
-         {"pixel_accuracy", summary.pixelAccuracy},
-         {"skipped_steps", skipped},
-         {"seconds", summary.seconds}});
+  nlohmann::json record{{"type", type},
+                        {"epoch", at.epoch},
+                        {"step", at.step},
+                        {"top1", summary.top1},
+                        {"top5", summary.top5},
+                        {"loss", metricValue(summary.loss)},
+                        {"miou", summary.miou},
+                        {"diverged", summary.diverged},
+                        {"pixel_accuracy", summary.pixelAccuracy},
+                        {"skipped_steps", skipped},
+                        {"seconds", summary.seconds}};
+  record.update(extra);
+  write(record);
 }
 
 }  // namespace aps::train

@@ -55,8 +55,10 @@ class RunLog {
   // record's other fields (lr, skipped steps, scaling state, per-layer statistics).
   void interval(IntervalStats& interval, const RunPosition& at, double lr, nlohmann::json extra);
 
-  // An evaluation's log line and record ("eval" or "final").
-  void evaluation(const TrainSummary& summary, const char* type, const RunPosition& at, int64_t skipped);
+  // An evaluation's log line and record ("eval" or "final"), with the record's other fields
+  // in `extra` (the final record: the fidelity probe's summary).
+  void evaluation(const TrainSummary& summary, const char* type, const RunPosition& at, int64_t skipped,
+                  nlohmann::json extra = nlohmann::json::object());
 
  private:
   bool root_, progress_;

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <string_view>
 #include <type_traits>
 
 namespace aps::train {
@@ -280,7 +281,14 @@ TrainSummary Trainer::State::evaluate() {
 }
 
 void Trainer::State::report(const TrainSummary& summary, const char* type) {
-  log->evaluation(summary, type, position(), skipped);
+  nlohmann::json extra = nlohmann::json::object();
+  if (std::string_view(type) == "final" && config.precision.probeInterval > 0) {
+    const nlohmann::json probe = sync->probeSummary();
+    extra["probe"] = probe;
+    spdlog::info("fidelity probe over {} steps: median rel_error {}, median cosine {}", probe["steps"].dump(),
+                 probe["median_rel_error"].dump(), probe["median_cosine"].dump());
+  }
+  log->evaluation(summary, type, position(), skipped, std::move(extra));
 }
 
 // The checkpoint's "precision" section: the wire precision's state (GradientSync) and the

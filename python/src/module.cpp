@@ -192,7 +192,8 @@ class BucketReducer {
     return out;
   }
 
-  // After a step's last bucket: FP8-LM's mu agreement (a no-op for other scalings).
+  // After a step's last bucket: FP8-LM's mu agreement, and for float formats below fp32 the sum
+  // over ranks of the statistics of re-encoded sums (one small all-gather).
   void finishStep() { scaling_->finishStep(*transport_); }
   int lastShift(int param) const { return scaling_->lastShift(param); }
   py::dict statistics(int param) const {

@@ -3,7 +3,8 @@
 real short aps_train run leaves <metrics stem>.png beside its metrics file; aps_plot draws one
 run and two overlaid runs into PNGs; a bad metrics file exits 1 naming the file (and line);
 usage errors exit 2, a python3 without matplotlib 3; a failing or disabled plot script never
-fails the run.
+fails the run. The first run also has the fidelity probe (--set precision.probe_interval=2):
+"probe" records at steps 0 and 2, drawn in the picture's probe row.
 
     PlotRunTest.py --aps-train build/bin/aps_train --aps-plot build/bin/aps_plot --work DIR
 """
@@ -57,10 +58,11 @@ class PlotRun(unittest.TestCase):
         work = Path(ARGS.work)
         shutil.rmtree(work, ignore_errors=True)
         cls.work = work
-        # The end-of-run picture: aps_plot beside aps_train (APS_PLOT unset).
+        # The end-of-run picture: aps_plot beside aps_train (APS_PLOT unset); with the fidelity
+        # probe every 2 steps, so the picture has its row.
         cls.first = work / "run1" / "e4m3_aps.jsonl"
         cls.first.parent.mkdir(parents=True)
-        cls.first_run = train(cls.first)
+        cls.first_run = train(cls.first, extra=["--set", "precision.probe_interval=2"])
         # A second run whose plot script fails: the run still succeeds, with a warning.
         failing = work / "failing_plot.py"
         failing.write_text("import sys\nprint('plot script: broken on purpose', file=sys.stderr)\nsys.exit(1)\n")
@@ -72,6 +74,18 @@ class PlotRun(unittest.TestCase):
         self.assertEqual(self.first_run.returncode, 0, self.first_run.stderr)
         assert_png(self, self.first.with_suffix(".png"))
         self.assertIn(f"run plot {self.first.with_suffix('.png')}", self.first_run.stderr)
+
+    def test_probe_records_every_second_step(self):
+        # aps_train --set precision.probe_interval=2: "probe" records at steps 0 and 2 of 4, none
+        # in the run without it; the final record carries the run's medians.
+        import json
+        records = [json.loads(line) for line in self.first.read_text().splitlines()]
+        self.assertEqual([r["step"] for r in records if r["type"] == "probe"], [0, 2])
+        final = next(r for r in records if r["type"] == "final")
+        self.assertEqual(final["probe"]["steps"], 2)
+        self.assertGreater(final["probe"]["median_cosine"], 0.9)
+        self.assertIn("fidelity probe over 2 steps", self.first_run.stderr)
+        self.assertFalse(any('"type":"probe"' in line for line in self.second.read_text().splitlines()))
 
     def test_a_failing_plot_script_only_warns(self):
         self.assertEqual(self.second_run.returncode, 0, self.second_run.stderr)

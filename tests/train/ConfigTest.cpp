@@ -116,6 +116,8 @@ TEST(Config, HierarchicalNeedsAGroupSizeThatDividesTheWorld) {
               {"precision.scaling = 'autoscale'", "not available with comm.algorithm: hierarchical"});
   expectError(hier + "precision: {format: e4m3, hybrid_auto: true}\n",
               {"precision.hybrid_auto is not available with comm.algorithm: hierarchical"});
+  expectError(hier + "precision: {format: e3m0, scaling: aps, probe_interval: 10}\n",
+              {"precision.probe_interval = 10 is not available with comm.algorithm: hierarchical"});
 }
 
 TEST(Config, InvalidYamlNamesTheLine) { expectError("a: [1, 2\nb: 3\n", {"exp.yaml:", "invalid YAML"}); }

@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 namespace aps::train {
 namespace {
@@ -32,6 +34,29 @@ uint64_t stateHash(const NamedTensors& state) {
       h = (h ^ p[i]) * 1099511628211ull;
   }
   return h;
+}
+
+// The "layers" of every "train" line of a metrics file.
+std::vector<nlohmann::json> trainLayers(const std::string& file) {
+  std::vector<nlohmann::json> layers;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.at("type") == "train") layers.push_back(j.value("layers", nlohmann::json()));
+  }
+  return layers;
+}
+
+// The "probe" lines of a metrics file, without their time.
+std::vector<nlohmann::json> probeLines(const std::string& file) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    j.erase("time");  // when it was written differs
+    if (j.at("type") == "probe") lines.push_back(std::move(j));
+  }
+  return lines;
 }
 
 void expectSimMatchesMpi(std::vector<std::string> precision) {
@@ -61,6 +86,15 @@ void expectSimMatchesMpi(std::vector<std::string> precision) {
     const auto realLosses = testing::trainLosses(metrics), simLosses = testing::trainLosses(metrics + ".sim");
     EXPECT_FALSE(realLosses.empty());
     EXPECT_EQ(realLosses, simLosses);
+    // The fidelity probe's records (precision.probe_interval) are the same too.
+    // So are the per-layer statistics of the train records (rank 0's inputs; every rank's
+    // re-encoded sums, summed over ranks).
+    EXPECT_EQ(trainLayers(metrics), trainLayers(metrics + ".sim"));
+    const auto realProbes = probeLines(metrics), simProbes = probeLines(metrics + ".sim");
+    EXPECT_EQ(realProbes, simProbes);
+    const bool probing = std::any_of(precision.begin(), precision.end(),
+                                     [](const std::string& s) { return s.starts_with("precision.probe_interval"); });
+    EXPECT_EQ(realProbes.empty(), !probing);
     std::filesystem::remove(metrics);
     std::filesystem::remove(metrics + ".sim");
   }
@@ -105,6 +139,14 @@ TEST(TrainerMpi, SimMatchesMpiWithErrorFeedbackAndHybridAuto) {
   expectSimMatchesMpi({"model.name=convnet", "precision.format=e3m0", "precision.scaling=aps",
                        "precision.error_feedback=true", "precision.hybrid_auto=true", "precision.stats_window=2",
                        "precision.hybrid_underflow=0.2", "max_steps=8"});
+}
+
+// The fidelity probe gives the same figures with real and simulated ranks (its shadow sum and
+// its counts go through the transport), for two_shot and for ring's per-hop counts.
+TEST(TrainerMpi, SimMatchesMpiWithFidelityProbe) {
+  expectSimMatchesMpi({"model.name=convnet", "precision.format=e4m3", "precision.probe_interval=2", "max_steps=5"});
+  expectSimMatchesMpi({"model.name=convnet", "precision.format=e3m0", "precision.scaling=aps", "comm.algorithm=ring",
+                       "precision.probe_interval=2", "max_steps=3"});
 }
 
 TEST(TrainerMpi, SimMatchesMpiWithAutoscale) {

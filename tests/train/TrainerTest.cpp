@@ -315,6 +315,95 @@ TEST_F(TrainerTest, HybridAutoWidensLayersThatUnderflow) {
   EXPECT_GT(widened, 0);
 }
 
+// The fidelity probe (precision.probe_interval: 2) writes a "probe" record on steps 0, 2, 4, ...
+// and on no other; fp32 over `native` is its own shadow (exact figures), e4m3 is not; the
+// final record carries the run's medians.
+TEST_F(TrainerTest, FidelityProbeRecordsEveryKSteps) {
+  for (const std::string format : {"fp32", "e4m3"}) {
+    const std::string file = path(format + ".jsonl");
+    // fp32 over native is exact; e4m3 over the default two_shot (native ignores the wire format).
+    std::vector<std::string> extra{"model.name=convnet", "precision.format=" + format, "precision.probe_interval=2",
+                                   "max_steps=7", "logging.metrics_file=" + file};
+    if (format == "fp32") extra.push_back("comm.algorithm=native");
+    Trainer trainer(smallConfig("sim", 2, extra), nullptr);
+    trainer.run();
+    std::vector<int64_t> steps;
+    bool final = false;
+    for (const auto& j : metricLines(file)) {
+      if (j.at("type") == "final") {
+        final = true;
+        const auto& probe = j.at("probe");
+        EXPECT_EQ(probe.at("steps"), 4);
+        if (format == "fp32") {
+          EXPECT_EQ(probe.at("median_rel_error").get<double>(), 0.0);
+          EXPECT_EQ(probe.at("median_cosine").get<double>(), 1.0);
+        } else {
+          EXPECT_GT(probe.at("median_rel_error").get<double>(), 0.0);
+          EXPECT_LT(probe.at("median_rel_error").get<double>(), 0.5);
+          EXPECT_GT(probe.at("median_cosine").get<double>(), 0.9);
+        }
+      }
+      if (j.at("type") != "probe") continue;
+      steps.push_back(j.at("step").get<int64_t>());
+      ASSERT_EQ(j.at("layers").size(), 6u);  // every parameter of the convnet
+      for (const auto& layer : j.at("layers")) {
+        EXPECT_EQ(layer.at("format"), format);
+        if (format == "fp32") {
+          EXPECT_EQ(layer.at("rel_error").get<double>(), 0.0) << layer.dump();
+          EXPECT_EQ(layer.at("cosine").get<double>(), 1.0) << layer.dump();
+          EXPECT_EQ(layer.at("in_flushed").get<double>(), 0.0);
+        } else {
+          EXPECT_GT(layer.at("rel_error").get<double>(), 0.0) << layer.dump();
+          EXPECT_GE(layer.at("in_flushed").get<double>(), 0.0);
+          EXPECT_GE(layer.at("out_flushed").get<double>(), 0.0);
+        }
+      }
+    }
+    EXPECT_EQ(steps, (std::vector<int64_t>{0, 2, 4, 6})) << format;
+    EXPECT_TRUE(final);
+  }
+}
+
+// The probe fires on the trainer's steps 0, K, 2K, ... also after hybrid precision widened a
+// layer and rebuilt the reducer (which then continues at the next step): each probe record is
+// followed by the train record of the same step (logging.interval 1 counts from 1).
+TEST_F(TrainerTest, FidelityProbeKeepsItsStepsAcrossWidening) {
+  Trainer trainer(smallConfig("sim", 2,
+                              {"model.name=convnet", "precision.format=e3m0", "precision.hybrid_auto=true",
+                               "precision.stats_window=2", "precision.probe_interval=3", "max_steps=12",
+                               "logging.metrics_file=" + path("m.jsonl")}),
+                  nullptr);
+  trainer.run();
+  const auto lines = metricLines(path("m.jsonl"));
+  int probes = 0, widened = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    widened += lines[i].at("type") == "format";
+    if (lines[i].at("type") != "probe") continue;
+    ++probes;
+    const int64_t step = lines[i].at("step").get<int64_t>();
+    EXPECT_EQ(step % 3, 0);
+    size_t next = i + 1;
+    while (next < lines.size() && lines[next].at("type") != "train") ++next;
+    ASSERT_LT(next, lines.size());
+    EXPECT_EQ(lines[next].at("step").get<int64_t>(), step + 1) << "probe of step " << step;
+  }
+  EXPECT_EQ(probes, 4);  // steps 0, 3, 6, 9
+  EXPECT_GT(widened, 0);
+}
+
+// Without precision.probe_interval nothing is probed.
+TEST_F(TrainerTest, NoProbeRecordsByDefault) {
+  Trainer trainer(
+      smallConfig("sim", 2, {"model.name=convnet", "max_steps=3", "logging.metrics_file=" + path("m.jsonl")}), nullptr);
+  trainer.run();
+  for (const auto& j : metricLines(path("m.jsonl"))) {
+    EXPECT_NE(j.at("type"), "probe");
+    if (j.at("type") == "final") {
+      EXPECT_FALSE(j.contains("probe"));
+    }
+  }
+}
+
 TEST_F(TrainerTest, AutoscaleReportsMuPerFormat) {
   Trainer trainer(smallConfig("sim", 2,
                               {"model.name=convnet", "precision.format=e4m3", "precision.scaling=autoscale",
