@@ -196,7 +196,8 @@ void GradientReducer::commLoop() {
   }
 }
 
-SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext& bucket, const ReducerOptions& options) {
+SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext& bucket,
+                       const ReducerOptions& options) {
   Transport& transport = *bucket.transport;
   const int64_t n = bucket.layout->count;
   const precision::EncodeContext ctx{options.seed, bucket.step * 1000003ull + static_cast<uint64_t>(bucket.bucket), 0};
@@ -229,8 +230,8 @@ void GradientReducer::reduceBucket(int b) {
     std::lock_guard<std::mutex> lock(mutex_);
     step = step_;
   }
-  const SyncStats sync =
-      comm::reduceBucket(*algorithms_[static_cast<size_t>(bucket.format)], {b, &bucket, &transport_, data, step}, options_);
+  const SyncStats sync = comm::reduceBucket(*algorithms_[static_cast<size_t>(bucket.format)],
+                                            {b, &bucket, &transport_, data, step}, options_);
   for (size_t i = 0; i < data.size(); ++i) {
     for (size_t k = 0; k < bucket.params.size(); ++k) {
       const BufferView& grad = grads_[i][static_cast<size_t>(bucket.params[k])];

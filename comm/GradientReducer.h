@@ -90,8 +90,9 @@ struct StepCommStats {
 // hooks fire in). wait() blocks the optimizer step until all buckets are reduced and the
 // reduced gradients are back in the parameters' buffers.
 //
-// Gradients are copied into the flat buckets at markReady and back after the reduction. With a SimTransport, every virtual rank registers its own gradients and marks
-// them ready (markReady(p, localRank)); a bucket is queued once all local ranks have.
+// Gradients are copied into the flat buckets at markReady and back after the reduction. With a SimTransport, every
+// virtual rank registers its own gradients and marks them ready (markReady(p, localRank)); a bucket is queued once all
+// local ranks have.
 class GradientReducer {
  public:
   // grads[i]: the gradients of local rank transport.firstLocalRank() + i in registration

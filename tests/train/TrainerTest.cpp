@@ -315,6 +315,38 @@ TEST_F(TrainerTest, HybridAutoWidensLayersThatUnderflow) {
   EXPECT_GT(widened, 0);
 }
 
+// 4-bit gradients at 64 ranks: APS must reserve log2(64) = 6 binades for the sum, more than
+// E3M0's range, so every scaled value flushes and the reduced gradient is zero (the probe's
+// relative error is exactly 1); block scaling gives every sender's block of 32 its own scale
+// and keeps the gradient (small relative error), and the model trains.
+TEST_F(TrainerTest, E3m0At64RanksTrainsWithBlockScalingWhereApsFlushesEverything) {
+  std::map<std::string, double> relError, lossDrop;
+  for (const std::string scaling : {"aps", "block"}) {
+    const std::string file = path(scaling + ".jsonl");
+    Trainer trainer(smallConfig("sim", 64,
+                                {"model.name=convnet", "precision.format=e3m0", "precision.scaling=" + scaling,
+                                 "data.batch_size=2", "data.train_samples=4096", "optimizer.lr=0.2",
+                                 "precision.probe_interval=8", "max_steps=32", "logging.metrics_file=" + file}),
+                    nullptr);
+    trainer.run();
+    const auto losses = trainLosses(file);
+    ASSERT_EQ(losses.size(), 32u);
+    double first = 0, last = 0;
+    for (size_t i = 0; i < 6; ++i) {
+      first += losses[i] / 6;
+      last += losses[losses.size() - 1 - i] / 6;
+    }
+    lossDrop[scaling] = first - last;
+    for (const auto& j : metricLines(file)) {
+      if (j.at("type") == "final") relError[scaling] = j.at("probe").at("median_rel_error").get<double>();
+    }
+  }
+  EXPECT_EQ(relError.at("aps"), 1.0);  // nothing arrives
+  EXPECT_LT(relError.at("block"), 0.5);
+  EXPECT_GT(lossDrop.at("block"), 0.2);           // learns (2.30 -> 1.91 when written)
+  EXPECT_LT(std::fabs(lossDrop.at("aps")), 0.1);  // does not (2.32 -> 2.31: batch noise)
+}
+
 // The fidelity probe (precision.probe_interval: 2) writes a "probe" record on steps 0, 2, 4, ...
 // and on no other; fp32 over `native` is its own shadow (exact figures), e4m3 is not; the
 // final record carries the run's medians.

@@ -6,6 +6,7 @@ docs/RESULTS.md (tables) and docs/results/*.png (plots) from the runs' metrics f
     python3 tools/reproduce/reproduce.py --quick      # a reduced sweep in minutes, docs under out/reproduce-quick
     python3 tools/reproduce/reproduce.py --report-only  # regenerate the docs from existing metrics
     python3 tools/reproduce/reproduce.py --only 'r8-e4m3*' --list  # what would run, and how
+    python3 tools/reproduce/reproduce.py --sweep tools/reproduce/sweep_scale.json --check  # every run's config, dry
 
 Python 3 standard library plus matplotlib (Debian's python3-matplotlib) for the plots.
 A run whose metrics file already holds a "final" record is skipped, so an interrupted sweep
@@ -1016,6 +1017,8 @@ def parse_args(argv):
                    "DOCS/results/runs; commit it): runs found there are not rerun")
     p.add_argument("--report-only", action="store_true", help="write the docs from existing metrics; run nothing")
     p.add_argument("--list", action="store_true", help="print the runs and their commands; run nothing")
+    p.add_argument("--check", action="store_true",
+                   help="aps_train --dry-run every selected run (config, data, model, formats); train nothing")
     p.add_argument("--no-plots", action="store_true", help="tables only (no matplotlib needed)")
     args = p.parse_args(argv)
     if args.jobs < 1:
@@ -1027,6 +1030,24 @@ def parse_args(argv):
     if args.results is None:
         args.results = str(Path(args.docs) / "results" / "runs")
     return args
+
+
+def check_runs(runs, args):
+    """aps_train --dry-run for each run: a sweep of hours should not find a bad key in its last run."""
+    if not Path(args.aps_train).exists():
+        raise SweepError(f"aps_train not found at '{args.aps_train}'")
+    failed = 0
+    for r in runs:
+        cmd = command(r, args.aps_train, args.out, 0) + ["--dry-run"]
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if p.returncode != 0:
+            failed += 1
+            lines = (p.stderr or p.stdout).strip().splitlines()
+            print(f"{r.id}: FAILED (exit {p.returncode}): {lines[-1] if lines else ''}", flush=True)
+        else:
+            print(f"{r.id}: ok", flush=True)
+    print(f"check: {len(runs) - failed} of {len(runs)} runs pass aps_train --dry-run", flush=True)
+    return 1 if failed else 0
 
 
 def command_line(args):
@@ -1054,6 +1075,8 @@ def main(argv=None):
             lines, _ = budget_lines(sweep["budget"], sweep["settings"], runs)
             print("\n".join(["", "budget model (sweep.json):"] + lines))
             return 0
+        if args.check:
+            return check_runs(runs, args)
         if not args.no_plots:
             try:
                 import matplotlib  # noqa: F401
