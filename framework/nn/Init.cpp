@@ -38,13 +38,15 @@ void kaimingUniform(Tensor& weight, Rng& rng, FanMode mode, double a) {
 void uniform(Tensor& t, Rng& rng, double low, double high) {
   checkWritable("uniform", t);
   float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<float>(low + (high - low) * rng.uniformDouble());
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(low + (high - low) * rng.uniformDouble());
 }
 
 void normal(Tensor& t, Rng& rng, double mean, double stddev) {
   checkWritable("normal", t);
   float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = rng.normal(static_cast<float>(mean), static_cast<float>(stddev));
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) p[i] = rng.normal(static_cast<float>(mean), static_cast<float>(stddev));
 }
 
 void constant(Tensor& t, double value) {

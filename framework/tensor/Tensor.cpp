@@ -4,6 +4,7 @@
 #include "framework/core/Parallel.h"
 #include "framework/tensor/HalfFloat.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -153,7 +154,8 @@ Tensor Tensor::fromVector(std::span<const uint8_t> values, const Shape& shape) {
 Tensor Tensor::randn(const Shape& shape, Rng& rng, float mean, float stddev) {
   Tensor t = empty(shape);
   float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = rng.normal(mean, stddev);
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) p[i] = rng.normal(mean, stddev);
   return t;
 }
 
@@ -161,7 +163,8 @@ Tensor Tensor::uniform(const Shape& shape, Rng& rng, float low, float high) {
   APS_CHECK(low <= high, "uniform: low {} is greater than high {}", low, high);
   Tensor t = empty(shape);
   float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = low + (high - low) * rng.uniform();
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) p[i] = low + (high - low) * rng.uniform();
   return t;
 }
 
@@ -326,9 +329,9 @@ void Tensor::fill(double v) {
   auto* base = static_cast<std::byte*>(storage()->data());
   const size_t elem = dtypeSize(dtype());
   if (dtype() == DType::Float32 && isContiguous()) {
-    float* p = data<float>();
-    const float f = static_cast<float>(v);
-    for (int64_t i = 0; i < numel(); ++i) p[i] = f;
+    // numel() multiplies out the shape: once, not per element (it made zero_grad of a
+    // ResNet-50 run at 0.8 GB/s, 5% of a step; docs/PERFORMANCE.md).
+    std::fill_n(data<float>(), numel(), static_cast<float>(v));
     return;
   }
   forEachElement(sizes(), strides(), storageOffset(),
