@@ -652,6 +652,19 @@ def plot_all(data, results_dir):
         plt.close(fig)
         written.append(name)
 
+    def finish(ax, xlabel, ylabel, title):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+
+    def save(fig, name):
+        fig.tight_layout()
+        fig.savefig(results_dir / name, dpi=110)
+        plt.close(fig)
+        written.append(name)
+
     # Accuracy against bits per value: each row's paired difference to fp32 with its 90%
     # interval, at the bits it sent per gradient value (bytes per step relative to fp32's x 32,
     # so block scales and exponent exchanges count).
@@ -677,15 +690,9 @@ def plot_all(data, results_dir):
                             label=f"{v['label']} (n={len(diffs)})")
             ax.axhline(0.0, color="0.5", linestyle="--", linewidth=1)
             ax.set_xscale("log", base=2)
-            ax.set_xlabel("bits sent per gradient value (relative to fp32's bytes)")
-            ax.set_ylabel("top-1 minus fp32's, same seed (points)")
-            ax.set_title(f"{settings[setting]['title']}: mean and 90% interval", fontsize=9)
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(results_dir / "accuracy_vs_bits.png", dpi=110)
-        plt.close(fig)
-        written.append("accuracy_vs_bits.png")
+            finish(ax, "bits sent per gradient value (relative to fp32's bytes)",
+                   "top-1 minus fp32's, same seed (points)", f"{settings[setting]['title']}: mean and 90% interval")
+        save(fig, "accuracy_vs_bits.png")
 
     # The probe's relative error per layer (first seed of each row), one panel per setting.
     probed = [n for n in cls_settings if any(r.get("probe_layers") for r in data["runs"] if r["setting"] == n)]
@@ -700,15 +707,9 @@ def plot_all(data, results_dir):
                 errors = [max(e, 1e-8) for _, e in ok[0]["probe_layers"]]
                 ax.plot(range(len(errors)), errors, marker=".", markersize=3, linewidth=1, label=v["label"])
             ax.set_yscale("log")
-            ax.set_xlabel("layer (parameter tensor, in the model's order)")
-            ax.set_ylabel("relative error of the reduced gradient")
-            ax.set_title(f"{settings[setting]['title']}: fidelity probe, mean over probed steps", fontsize=9)
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(results_dir / "probe_layers.png", dpi=110)
-        plt.close(fig)
-        written.append("probe_layers.png")
+            finish(ax, "layer (parameter tensor, in the model's order)", "relative error of the reduced gradient",
+                   f"{settings[setting]['title']}: fidelity probe, mean over probed steps")
+        save(fig, "probe_layers.png")
 
     # Segmentation mIoU per epoch.
     seg_settings = [n for n, s in settings.items() if s["table"] == "segmentation"]
