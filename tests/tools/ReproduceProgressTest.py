@@ -10,6 +10,7 @@ aps_train stands in for the real one (a few seconds in all).
 
 import argparse
 import io
+import json
 import os
 import pty
 import shutil
@@ -186,6 +187,21 @@ class ResultsStore(FakeSweep, unittest.TestCase):
         rc, out, err = self.sweep("store", terminal=False, fresh=False, extra=("--report-only",))
         self.assertEqual(rc, 0, out + err)
         self.assertIn("| e4m3 + APS | 50.00 |", (WORK / "store" / "docs" / "RESULTS.md").read_text())
+
+    def test_a_stored_run_of_another_configuration_is_rerun(self):
+        rc, out, err = self.sweep("stale", terminal=False)
+        self.assertEqual(rc, 0, out + err)
+        shutil.rmtree(WORK / "stale" / "out")
+        stored = WORK / "stale" / "docs" / "results" / "runs" / "r8-e4m3-s1.json"
+        summary = json.loads(stored.read_text())
+        self.assertEqual(summary["config"]["set"]["precision.format"], "e4m3")
+        summary["config"]["set"]["epochs"] = 99  # as if the sweep file had changed since
+        stored.write_text(json.dumps(summary))
+        rc, out, err = self.sweep("stale", terminal=False, fresh=False)
+        self.assertEqual(rc, 0, out + err)
+        self.assertEqual(out.count(": skipped"), 2, out)
+        self.assertIn("r8-e4m3-s1: ok", out)
+        self.assertNotEqual(json.loads(stored.read_text())["config"]["set"]["epochs"], 99)  # stored anew
 
 
 def main():

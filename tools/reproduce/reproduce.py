@@ -168,7 +168,18 @@ def stored_summary(results, run):
         s = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise SweepError(f"results store: '{path}' is not JSON ({e}); delete it to rerun {run.id}") from e
-    return s if s.get("status") == "ok" and s.get("id") == run.id else None
+    if s.get("status") != "ok" or s.get("id") != run.id:
+        return None
+    # A run of another configuration under the same name (the sweep file changed since) is stale;
+    # summaries from before configurations were stored cannot be checked and are taken as they are.
+    if "config" in s and s["config"] != run_config(run):
+        return None
+    return s
+
+
+def run_config(run):
+    """What a run trains, as stored with its summary: the base config and every override."""
+    return {"file": run.config, "set": {k: run.overrides[k] for k in sorted(run.overrides)}}
 
 
 def store_summary(results, summary):
@@ -184,6 +195,20 @@ def store_summary(results, summary):
 
 def is_complete(path):
     return any(r.get("type") == "final" for r in read_records(path))
+
+
+def is_current(out, run):
+    """The run's metrics file is finished and was written by this configuration: the command
+    recorded beside it is this one, but for the binary's path and the thread count."""
+    if not is_complete(metrics_path(out, run)):
+        return False
+    side = Path(out) / "metrics" / f"{run.id}.run.json"
+    if not side.exists():
+        return True  # written before commands were recorded
+
+    def words(cmd):
+        return [a for a in cmd[1:] if a != "--set" and not a.startswith("threads=")]
+    return words(json.loads(side.read_text()).get("command", [""])) == words(command(run, "aps_train", out, 0))
 
 
 def command(run, aps_train, out, threads):
@@ -204,7 +229,7 @@ def execute(run, aps_train, out, threads, jobs, started=lambda run: None, result
     `started(run)` is called when it really starts (not for a finished run that is skipped).
     A finished run's summary goes into the results store."""
     metrics = metrics_path(out, run)
-    if is_complete(metrics) or stored_summary(results, run) is not None:
+    if is_current(out, run) or stored_summary(results, run) is not None:
         return run, "skipped", 0.0
     started(run)
     log = Path(out) / "logs" / f"{run.id}.log"
@@ -235,7 +260,7 @@ def run_sweep(runs, args):
     threads = 0 if args.jobs == 1 else max(1, cores // args.jobs)  # 0: aps_train uses every core
     failed = []
     done = 0
-    complete = {r.id for r in runs if is_complete(metrics_path(out, r)) or stored_summary(args.results, r)}
+    complete = {r.id for r in runs if is_current(out, r) or stored_summary(args.results, r)}
     progress = SweepProgress(runs, args.jobs, complete=complete)
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         pending = {pool.submit(execute, r, args.aps_train, out, threads, args.jobs, progress.started, args.results)
@@ -360,7 +385,7 @@ def compact(value):
 def summarize_run(run, out):
     """What the report needs from one run's metrics file."""
     s = {"id": run.id, "setting": run.setting, "variant": run.variant, "seed": run.seed,
-         "global_batch": run.global_batch, "world": run.world, "status": "missing"}
+         "global_batch": run.global_batch, "world": run.world, "status": "missing", "config": run_config(run)}
     records = read_records(metrics_path(out, run))
     side_path = Path(out) / "metrics" / f"{run.id}.run.json"
     if side_path.exists():
@@ -418,11 +443,15 @@ def collect(sweep, runs, out, quick, command_line, full, sweep_path, results=Non
     taken from the results store."""
     summaries = []
     for r in runs:
-        s = summarize_run(r, out)
-        if s["status"] == "ok":
+        current = is_current(out, r)
+        s = summarize_run(r, out) if current or not is_complete(metrics_path(out, r)) else None
+        if s is not None and s["status"] == "ok":
             store_summary(results, s)
         elif (stored := stored_summary(results, r)) is not None:
             s = stored
+        elif s is None:  # a finished run of another configuration: not this sweep's
+            s = {"id": r.id, "setting": r.setting, "variant": r.variant, "seed": r.seed, "global_batch": r.global_batch,
+                 "world": r.world, "status": "missing", "config": run_config(r)}
         summaries.append(s)
     return {
         "command": command_line,
