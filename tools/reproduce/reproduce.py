@@ -724,7 +724,8 @@ def plot_all(data, results_dir):
         save(fig, "accuracy_vs_bits.png")
 
     # The probe's relative error per layer (first seed of each row), one panel per setting.
-    probed = [n for n in cls_settings if any(r.get("probe_layers") for r in data["runs"] if r["setting"] == n)]
+    probed = [n for n in cls_settings
+              if any(r.get("probe_layers") and r["variant"] != "fp32" for r in data["runs"] if r["setting"] == n)]
     if probed:
         fig, axes = plt.subplots(1, len(probed), figsize=(6.0 * len(probed), 4.2), squeeze=False)
         for ax, setting in zip(axes[0], probed):
