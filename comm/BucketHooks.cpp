@@ -267,15 +267,9 @@ EncodeObserver* StatisticsHook::observerFor(const BucketContext& context) {
 void StatisticsHook::encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) {
   if (site != Site::Sum || observed_ == nullptr) return;
   const BucketLayout::Bucket& bucket = *observed_;
-  const int64_t end = begin + n;
   std::lock_guard<std::mutex> lock(mutex_);
-  for (size_t k = 0; k < bucket.params.size(); ++k) {
-    const int64_t lo = std::max(begin, bucket.offsets[k]);
-    const int64_t hi = std::min(end, bucket.offsets[k] + layerSize(bucket, k));
-    if (lo >= hi) continue;
-    stepOut_[paramOf(bucket, k)] +=
-        precision::QuantizationCounts::measure(values + (lo - begin), decoded + (lo - begin), hi - lo, observedMax_);
-  }
+  measurePerLayer(bucket, begin, n, values, decoded, observedMax_,
+                  [&](size_t k, const precision::QuantizationCounts& c) { stepOut_[paramOf(bucket, k)] += c; });
 }
 
 void StatisticsHook::finishStep(Transport& transport) {
@@ -292,7 +286,7 @@ void StatisticsHook::finishStep(Transport& transport) {
   if (params.empty()) return;
   // This process's counts travel as its first local rank's share (integers: the sum does not
   // depend on how ranks are spread over processes).
-  constexpr size_t kFields = 4;
+  constexpr size_t kFields = precision::QuantizationCounts::kPacked;
   const size_t count = params.size();
   std::vector<std::vector<int64_t>> mine(static_cast<size_t>(transport.localRankCount()),
                                          std::vector<int64_t>(count * kFields, 0));
@@ -300,11 +294,7 @@ void StatisticsHook::finishStep(Transport& transport) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (size_t k = 0; k < count; ++k) {
       precision::QuantizationCounts& c = stepOut_[params[k]];
-      int64_t* at = mine[0].data() + k * kFields;
-      at[0] = c.total;
-      at[1] = c.nonzero;
-      at[2] = c.flushed;
-      at[3] = c.saturated;
+      c.pack(mine[0].data() + k * kFields);
       c = {};
       touched_[params[k]] = 0;
     }
@@ -317,13 +307,8 @@ void StatisticsHook::finishStep(Transport& transport) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (size_t k = 0; k < count; ++k) {
     precision::QuantizationCounts sum;
-    for (size_t r = 0; r < world; ++r) {
-      const int64_t* at = all.data() + (r * count + k) * kFields;
-      sum.total += at[0];
-      sum.nonzero += at[1];
-      sum.flushed += at[2];
-      sum.saturated += at[3];
-    }
+    for (size_t r = 0; r < world; ++r)
+      sum += precision::QuantizationCounts::unpack(all.data() + (r * count + k) * kFields);
     if (sum.total > 0) outStats_.record(params[k], sum);
   }
 }

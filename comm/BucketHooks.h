@@ -8,6 +8,7 @@
 #include "precision/QuantizationStats.h"
 #include "precision/Quantizer.h"
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -48,6 +49,20 @@ class BucketHook {
 
 // The values of the k-th parameter of a bucket (parameters lie back to back in the flat buffer).
 int64_t layerSize(const BucketLayout::Bucket& bucket, size_t k);
+
+// What an encode of the bucket's values [begin, begin + n) (`values`, decoding to `decoded`) did
+// to each parameter the range touches: add(k, counts) for the k-th parameter of the bucket.
+template <typename Add>
+void measurePerLayer(const BucketLayout::Bucket& bucket, int64_t begin, int64_t n, const float* values,
+                     const float* decoded, float maxValue, Add add) {
+  const int64_t end = begin + n;
+  for (size_t k = 0; k < bucket.params.size(); ++k) {
+    const int64_t lo = std::max(begin, bucket.offsets[k]);
+    const int64_t hi = std::min(end, bucket.offsets[k] + layerSize(bucket, k));
+    if (lo >= hi) continue;
+    add(k, precision::QuantizationCounts::measure(values + (lo - begin), decoded + (lo - begin), hi - lo, maxValue));
+  }
+}
 
 // Error feedback, first half: last step's residual joins this step's gradient, before any
 // scaling. The residuals (precision::ErrorFeedback, one per local rank) are shared with

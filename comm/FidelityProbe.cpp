@@ -10,23 +10,9 @@
 namespace aps::comm {
 
 namespace {
-constexpr size_t kCountsPerLayer = 8;  // in and out: total, nonzero, flushed, saturated
-
-void pack(const precision::QuantizationCounts& c, int64_t* out) {
-  out[0] = c.total;
-  out[1] = c.nonzero;
-  out[2] = c.flushed;
-  out[3] = c.saturated;
-}
-
-precision::QuantizationCounts unpack(const int64_t* in) {
-  precision::QuantizationCounts c;
-  c.total = in[0];
-  c.nonzero = in[1];
-  c.flushed = in[2];
-  c.saturated = in[3];
-  return c;
-}
+// In and out counts per layer.
+constexpr size_t kPacked = precision::QuantizationCounts::kPacked;
+constexpr size_t kCountsPerLayer = 2 * kPacked;
 }  // namespace
 
 FidelityProbe::FidelityProbe(size_t params, int64_t interval) : interval_(interval), params_(params) {
@@ -63,16 +49,9 @@ EncodeObserver* FidelityProbe::observerFor(const BucketContext& /*bucket*/) { re
 
 void FidelityProbe::encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) {
   if (!active_) return;
-  const BucketLayout::Bucket& bucket = *bucket_;
   auto& counts = site == Site::Input ? in_ : out_;
-  const int64_t end = begin + n;
-  for (size_t k = 0; k < bucket.params.size(); ++k) {
-    const int64_t lo = std::max(begin, bucket.offsets[k]);
-    const int64_t hi = std::min(end, bucket.offsets[k] + layerSize(bucket, k));
-    if (lo >= hi) continue;
-    counts[k] +=
-        precision::QuantizationCounts::measure(values + (lo - begin), decoded + (lo - begin), hi - lo, maxValue_);
-  }
+  measurePerLayer(*bucket_, begin, n, values, decoded, maxValue_,
+                  [&](size_t k, const precision::QuantizationCounts& c) { counts[k] += c; });
 }
 
 void FidelityProbe::afterReduce(const BucketContext& context, ParamScales& /*scales*/) {
@@ -85,8 +64,8 @@ void FidelityProbe::afterReduce(const BucketContext& context, ParamScales& /*sca
   const size_t bytes = layers * kCountsPerLayer * sizeof(int64_t);
   std::vector<std::vector<int64_t>> mine(context.data.size(), std::vector<int64_t>(layers * kCountsPerLayer, 0));
   for (size_t k = 0; k < layers; ++k) {
-    pack(in_[k], mine[0].data() + k * kCountsPerLayer);
-    pack(out_[k], mine[0].data() + k * kCountsPerLayer + 4);
+    in_[k].pack(mine[0].data() + k * kCountsPerLayer);
+    out_[k].pack(mine[0].data() + k * kCountsPerLayer + kPacked);
   }
   std::vector<const void*> minePointers;
   for (const auto& m : mine) minePointers.push_back(m.data());
@@ -125,8 +104,8 @@ void FidelityProbe::afterReduce(const BucketContext& context, ParamScales& /*sca
     }
     for (size_t r = 0; r < world; ++r) {
       const int64_t* at = all.data() + (r * layers + k) * kCountsPerLayer;
-      layer.in += unpack(at);
-      layer.out += unpack(at + 4);
+      layer.in += precision::QuantizationCounts::unpack(at);
+      layer.out += precision::QuantizationCounts::unpack(at + kPacked);
     }
     record_->layers[static_cast<size_t>(bucket.params[k])] = layer;
   }

@@ -34,6 +34,22 @@ QuantizationCounts& QuantizationCounts::operator+=(const QuantizationCounts& o) 
   return *this;
 }
 
+void QuantizationCounts::pack(int64_t* out) const {
+  out[0] = total;
+  out[1] = nonzero;
+  out[2] = flushed;
+  out[3] = saturated;
+}
+
+QuantizationCounts QuantizationCounts::unpack(const int64_t* in) {
+  QuantizationCounts c;
+  c.total = in[0];
+  c.nonzero = in[1];
+  c.flushed = in[2];
+  c.saturated = in[3];
+  return c;
+}
+
 double QuantizationCounts::relativeError() const {
   return inputSquared > 0.0 ? std::sqrt(errorSquared / inputSquared) : 0.0;
 }

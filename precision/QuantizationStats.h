@@ -21,6 +21,12 @@ struct QuantizationCounts {
   static QuantizationCounts measure(const float* x, const float* q, int64_t n, float maxValue);
 
   QuantizationCounts& operator+=(const QuantizationCounts& o);
+
+  // The integer counts (total, nonzero, flushed, saturated), as ranks exchange them; the sums
+  // of squares stay local (unpack leaves them 0).
+  static constexpr size_t kPacked = 4;
+  void pack(int64_t* out) const;
+  static QuantizationCounts unpack(const int64_t* in);
   double flushedFraction() const { return nonzero ? static_cast<double>(flushed) / nonzero : 0.0; }
   double saturatedFraction() const { return total ? static_cast<double>(saturated) / total : 0.0; }
   double relativeError() const;  // ||x - q|| / ||x||
