@@ -3,6 +3,7 @@
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/tensor/HalfFloat.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
 
 #include <algorithm>
 #include <cstring>
@@ -12,9 +13,10 @@ namespace aps {
 
 namespace {
 
-std::shared_ptr<TensorImpl> makeContiguous(const Shape& shape, DType dtype, bool zeroed) {
+std::shared_ptr<TensorImpl> makeContiguous(const Shape& shape, DType dtype, bool zeroed,
+                                           Device device = Device::cpu()) {
   const int64_t n = shapeNumel(shape);
-  auto storage = std::make_shared<Storage>(static_cast<size_t>(n) * dtypeSize(dtype), zeroed);
+  auto storage = std::make_shared<Storage>(static_cast<size_t>(n) * dtypeSize(dtype), zeroed, device);
   return std::make_shared<TensorImpl>(std::move(storage), shape, contiguousStrides(shape), 0, dtype);
 }
 
@@ -128,8 +130,12 @@ Tensor fromValues(std::span<const T> values, const Shape& shape, DType dtype) {
 
 }  // namespace
 
-Tensor Tensor::empty(const Shape& shape, DType dtype) { return Tensor(makeContiguous(shape, dtype, false)); }
-Tensor Tensor::zeros(const Shape& shape, DType dtype) { return Tensor(makeContiguous(shape, dtype, true)); }
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  return Tensor(makeContiguous(shape, dtype, false, device));
+}
+Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
+  return Tensor(makeContiguous(shape, dtype, true, device));
+}
 Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype) {
@@ -284,20 +290,54 @@ Tensor Tensor::detach() const {
 Tensor Tensor::contiguous() const { return isContiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {
-  Tensor out = empty(sizes(), dtype());
+  Tensor out = empty(sizes(), dtype(), device());
   out.copyFrom(*this);
   return out;
 }
 
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return clone();
+  APS_CHECK(device().isCpu(), "to({}): dtype conversion of a tensor on {} is not supported; convert on the cpu",
+            dtypeName(target), deviceName(device()));
   Tensor out = empty(sizes(), target);
   out.copyFrom(*this);
   return out;
 }
 
+Tensor Tensor::to(Device target) const {
+  if (target == device()) return *this;
+  Tensor out = empty(sizes(), dtype(), target);
+  out.copyFrom(*this);
+  return out;
+}
+
+namespace {
+// A copy with a cuda tensor on either side: one contiguous memcpy (a strided cpu source is
+// gathered into a contiguous cpu tensor first).
+void copyAcrossDevices(Tensor& dst, const Tensor& src) {
+  APS_CHECK(dst.dtype() == src.dtype(), "copy: {} to {} with dtypes {} and {}: convert the dtype on the cpu",
+            deviceName(src.device()), deviceName(dst.device()), dtypeName(src.dtype()), dtypeName(dst.dtype()));
+  if (src.device().isCpu() && !src.isContiguous()) {
+    copyAcrossDevices(dst, src.contiguous());
+    return;
+  }
+  APS_CHECK(dst.isContiguous() && src.isContiguous(),
+            "copy: {} to {} of shape {} needs contiguous tensors on the device side", deviceName(src.device()),
+            deviceName(dst.device()), dst.shapeString());
+  const size_t bytes = static_cast<size_t>(dst.numel()) * dtypeSize(dst.dtype());
+  const cuda::CopyKind kind = src.device().isCpu()   ? cuda::CopyKind::HostToDevice
+                              : dst.device().isCpu() ? cuda::CopyKind::DeviceToHost
+                                                     : cuda::CopyKind::DeviceToDevice;
+  cuda::copySync(dst.rawData(), src.rawData(), bytes, kind);
+}
+}  // namespace
+
 void Tensor::copyFrom(const Tensor& src) {
   APS_CHECK(src.sizes() == sizes(), "copy: shapes {} and {} do not match", src.shapeString(), shapeString());
+  if (device().isCuda() || src.device().isCuda()) {
+    copyAcrossDevices(*this, src);
+    return;
+  }
   const size_t dstSize = dtypeSize(dtype()), srcSize = dtypeSize(src.dtype());
   auto* dst = static_cast<std::byte*>(storage()->data());
   const auto* from = static_cast<const std::byte*>(src.storage()->data());
@@ -326,6 +366,17 @@ void Tensor::copyFrom(const Tensor& src) {
 }
 
 void Tensor::fill(double v) {
+  if (device().isCuda()) {
+    APS_CHECK(isContiguous() && (v == 0.0 || dtype() == DType::Float32),
+              "fill: a tensor on {} can be filled when contiguous, with zeros or as float32 (shape {}, {})",
+              deviceName(device()), shapeString(), dtypeName(dtype()));
+    if (v == 0.0) {
+      cuda::zeroAsync(rawData(), static_cast<size_t>(numel()) * dtypeSize(dtype()), nullptr);
+    } else {
+      cuda::fillFloatAsync(data<float>(), numel(), static_cast<float>(v), nullptr);
+    }
+    return;
+  }
   auto* base = static_cast<std::byte*>(storage()->data());
   const size_t elem = dtypeSize(dtype());
   if (dtype() == DType::Float32 && isContiguous()) {
@@ -354,6 +405,18 @@ int64_t elementOffsetOf(const Tensor& t, std::initializer_list<int64_t> index) {
 }  // namespace
 
 double Tensor::value(std::initializer_list<int64_t> index) const {
+  if (device().isCuda()) {
+    const int64_t off = elementOffsetOf(*this, index);
+    std::byte element[8];
+    cuda::copySync(element, static_cast<const std::byte*>(storage()->data()) + off * dtypeSize(dtype()),
+                   dtypeSize(dtype()), cuda::CopyKind::DeviceToHost);
+    if (dtype() == DType::Int64) {
+      int64_t v;
+      std::memcpy(&v, element, 8);
+      return static_cast<double>(v);
+    }
+    return readElement(element, dtype());
+  }
   const auto* base = static_cast<const std::byte*>(storage()->data());
   if (dtype() == DType::Int64) {
     int64_t v;
@@ -364,17 +427,26 @@ double Tensor::value(std::initializer_list<int64_t> index) const {
 }
 
 void Tensor::setValue(std::initializer_list<int64_t> index, double v) {
+  if (device().isCuda()) {
+    std::byte element[8];
+    writeElement(element, dtype(), v);
+    cuda::copySync(static_cast<std::byte*>(storage()->data()) + elementOffsetOf(*this, index) * dtypeSize(dtype()),
+                   element, dtypeSize(dtype()), cuda::CopyKind::HostToDevice);
+    return;
+  }
   auto* base = static_cast<std::byte*>(storage()->data());
   writeElement(base + elementOffsetOf(*this, index) * dtypeSize(dtype()), dtype(), v);
 }
 
 float Tensor::item() const {
   APS_CHECK(numel() == 1, "item: tensor of shape {} has {} elements, not 1", shapeString(), numel());
+  if (device().isCuda()) return to(Device::cpu()).item();
   const auto* base = static_cast<const std::byte*>(storage()->data());
   return static_cast<float>(readElement(base + storageOffset() * dtypeSize(dtype()), dtype()));
 }
 
 std::vector<float> Tensor::toFloatVector() const {
+  if (device().isCuda()) return contiguous().to(Device::cpu()).toFloatVector();
   Tensor f = dtype() == DType::Float32 ? contiguous() : to(DType::Float32);
   const float* p = f.data<float>();
   return std::vector<float>(p, p + f.numel());
@@ -383,6 +455,7 @@ std::vector<float> Tensor::toFloatVector() const {
 template <typename T>
 std::vector<T> Tensor::toVector() const {
   APS_CHECK(dtypeMatches<T>(dtype()), "toVector: element type does not match dtype {}", dtypeName(dtype()));
+  if (device().isCuda()) return contiguous().to(Device::cpu()).toVector<T>();
   Tensor c = contiguous();
   const T* p = c.data<T>();
   return std::vector<T>(p, p + c.numel());

@@ -23,9 +23,9 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  // Factories (cpu).
-  static Tensor empty(const Shape& shape, DType dtype = DType::Float32);
-  static Tensor zeros(const Shape& shape, DType dtype = DType::Float32);
+  // Factories (cpu unless a device is given; a cuda device must exist, else aps::Error).
+  static Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+  static Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
   static Tensor ones(const Shape& shape, DType dtype = DType::Float32);
   static Tensor full(const Shape& shape, double value, DType dtype = DType::Float32);
   static Tensor scalar(float value) { return full({}, value); }
@@ -68,11 +68,16 @@ class Tensor {
   Tensor contiguous() const;  // itself when already contiguous
   Tensor clone() const;       // always a fresh contiguous copy
   Tensor to(DType dtype) const;
-  void copyFrom(const Tensor& src);  // same shape; converts dtype; writes through this view
+  Tensor to(Device device) const;  // a contiguous copy on `device` (itself when already there)
+  // Same shape; converts dtype; writes through this view. Between devices (or within a GPU)
+  // the dtypes must match and both views be contiguous, except that a strided cpu source is
+  // gathered first.
+  void copyFrom(const Tensor& src);
   void fill(double value);
   void zero() { fill(0.0); }
 
-  // Element access (for tests and small bookkeeping; not for hot loops).
+  // Element access (for tests and small bookkeeping; not for hot loops). On a cuda tensor
+  // each call copies through the host.
   double value(std::initializer_list<int64_t> index) const;
   void setValue(std::initializer_list<int64_t> index, double v);
   float item() const;  // the single element of a one-element tensor, as float

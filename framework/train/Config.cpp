@@ -1,6 +1,7 @@
 #include "framework/train/Config.h"
 
 #include "framework/core/Error.h"
+#include "framework/tensor/Device.h"
 #include "framework/train/ConfigSchema.h"
 
 #include <fmt/format.h>
@@ -452,6 +453,11 @@ TrainConfig parseConfig(const std::string& yamlText, const std::string& name,
             "{}: 'comm.world_size' = {} applies to the sim backend only (under mpi the world is mpirun's -np)", name,
             config.comm.worldSize);
   checkHierarchical(config, name);
+  try {
+    parseDevice(config.device);
+  } catch (const Error& e) {
+    APS_FAIL("{}: 'device': {}", name, e.what());
+  }
   return config;
 }
 

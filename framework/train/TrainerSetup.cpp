@@ -4,6 +4,7 @@
 #include "framework/core/Error.h"
 #include "framework/core/Logging.h"
 #include "framework/core/Parallel.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
 #include "framework/train/Preflight.h"
 #include "framework/train/Recipes.h"
 #include "framework/train/Threads.h"
@@ -26,7 +27,22 @@ std::string testSplit(const std::string& dataset) {
 
 }  // namespace
 
+// `device` (docs/ARCHITECTURE.md, GPU backend): never ignored. A cuda device that this build
+// or machine cannot give is refused with the reason; one that exists is refused too, because
+// the engine does not dispatch the model's ops to the GPU yet (the CUDA kernels, device
+// memory and codecs are built and tested on their own, see README "GPU status").
+static void checkDevice(const TrainConfig& config) {
+  const Device device = parseDevice(config.device);
+  if (device.isCpu()) return;
+  cuda::requireDevice(device.index, fmt::format("{}: device = '{}'", config.sourceFile, config.device));
+  APS_FAIL(
+      "{}: device = '{}': {} is here, but aps's trainer does not run models on the GPU yet (the CUDA kernels, "
+      "device memory and GPU codecs exist; the engine's dispatch to them does not); use device: cpu",
+      config.sourceFile, config.device, cuda::deviceDescription(device.index));
+}
+
 void Trainer::State::setupWorld(std::shared_ptr<comm::Communicator> communicator) {
+  checkDevice(config);
   if (config.comm.backend == "sim") {
     sim = std::make_unique<comm::SimTransport>(static_cast<int>(config.comm.worldSize));
     transport = sim.get();

@@ -120,6 +120,12 @@ TEST(Config, HierarchicalNeedsAGroupSizeThatDividesTheWorld) {
               {"precision.probe_interval = 10 is not available with comm.algorithm: hierarchical"});
 }
 
+TEST(Config, DeviceNamesAreCheckedWhenParsed) {
+  EXPECT_EQ(parseConfig("device: cuda:1\n", "exp.yaml").device, "cuda:1");
+  expectError("device: gpu\n", {"exp.yaml: 'device'", "unknown device 'gpu' (expected cpu, cuda or cuda:N)"});
+  expectError("device: cuda:x\n", {"'device'", "'cuda:x'"});
+}
+
 TEST(Config, InvalidYamlNamesTheLine) { expectError("a: [1, 2\nb: 3\n", {"exp.yaml:", "invalid YAML"}); }
 
 TEST(Config, OverridesApplyAndAreValidated) {

@@ -145,6 +145,17 @@ TEST_F(TrainerTest, RefusesCheckpointsOfAnotherRunOrCorruptFiles) {
   EXPECT_ERROR_NAMES(missing.run(path("nope.safetensors")), path("nope.safetensors"));
 }
 
+TEST_F(TrainerTest, DeviceCudaIsRefusedAtStartUpNeverIgnored) {
+  // Without a GPU (or a CUDA build) the error says which is missing; with one it says the
+  // trainer does not run on it yet. Either way nothing trains on the cpu by mistake.
+  const std::string error = testsupport::errorOf([&] {
+    Trainer trainer(smallConfig("sim", 2, {"device=cuda", "checkpoint.dir=" + path("ckpt")}), nullptr);
+    trainer.run();
+  });
+  EXPECT_NE(error.find("device = 'cuda'"), std::string::npos) << error;
+  EXPECT_FALSE(std::filesystem::exists(path("ckpt"))) << "a refused run wrote checkpoints";
+}
+
 TEST_F(TrainerTest, RefusesToStartWhenARankHasNoFullBatch) {
   // 64 ranks x batch 8 > 256 samples: rank shards of 4 samples hold no batch.
   Trainer trainer(smallConfig("sim", 64, {}), nullptr);

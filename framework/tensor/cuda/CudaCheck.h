@@ -8,8 +8,8 @@ namespace aps::cuda {
 
 }  // namespace aps::cuda
 
-#define APS_CUDA_CHECK(expr)                                                                       \
-  do {                                                                                             \
-    const cudaError_t status_ = (expr);                                                            \
+#define APS_CUDA_CHECK(expr)                                                                                         \
+  do {                                                                                                               \
+    const cudaError_t status_ = (expr);                                                                              \
     if (status_ != cudaSuccess) ::aps::cuda::throwCudaError(__FILE__, __LINE__, #expr, cudaGetErrorString(status_)); \
   } while (0)

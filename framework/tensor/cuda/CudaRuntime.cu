@@ -4,12 +4,34 @@
 
 #include <cuda_runtime.h>
 
+#include <utility>
+
 namespace aps::cuda {
 
 namespace {
 __global__ void fillKernel(float* out, int64_t n, float value) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = value;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = value;
+}
+
+cudaStream_t stream(StreamHandle handle) { return static_cast<cudaStream_t>(handle); }
+
+cudaMemcpyKind memcpyKind(CopyKind kind) {
+  switch (kind) {
+    case CopyKind::HostToDevice:
+      return cudaMemcpyHostToDevice;
+    case CopyKind::DeviceToHost:
+      return cudaMemcpyDeviceToHost;
+    case CopyKind::DeviceToDevice:
+      break;
+  }
+  return cudaMemcpyDeviceToDevice;
+}
+
+// A grid-stride launch: enough blocks to fill the device, never more than the work needs.
+unsigned gridFor(int64_t n, int threads) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
 }
 }  // namespace
 
@@ -31,18 +53,135 @@ std::string deviceDescription(int index) {
          std::to_string(prop.totalGlobalMem >> 30) + " GiB";
 }
 
+void setDevice(int index) { APS_CUDA_CHECK(cudaSetDevice(index)); }
+
+void synchronize(int index) {
+  APS_CUDA_CHECK(cudaSetDevice(index));
+  APS_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void* rawMalloc(size_t bytes, int index) {
+  APS_CUDA_CHECK(cudaSetDevice(index));
+  void* data = nullptr;
+  const cudaError_t status = cudaMalloc(&data, bytes);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky, but clear it so the next check does not see it
+    return nullptr;
+  }
+  APS_CUDA_CHECK(status);
+  return data;
+}
+
+void rawFree(void* data, int index) {
+  if (data == nullptr) return;
+  APS_CUDA_CHECK(cudaSetDevice(index));
+  APS_CUDA_CHECK(cudaFree(data));
+}
+
+void memoryInfo(int index, size_t* freeBytes, size_t* totalBytes) {
+  APS_CUDA_CHECK(cudaSetDevice(index));
+  APS_CUDA_CHECK(cudaMemGetInfo(freeBytes, totalBytes));
+}
+
+void copyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHandle s) {
+  if (bytes == 0) return;
+  APS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, memcpyKind(kind), stream(s)));
+}
+
+void copySync(void* dst, const void* src, size_t bytes, CopyKind kind) {
+  if (bytes == 0) return;
+  APS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, memcpyKind(kind)));
+}
+
+void zeroAsync(void* data, size_t bytes, StreamHandle s) {
+  if (bytes == 0) return;
+  APS_CUDA_CHECK(cudaMemsetAsync(data, 0, bytes, stream(s)));
+}
+
+void fillFloatAsync(float* device, int64_t n, float value, StreamHandle s) {
+  if (n <= 0) return;
+  fillKernel<<<gridFor(n, 256), 256, 0, stream(s)>>>(device, n, value);
+  APS_CUDA_CHECK(cudaGetLastError());
+}
+
 void fillOnDevice(float* host, int64_t n, float value, int index) {
   if (n <= 0) return;
   APS_CUDA_CHECK(cudaSetDevice(index));
   float* device = nullptr;
   APS_CUDA_CHECK(cudaMalloc(&device, static_cast<size_t>(n) * sizeof(float)));
-  const int threads = 256;
-  const int64_t blocks = (n + threads - 1) / threads;
-  fillKernel<<<static_cast<unsigned>(blocks), threads>>>(device, n, value);
+  fillKernel<<<gridFor(n, 256), 256>>>(device, n, value);
   cudaError_t status = cudaGetLastError();
-  if (status == cudaSuccess) status = cudaMemcpy(host, device, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost);
+  if (status == cudaSuccess)
+    status = cudaMemcpy(host, device, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost);
   cudaFree(device);
   APS_CUDA_CHECK(status);
+}
+
+Stream::Stream(int device) : device_(device) {
+  APS_CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t s = nullptr;
+  APS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  handle_ = s;
+}
+
+Stream::~Stream() {
+  if (handle_ != nullptr) cudaStreamDestroy(stream(handle_));
+}
+
+void Stream::synchronize() const { APS_CUDA_CHECK(cudaStreamSynchronize(stream(handle_))); }
+
+Event::Event(bool timing) {
+  cudaEvent_t e = nullptr;
+  APS_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+  handle_ = e;
+}
+
+Event::~Event() {
+  if (handle_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(handle_));
+}
+
+void Event::record(StreamHandle s) { APS_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_), stream(s))); }
+
+void Event::wait(StreamHandle s) const {
+  APS_CUDA_CHECK(cudaStreamWaitEvent(stream(s), static_cast<cudaEvent_t>(handle_), 0));
+}
+
+void Event::synchronize() const { APS_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_))); }
+
+bool Event::done() const {
+  const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(handle_));
+  if (status == cudaErrorNotReady) {
+    cudaGetLastError();
+    return false;
+  }
+  APS_CUDA_CHECK(status);
+  return true;
+}
+
+float Event::millisecondsSince(const Event& start) const {
+  float ms = 0.0f;
+  APS_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.handle_), static_cast<cudaEvent_t>(handle_)));
+  return ms;
+}
+
+PinnedBuffer::PinnedBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) APS_CUDA_CHECK(cudaHostAlloc(&data_, bytes, cudaHostAllocDefault));
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  if (data_ != nullptr) cudaFreeHost(data_);
+}
+
+PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) cudaFreeHost(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
 }
 
 }  // namespace aps::cuda

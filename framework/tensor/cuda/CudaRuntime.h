@@ -1,5 +1,11 @@
 #pragma once
 
+// The CUDA runtime as aps uses it: devices, raw device memory, copies, streams, events and
+// pinned host memory. This header needs no CUDA headers, so CPU-only code can call it; in a
+// build without the CUDA backend every function that needs a GPU throws aps::Error saying so
+// (CudaRuntimeStub.cpp), and deviceCount() is 0.
+
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -14,8 +20,88 @@ int deviceCount();
 // A one-line description of device `index` ("NVIDIA H200, sm_90, 139 GiB").
 std::string deviceDescription(int index);
 
+// Throws aps::Error when `index` does not name a usable device, saying why (no CUDA in this
+// build, no GPU visible, index out of range); `what` names the setting that asked for it.
+void requireDevice(int index, const std::string& what);
+
+void setDevice(int index);
+void synchronize(int index);  // waits for all work on the device
+
+// Raw device memory (cudaMalloc; never managed memory). rawMalloc returns nullptr when the
+// device is out of memory (the caching allocator then frees its cache and retries) and
+// throws on any other error.
+void* rawMalloc(size_t bytes, int index);
+void rawFree(void* data, int index);
+// Free and total memory of the device, in bytes.
+void memoryInfo(int index, size_t* freeBytes, size_t* totalBytes);
+
+// An opaque stream handle (cudaStream_t); nullptr is the legacy default stream.
+using StreamHandle = void*;
+
+enum class CopyKind : uint8_t { HostToDevice, DeviceToHost, DeviceToDevice };
+// Asynchronous on `stream` (synchronous with the host when host memory is not pinned, as
+// cudaMemcpyAsync is); copySync waits for it to finish.
+void copyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHandle stream);
+void copySync(void* dst, const void* src, size_t bytes, CopyKind kind);
+void zeroAsync(void* data, size_t bytes, StreamHandle stream);
+// n floats at `device` (device memory) set to `value` by a kernel on `stream`.
+void fillFloatAsync(float* device, int64_t n, float value, StreamHandle stream);
+
 // Fills n floats of host memory with `value` by running a kernel on device `index`
 // (device buffer, kernel, copy back): the smallest end-to-end proof the backend works.
 void fillOnDevice(float* host, int64_t n, float value, int index = 0);
+
+// A CUDA stream owned by this object (cudaStreamNonBlocking).
+class Stream {
+ public:
+  explicit Stream(int device = 0);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  StreamHandle handle() const { return handle_; }
+  int device() const { return device_; }
+  void synchronize() const;
+
+ private:
+  StreamHandle handle_ = nullptr;
+  int device_ = 0;
+};
+
+// A CUDA event: orders work across streams (the communication stream waits for the event
+// recorded after the backward kernels that produced a bucket) and times it.
+class Event {
+ public:
+  explicit Event(bool timing = false);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(StreamHandle stream);
+  void wait(StreamHandle stream) const;  // work later queued on `stream` waits for this event
+  void synchronize() const;
+  bool done() const;
+  float millisecondsSince(const Event& start) const;  // both recorded with timing = true
+
+ private:
+  void* handle_ = nullptr;
+};
+
+// Page-locked host memory (cudaHostAlloc), for the loader's batches: copies from it to the
+// device run asynchronously and at full PCIe/NVLink speed.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(size_t bytes);
+  ~PinnedBuffer();
+  PinnedBuffer(PinnedBuffer&& other) noexcept;
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
 
 }  // namespace aps::cuda
