@@ -26,7 +26,10 @@ function(aps_target_warnings target)
     # `__m512 __Y = __Y;` of _mm512_undefined_ps) when Eigen's GEMM packing is inlined with
     # -march=native on AVX-512 CPUs (AMD Zen 4): a false positive in a system header that must
     # not fail the build. It stays a warning.
-    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-error=maybe-uninitialized>)
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-error=maybe-uninitialized>
+    # CUDA sources: nvcc's own diagnostics and the host compiler's -Wall -Wextra, errors too.
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>
+    $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${APS_WERROR}>>:-Werror=all-warnings>)
 endfunction()
 
 if(APS_NATIVE)
