@@ -75,6 +75,7 @@ MpiCommunicator::MpiCommunicator() {
   MPI_Comm node = MPI_COMM_NULL;
   checkMpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
   MPI_Comm_size(node, &ranksOnNode_);
+  MPI_Comm_rank(node, &localRank_);
   MPI_Comm_free(&node);
 }
 

@@ -26,6 +26,8 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int ranksOnNode() const override { return ranksOnNode_; }
+  // This rank's index among the ranks on its node (0 .. ranksOnNode() - 1): picks its GPU.
+  int localRank() const { return localRank_; }
 
   void barrier() override;
   void broadcast(void* data, size_t bytes, int root) override;
@@ -48,6 +50,7 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   int ranksOnNode_ = 1;
+  int localRank_ = 0;
 };
 
 // Runs body; if it throws while more than one rank is running, aborts the whole job with

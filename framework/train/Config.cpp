@@ -453,6 +453,10 @@ TrainConfig parseConfig(const std::string& yamlText, const std::string& name,
             "{}: 'comm.world_size' = {} applies to the sim backend only (under mpi the world is mpirun's -np)", name,
             config.comm.worldSize);
   checkHierarchical(config, name);
+  APS_CHECK(config.comm.backend != "nccl" || config.device.starts_with("cuda"),
+            "{}: comm.backend = 'nccl' moves gradients between GPUs and needs device: cuda (device is '{}'); use mpi "
+            "on cpus",
+            name, config.device);
   try {
     parseDevice(config.device);
   } catch (const Error& e) {

@@ -182,8 +182,9 @@ std::vector<ConfigKey> precisionKeys() {
 
 std::vector<ConfigKey> commKeys() {
   return {
-      {"comm.backend", K::Enum, "mpi", 0, 0, {"mpi", "sim"},
-       "mpi: one process per rank; sim: virtual ranks in one process", APS_FIELD(comm.backend)},
+      {"comm.backend", K::Enum, "mpi", 0, 0, {"mpi", "sim", "nccl"},
+       "mpi: one process per rank; sim: virtual ranks in one process; nccl: one process per GPU (needs device: cuda)",
+       APS_FIELD(comm.backend)},
       {"comm.world_size", K::Int, "1", 1, 1 << 20, {}, "virtual ranks (sim backend)", APS_FIELD(comm.worldSize)},
       {"comm.algorithm", K::Enum, "two_shot", 0, 0, {"ring", "two_shot", "allgather", "native", "hierarchical"},
        "all-reduce algorithm; hierarchical: two_shot within groups of comm.group_size ranks, then across the groups' "

@@ -124,6 +124,7 @@ TEST(Config, DeviceNamesAreCheckedWhenParsed) {
   EXPECT_EQ(parseConfig("device: cuda:1\n", "exp.yaml").device, "cuda:1");
   expectError("device: gpu\n", {"exp.yaml: 'device'", "unknown device 'gpu' (expected cpu, cuda or cuda:N)"});
   expectError("device: cuda:x\n", {"'device'", "'cuda:x'"});
+  expectError("comm: {backend: nccl}\n", {"comm.backend = 'nccl'", "needs device: cuda"});
 }
 
 TEST(Config, InvalidYamlNamesTheLine) { expectError("a: [1, 2\nb: 3\n", {"exp.yaml:", "invalid YAML"}); }

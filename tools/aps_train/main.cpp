@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
       return;
     }
     std::shared_ptr<aps::comm::Communicator> communicator;
-    if (config.comm.backend == "mpi") communicator = std::make_shared<aps::comm::MpiCommunicator>();
+    if (config.comm.backend == "mpi" || config.comm.backend == "nccl")
+      communicator = std::make_shared<aps::comm::MpiCommunicator>();
     try {
       aps::train::Trainer trainer(config, communicator);
       if (dryRun) {

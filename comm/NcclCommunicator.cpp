@@ -1,0 +1,185 @@
+#include "comm/NcclCommunicator.h"
+
+#include "comm/DeviceMapping.h"
+#include "framework/core/Error.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace aps::comm {
+
+namespace {
+
+void checkNccl(ncclResult_t result, const char* what) {
+  APS_CHECK(result == ncclSuccess, "NCCL: {} failed: {}", what, ncclGetErrorString(result));
+}
+void checkCuda(cudaError_t status, const char* what) {
+  APS_CHECK(status == cudaSuccess, "CUDA: {} failed: {}", what, cudaGetErrorString(status));
+}
+
+ncclRedOp_t ncclOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Max:
+      return ncclMax;
+    case ReduceOp::Min:
+      return ncclMin;
+    case ReduceOp::Sum:
+      break;
+  }
+  return ncclSum;
+}
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap)
+    : bootstrap_(bootstrap), rank_(bootstrap.rank()), size_(bootstrap.size()) {
+  device_ =
+      deviceForLocalRank(bootstrap.localRank(), bootstrap.ranksOnNode(), cuda::deviceCount(), "comm.backend: nccl");
+  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+  ncclUniqueId id{};
+  if (rank_ == 0) checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  bootstrap_.broadcast(&id, sizeof(id), 0);
+  ncclComm_t comm = nullptr;
+  checkNccl(ncclCommInitRank(&comm, size_, id, rank_), "ncclCommInitRank");
+  comm_ = comm;
+  cudaStream_t stream = nullptr;
+  checkCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  ownStream_ = stream;
+  stream_ = stream;
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ != nullptr) ncclCommDestroy(static_cast<ncclComm_t>(comm_));
+  if (ownStream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(ownStream_));
+}
+
+void NcclCommunicator::finish() {
+  checkCuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize");
+}
+
+void NcclCommunicator::barrier() {
+  finish();
+  bootstrap_.barrier();
+}
+
+void NcclCommunicator::broadcast(void* data, size_t bytes, int root) {
+  APS_CHECK(root >= 0 && root < size_, "comm broadcast: root {} is not a rank of a world of {}", root, size_);
+  checkNccl(ncclBroadcast(data, data, bytes, ncclUint8, root, static_cast<ncclComm_t>(comm_),
+                          static_cast<cudaStream_t>(stream_)),
+            "ncclBroadcast");
+  finish();
+}
+
+void NcclCommunicator::allReduce(float* data, int64_t n, ReduceOp op) {
+  checkNccl(ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat32, ncclOp(op), static_cast<ncclComm_t>(comm_),
+                          static_cast<cudaStream_t>(stream_)),
+            "ncclAllReduce");
+  finish();
+}
+
+void NcclCommunicator::allGather(const void* in, size_t bytes, void* out) {
+  checkNccl(
+      ncclAllGather(in, out, bytes, ncclUint8, static_cast<ncclComm_t>(comm_), static_cast<cudaStream_t>(stream_)),
+      "ncclAllGather");
+  finish();
+}
+
+void NcclCommunicator::allToAllV(const void* send, std::span<const size_t> sendCounts,
+                                 std::span<const size_t> sendOffsets, void* recv, std::span<const size_t> recvCounts,
+                                 std::span<const size_t> recvOffsets) {
+  const auto n = static_cast<size_t>(size_);
+  APS_CHECK(sendCounts.size() == n && sendOffsets.size() == n && recvCounts.size() == n && recvOffsets.size() == n,
+            "comm allToAllV: counts and offsets need {} entries each", n);
+  auto comm = static_cast<ncclComm_t>(comm_);
+  auto stream = static_cast<cudaStream_t>(stream_);
+  checkNccl(ncclGroupStart(), "ncclGroupStart");
+  for (size_t r = 0; r < n; ++r) {
+    if (sendCounts[r] > 0) {
+      checkNccl(ncclSend(static_cast<const char*>(send) + sendOffsets[r], sendCounts[r], ncclUint8, static_cast<int>(r),
+                         comm, stream),
+                "ncclSend");
+    }
+    if (recvCounts[r] > 0) {
+      checkNccl(ncclRecv(static_cast<char*>(recv) + recvOffsets[r], recvCounts[r], ncclUint8, static_cast<int>(r), comm,
+                         stream),
+                "ncclRecv");
+    }
+  }
+  checkNccl(ncclGroupEnd(), "ncclGroupEnd");
+  finish();
+}
+
+// NCCL has no tags: messages between two ranks match in the order they are posted, which is
+// what the schedules rely on anyway (Transport::exchange).
+void NcclCommunicator::send(const void* data, size_t bytes, int dst, int /*tag*/) {
+  checkNccl(ncclSend(data, bytes, ncclUint8, dst, static_cast<ncclComm_t>(comm_), static_cast<cudaStream_t>(stream_)),
+            "ncclSend");
+  finish();
+}
+
+void NcclCommunicator::recv(void* data, size_t bytes, int src, int /*tag*/) {
+  checkNccl(ncclRecv(data, bytes, ncclUint8, src, static_cast<ncclComm_t>(comm_), static_cast<cudaStream_t>(stream_)),
+            "ncclRecv");
+  finish();
+}
+
+void NcclCommunicator::setStream(StreamHandle stream) {
+  stream_ = stream.native != nullptr ? stream.native : ownStream_;
+}
+
+void NcclCommunicator::abort(const std::string& why) {
+  if (comm_ != nullptr) ncclCommAbort(static_cast<ncclComm_t>(comm_));
+  comm_ = nullptr;
+  bootstrap_.abort(why);
+}
+
+// One round as one NCCL group: every send and receive of this rank is posted, then NCCL runs
+// them concurrently (a ring hop sends to one neighbour while receiving from the other).
+void NcclCommunicator::exchange(std::span<const Message> round) {
+  auto comm = static_cast<ncclComm_t>(comm_);
+  auto stream = static_cast<cudaStream_t>(stream_);
+  checkNccl(ncclGroupStart(), "ncclGroupStart");
+  for (const Message& m : round) {
+    if (m.bytes == 0 || m.src == m.dst) continue;
+    if (m.src == rank_) checkNccl(ncclSend(m.sendData, m.bytes, ncclUint8, m.dst, comm, stream), "ncclSend");
+    if (m.dst == rank_) checkNccl(ncclRecv(m.recvData, m.bytes, ncclUint8, m.src, comm, stream), "ncclRecv");
+  }
+  checkNccl(ncclGroupEnd(), "ncclGroupEnd");
+  // A message to itself is a device copy, ordered on the same stream.
+  for (const Message& m : round) {
+    if (m.bytes > 0 && m.src == rank_ && m.dst == rank_) {
+      checkCuda(cudaMemcpyAsync(m.recvData, m.sendData, m.bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync");
+    }
+  }
+  finish();
+}
+
+std::string NcclCommunicator::ncclVersion() {
+  int code = 0;
+  checkNccl(ncclGetVersion(&code), "ncclGetVersion");
+  // Since 2.9 the code is major * 10000 + minor * 100 + patch.
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
+}
+
+bool NcclCommunicator::nativeFp8Supported(int device, std::string* why) {
+  int code = 0;
+  checkNccl(ncclGetVersion(&code), "ncclGetVersion");
+  if (code < 22400) {
+    if (why != nullptr) *why = "NCCL " + ncclVersion() + " predates FP8 reductions (2.24)";
+    return false;
+  }
+  int major = 0;
+  checkCuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+  if (major < 9) {
+    if (why != nullptr)
+      *why = "the GPU is sm_" + std::to_string(major) + "x; NCCL's FP8 reductions need sm_90 or newer";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace aps::comm

@@ -1,0 +1,62 @@
+#pragma once
+
+#include "comm/Communicator.h"
+#include "comm/MpiCommunicator.h"
+
+#include <string>
+
+namespace aps::comm {
+
+// The Communicator of one rank on one GPU through NCCL (built with the CUDA backend only).
+// Bootstrapped over MPI: rank 0 makes the NCCL unique id and MPI broadcasts it; the rank's
+// GPU is its node-local rank's (deviceForLocalRank). Every buffer passed in is device memory.
+// Work is enqueued on the communicator's own stream (or the one given to setStream, whose
+// producer must record an event the stream waits on first); each call returns once its
+// transfers are complete, as the Transport contract requires, so the all-reduce schedules
+// (ring, two_shot, allgather, hierarchical) run unchanged on it: encoded bytes move with
+// grouped ncclSend/ncclRecv, float32 all-reduces with ncclAllReduce.
+class NcclCommunicator final : public Communicator {
+ public:
+  explicit NcclCommunicator(MpiCommunicator& bootstrap);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  std::string backend() const override { return "nccl"; }
+  std::string transportName() const override { return "nccl"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int ranksOnNode() const override { return bootstrap_.ranksOnNode(); }
+  int device() const { return device_; }
+
+  void barrier() override;
+  void broadcast(void* data, size_t bytes, int root) override;
+  void allReduce(float* data, int64_t n, ReduceOp op) override;
+  void allGather(const void* in, size_t bytes, void* out) override;
+  void allToAllV(const void* send, std::span<const size_t> sendCounts, std::span<const size_t> sendOffsets, void* recv,
+                 std::span<const size_t> recvCounts, std::span<const size_t> recvOffsets) override;
+  void send(const void* data, size_t bytes, int dst, int tag = 0) override;
+  void recv(void* data, size_t bytes, int src, int tag = 0) override;
+  void setStream(StreamHandle stream) override;
+  [[noreturn]] void abort(const std::string& why) override;
+  void exchange(std::span<const Message> round) override;
+
+  // NCCL's version as "2.28.9".
+  static std::string ncclVersion();
+  // Whether NCCL can all-reduce FP8 (E4M3/E5M2) natively on `device`: NCCL >= 2.24 and a GPU of
+  // compute capability 9.0 or newer; otherwise the reason it cannot, in `why`.
+  static bool nativeFp8Supported(int device, std::string* why = nullptr);
+
+ private:
+  void finish();  // waits for the enqueued work
+
+  MpiCommunicator& bootstrap_;
+  int rank_ = 0;
+  int size_ = 1;
+  int device_ = 0;
+  void* comm_ = nullptr;       // ncclComm_t
+  void* ownStream_ = nullptr;  // cudaStream_t made here
+  void* stream_ = nullptr;     // the stream work goes on
+};
+
+}  // namespace aps::comm
