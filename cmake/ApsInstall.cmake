@@ -43,8 +43,12 @@ foreach(entry IN LISTS APS_INSTALLED_LIBRARIES)
   file(GLOB headers CONFIGURE_DEPENDS "${APS_ROOT}/${folder}/*.h")
   install(FILES ${headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/aps/${folder} COMPONENT aps_development)
 endforeach()
-file(GLOB headers CONFIGURE_DEPENDS "${APS_ROOT}/framework/tensor/cuda/*.h")
-install(FILES ${headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/aps/framework/tensor/cuda COMPONENT aps_development)
+# Sub-folders that go with their folder's library: the CUDA probe with tensor; the shared
+# host-device codec arithmetic and the CUDA codecs' host headers with precision.
+foreach(sub framework/tensor/cuda precision/kernels precision/cuda)
+  file(GLOB headers CONFIGURE_DEPENDS "${APS_ROOT}/${sub}/*.h")
+  install(FILES ${headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/aps/${sub} COMPONENT aps_development)
+endforeach()
 install(FILES ${CMAKE_BINARY_DIR}/framework/core/generated/framework/core/Version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/aps/framework/core COMPONENT aps_development)
 

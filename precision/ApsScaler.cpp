@@ -1,6 +1,7 @@
 #include "precision/ApsScaler.h"
 
 #include "framework/core/Error.h"
+#include "precision/kernels/Scaling.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,7 +22,8 @@ void scaleByPowerOfTwo(const float* in, float* out, int64_t n, int shift) {
     if (in != out) std::copy(in, in + n, out);
     return;
   }
-  const double factor = std::ldexp(1.0, std::clamp(shift, -1100, 1100));  // exact in double
+  // kernels::scaleByPow2 with the factor taken out of the loop.
+  const double factor = kernels::pow2Double(shift);
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<double>(in[i]) * factor);
 }
 
@@ -44,23 +46,11 @@ double ApsScaler::usableBinades() const {
 std::vector<float> ApsScaler::localExponents(const std::vector<LayerGradient>& layers) const {
   std::vector<float> e(layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {
-    float m = 0.0f;
-    bool finite = true;
-    for (int64_t i = 0; i < layers[l].size; ++i) {
-      const float a = std::fabs(layers[l].data[i]);
-      finite &= a <= std::numeric_limits<float>::max();  // false for inf and NaN
-      m = std::max(m, a);
-    }
-    if (!finite) {
-      e[l] = std::numeric_limits<float>::infinity();
-    } else if (m == 0.0f) {
-      e[l] = kZeroExponent;
-    } else {
-      // ceil(log2(N * m)), exactly: N * m is exact in double (m has 24 bits, N < 2^29).
-      int k = 0;
-      const double f = std::frexp(static_cast<double>(worldSize_) * m, &k);  // N m = f 2^k, f in [0.5, 1)
-      e[l] = static_cast<float>(f == 0.5 ? k - 1 : k);
-    }
+    // The layer's largest |g| as an integer max of bits (non-finite when it holds inf or NaN),
+    // then the exponent by the arithmetic the CUDA reduction shares (kernels::apsExponent).
+    uint32_t maxBits = 0;
+    for (int64_t i = 0; i < layers[l].size; ++i) maxBits = std::max(maxBits, kernels::absBits(layers[l].data[i]));
+    e[l] = kernels::apsExponent(maxBits, worldSize_);
   }
   return e;
 }

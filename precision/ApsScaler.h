@@ -50,7 +50,7 @@ void scaleByPowerOfTwo(const float* in, float* out, int64_t n, int shift);
 class ApsScaler {
  public:
   // Exponent sent for an all-zero layer: below any real one, so MAX ignores it.
-  static constexpr float kZeroExponent = -1.0e9f;
+  static constexpr float kZeroExponent = -1.0e9f;  // kernels::kApsZeroExponent
 
   struct Shifts {
     std::vector<int> shift;       // per layer: multiply by 2^shift before quantizing

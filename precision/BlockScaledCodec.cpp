@@ -2,6 +2,7 @@
 
 #include "framework/core/Error.h"
 #include "precision/ApsScaler.h"
+#include "precision/kernels/Scaling.h"
 
 #include <fmt/format.h>
 
@@ -47,32 +48,23 @@ size_t BlockScaledCodec::encodedBytes(int64_t n) const {
 }
 
 uint8_t BlockScaledCodec::scaleCode(float amax) const {
-  if (!(amax <= std::numeric_limits<float>::max())) return kNanScale;  // inf or NaN
-  if (amax == 0.0f) return kScaleBias;                                  // any scale keeps zeros: 2^0
-  int k = 0;
-  std::frexp(amax, &k);  // amax = f 2^k, f in [0.5, 1): floor(log2(amax)) = k - 1
-  const int e = std::clamp(k - 1 - emax_, -kScaleBias, kScaleBias);
-  return static_cast<uint8_t>(e + kScaleBias);
+  return static_cast<uint8_t>(kernels::blockScaleCode(kernels::absBits(amax), emax_));
 }
 
+// The block's scale and each element's scaled value are kernels::blockScaleCode and
+// kernels::blockScaledInput / blockScaledOutput (precision/kernels/Scaling.h), shared with the
+// CUDA codec; the elements are rounded by FloatCodec.
 void BlockScaledCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeContext& ctx) const {
   const int64_t len = blockLength(n);
   std::vector<float>& scaled = scratch(0, n);
   for (int64_t b = 0, begin = 0; begin < n; ++b, begin += len) {
     const int64_t m = std::min(len, n - begin);
-    float amax = 0.0f;
-    for (int64_t i = 0; i < m; ++i) {
-      const float a = std::fabs(in[begin + i]);
-      amax = std::isnan(a) || a > amax ? a : amax;
-      if (std::isnan(a)) break;
-    }
-    const uint8_t code = scaleCode(amax);
-    out[b] = code;
-    if (code == kNanScale) {
-      std::fill(scaled.begin() + begin, scaled.begin() + begin + m, 0.0f);
-    } else {
-      scaleByPowerOfTwo(in + begin, scaled.data() + begin, m, kScaleBias - code);
-    }
+    uint32_t amaxBits = 0;  // integer max: inf or NaN anywhere makes it non-finite
+    for (int64_t i = 0; i < m; ++i) amaxBits = std::max(amaxBits, kernels::absBits(in[begin + i]));
+    const uint32_t code = kernels::blockScaleCode(amaxBits, emax_);
+    out[b] = static_cast<uint8_t>(code);
+    for (int64_t i = 0; i < m; ++i)
+      scaled[static_cast<size_t>(begin + i)] = kernels::blockScaledInput(in[begin + i], code);
   }
   elements_.encode(scaled.data(), n, out + blocks(n), ctx);
 }
@@ -82,11 +74,7 @@ void BlockScaledCodec::decode(const uint8_t* in, int64_t n, float* out) const {
   elements_.decode(in + blocks(n), n, out);
   for (int64_t b = 0, begin = 0; begin < n; ++b, begin += len) {
     const int64_t m = std::min(len, n - begin);
-    if (in[b] == kNanScale) {
-      std::fill(out + begin, out + begin + m, std::numeric_limits<float>::quiet_NaN());
-    } else {
-      scaleByPowerOfTwo(out + begin, m, static_cast<int>(in[b]) - kScaleBias);
-    }
+    for (int64_t i = begin; i < begin + m; ++i) out[i] = kernels::blockScaledOutput(out[i], in[b]);
   }
 }
 

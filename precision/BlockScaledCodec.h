@@ -36,11 +36,12 @@ class BlockScaledCodec : public Codec {
                        const EncodeContext& ctx = {}) const override;
 
   const FloatFormat& element() const { return elements_.format(); }
+  const FloatCodec& elements() const { return elements_; }  // the saturating element codec
   int64_t blockSize() const { return blockSize_; }
   // The E8M0 code of a block whose largest magnitude is amax (255 for inf or NaN).
   uint8_t scaleCode(float amax) const;
-  static constexpr int kScaleBias = 127;
-  static constexpr uint8_t kNanScale = 255;
+  static constexpr int kScaleBias = 127;     // kernels::kScaleBias
+  static constexpr uint8_t kNanScale = 255;  // kernels::kNanScale
 
  private:
   int64_t blockLength(int64_t n) const { return blockSize_ > 0 ? blockSize_ : (n > 0 ? n : 1); }

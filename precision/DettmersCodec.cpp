@@ -1,6 +1,8 @@
 #include "precision/DettmersCodec.h"
 
 #include "framework/core/Error.h"
+#include "precision/kernels/Dettmers.h"
+#include "precision/kernels/Scaling.h"
 
 #include <fmt/format.h>
 
@@ -57,6 +59,13 @@ DettmersCodec::DettmersCodec(Type type, int64_t blockSize) : type_(type), blockS
     // magnitude is the smallest value).
     const float lo = std::bit_cast<float>(negative ? (b << 16) | 0xffffu : b << 16);
     const float hi = std::bit_cast<float>(negative ? b << 16 : (b << 16) | 0xffffu);
+    // +inf (reached when a block's absmax is so small that its reciprocal overflows) lies
+    // above every midpoint; the rest of its bucket is NaN, which only nearestCode's own
+    // check sees (arithmetic never yields these signalling NaNs).
+    if (lo == std::numeric_limits<float>::infinity()) {
+      bucketBase_[b] = 255;
+      continue;
+    }
     if (std::isnan(lo) || std::isnan(hi)) continue;
     const auto below = std::lower_bound(midpoints_.begin(), midpoints_.begin() + 255, lo) - midpoints_.begin();
     const auto upTo = std::upper_bound(midpoints_.begin(), midpoints_.begin() + 255, hi) - midpoints_.begin();
@@ -83,18 +92,20 @@ size_t DettmersCodec::encodedBytes(int64_t n) const {
 }
 
 uint8_t DettmersCodec::nearestCode(float v) const {
+  // The bucket shortcut is the CPU's fast form of kernels::dettmersNearestCode (the same index
+  // for every v: DettmersCodecTest.BucketShortcutMatchesTheSharedSearch).
   if (!bucketBase_.empty() && v == v) {
     const uint32_t base = bucketBase_[std::bit_cast<uint32_t>(v) >> 16];
     uint32_t idx = base + (midpoints_[base] < v ? 1u : 0u);
     if (type_ == Type::Linear && idx == 255) idx = 254;
     return static_cast<uint8_t>(idx);
   }
-  // Branch-free binary search: the code index is the number of midpoints below v
-  // (ties go to the larger code). 128 + 64 + ... + 1 = 255 midpoints.
-  int idx = 0;
-  for (int step = 128; step >= 1; step >>= 1) idx += midpoints_[idx + step - 1] < v ? step : 0;
-  if (type_ == Type::Linear && idx == 255) idx = 254;
-  return static_cast<uint8_t>(idx);
+  // The shared search (the CUDA codec's): the number of midpoints below v.
+  return static_cast<uint8_t>(kernels::dettmersNearestCode(v, midpoints_.data(), topCode()));
+}
+
+uint8_t DettmersCodec::nearestCodeBySearch(float v) const {
+  return static_cast<uint8_t>(kernels::dettmersNearestCode(v, midpoints_.data(), topCode()));
 }
 
 void DettmersCodec::encodeBlock(const float* in, int64_t n, uint8_t* out) const {
@@ -102,11 +113,11 @@ void DettmersCodec::encodeBlock(const float* in, int64_t n, uint8_t* out) const 
   // a non-finite value makes the scale non-finite, the block decodes non-finite and the
   // overflow stays visible to the receiver).
   uint32_t maxBits = 0;
-  for (int64_t i = 0; i < n; ++i) maxBits = std::max(maxBits, std::bit_cast<uint32_t>(in[i]) & 0x7fffffffu);
+  for (int64_t i = 0; i < n; ++i) maxBits = std::max(maxBits, kernels::absBits(in[i]));
   const float absmax = std::bit_cast<float>(maxBits);
   std::memcpy(out, &absmax, 4);
   uint8_t* codes = out + 4;
-  const float inv = absmax > 0.0f ? 1.0f / absmax : 0.0f;
+  const float inv = kernels::dettmersInverse(absmax);
   if (bucketBase_.empty()) {
     for (int64_t i = 0; i < n; ++i) codes[i] = nearestCode(in[i] * inv);
     return;
@@ -115,7 +126,7 @@ void DettmersCodec::encodeBlock(const float* in, int64_t n, uint8_t* out) const 
   // could otherwise alias them).
   const uint8_t* base = bucketBase_.data();
   const float* mid = midpoints_.data();
-  const uint32_t top = type_ == Type::Linear ? 254u : 255u;
+  const uint32_t top = topCode();
   for (int64_t i = 0; i < n; ++i) {
     const float v = in[i] * inv;
     const uint32_t b = base[std::bit_cast<uint32_t>(v) >> 16];
@@ -128,7 +139,7 @@ void DettmersCodec::decodeBlock(const uint8_t* in, int64_t n, float* out) const 
   float absmax;
   std::memcpy(&absmax, in, 4);
   const uint8_t* codes = in + 4;
-  for (int64_t i = 0; i < n; ++i) out[i] = codes_[codes[i]] * absmax;
+  for (int64_t i = 0; i < n; ++i) out[i] = kernels::dettmersDecode(codes_[codes[i]], absmax);
 }
 
 void DettmersCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeContext&) const {

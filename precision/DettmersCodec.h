@@ -36,6 +36,13 @@ class DettmersCodec : public Codec {
   // Index of the code nearest to v (v in [-1, 1]), by binary search over the midpoints.
   uint8_t nearestCode(float v) const;
   int64_t blockSize() const { return blockSize_; }
+  Type type() const { return type_; }
+  // midpoints()[k] lies between codes k and k + 1 (k < 255); [255] = +inf.
+  const std::array<float, 256>& midpoints() const { return midpoints_; }
+  // The largest code encode produces (254 for Linear, whose code 255 is unused).
+  uint32_t topCode() const { return type_ == Type::Linear ? 254u : 255u; }
+  // Index of the code nearest to v by the shared binary search alone (no bucket shortcut).
+  uint8_t nearestCodeBySearch(float v) const;
 
   static std::array<float, 256> dynamicTreeCodeBook();
   static std::array<float, 256> linearCodeBook();

@@ -24,6 +24,11 @@ bool sameLayout(const FloatFormat& a, const FloatFormat& b) {
 
 FloatCodec::FloatCodec(const FloatFormat& format, RoundingMode rounding)
     : quantizer_(format), rounding_(rounding), decoder_(Decoder::Table) {
+#if defined(__F16C__)
+  decodeParams_ = codeDecodeParams(format, true);
+#else
+  decodeParams_ = codeDecodeParams(format, false);
+#endif
   const int bits = format.bits();
   width_ = bits <= 4 ? 0 : bits <= 8 ? 1 : bits <= 16 ? 2 : 4;
   if (width_ == 4) {
@@ -38,7 +43,7 @@ FloatCodec::FloatCodec(const FloatFormat& format, RoundingMode rounding)
   const uint32_t codes = width_ == 2 ? 65536u : 256u;
   const uint32_t mask = (1u << bits) - 1;
   table_.resize(codes);
-  for (uint32_t c = 0; c < codes; ++c) table_[c] = format.decode(c & mask);
+  for (uint32_t c = 0; c < codes; ++c) table_[c] = kernels::decodeCode(c & mask, decodeParams_);
   if (width_ == 0) {
     pairs_.resize(512);
     for (uint32_t byte = 0; byte < 256; ++byte) {

@@ -28,6 +28,10 @@ class FloatCodec : public Codec {
   const FloatFormat& format() const { return quantizer_.format(); }
   RoundingMode rounding() const { return rounding_; }
   int bytesPerValue() const { return width_; }  // 0 for two values per byte
+  // The rounding core's parameters (kernels::roundOne; the CUDA codec rounds with them).
+  const kernels::RoundingParams& roundingParams() const { return quantizer_.params(); }
+  // How this codec's codes decode (kernels::decodeCode; the CUDA codec decodes with it).
+  const kernels::CodeDecodeParams& decodeParams() const { return decodeParams_; }
 
  private:
   // Byte offset of element i (i even for packed nibbles).
@@ -37,7 +41,8 @@ class FloatCodec : public Codec {
   RoundingMode rounding_;
   int width_;  // 0 (nibbles), 1, 2 or 4 bytes per value
   enum class Decoder : uint8_t { Table, Bf16, Fp16, Fp32 } decoder_;
-  std::vector<float> table_;  // value of every code (<= 16 bits)
+  kernels::CodeDecodeParams decodeParams_;
+  std::vector<float> table_;  // value of every code (<= 16 bits), kernels::decodeCode's
   std::vector<float> pairs_;  // nibble formats: values of both nibbles of every byte
 };
 

@@ -3,6 +3,7 @@
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "precision/Quantizer.h"
+#include "precision/kernels/FloatRounding.h"
 
 #include <bit>
 #include <cmath>
@@ -13,32 +14,9 @@ namespace aps::precision {
 namespace {
 constexpr int64_t kGrain = 1 << 15;
 
-// binary16 nearest-even: adding and subtracting 2^23 times the grid step makes the FPU round
-// |x| to a multiple of that step (the sum lies in a binade whose float32 spacing is exactly
-// the step, and the subtraction is exact). The step is 2^(e - 10) for normal halves and
-// 2^-24 below 2^-14 (subnormals). |x| >= 65520 rounds past 65504 to inf (IEEE 754).
-inline float roundFp16(float x) {
-  const uint32_t bits = std::bit_cast<uint32_t>(x);
-  const uint32_t sign = bits & 0x80000000u;
-  const uint32_t magnitude = bits & 0x7FFFFFFFu;
-  const uint32_t exponent = magnitude >> 23;
-  const uint32_t stepExponent = (exponent > 113u ? exponent : 113u) - 10u;  // biased; 113 = 2^-14
-  const float magic = std::bit_cast<float>(((stepExponent + 23u) & 0xFFu) << 23);
-  const float v = std::bit_cast<float>(magnitude);
-  uint32_t rounded = std::bit_cast<uint32_t>((v + magic) - magic);
-  rounded = magnitude >= 0x477FF000u ? 0x7F800000u : rounded;  // 65520 and above (inf too)
-  rounded = magnitude > 0x7F800000u ? 0x7FC00000u : rounded;   // NaN: canonical quiet NaN
-  return std::bit_cast<float>(sign | rounded);
-}
-
-// bfloat16 nearest-even on the bits: add half an ulp minus one plus the kept lsb, truncate.
-inline float roundBf16(float x) {
-  const uint32_t bits = std::bit_cast<uint32_t>(x);
-  const uint32_t lsb = (bits >> 16) & 1u;
-  uint32_t rounded = (bits + 0x7FFFu + lsb) & 0xFFFF0000u;
-  rounded = (bits & 0x7FFFFFFFu) > 0x7F800000u ? ((bits | 0x00400000u) & 0xFFFF0000u) : rounded;  // NaN stays quiet
-  return std::bit_cast<float>(rounded);
-}
+// The roundings themselves are shared with the CUDA kernels (precision/kernels/FloatRounding.h).
+using kernels::roundBf16;
+using kernels::roundFp16;
 
 // A plain loop over inlined branch-free code, in a function of its own and marked simd:
 // inlined into parallelFor's single-chunk path GCC 12 otherwise emits a scalar loop.

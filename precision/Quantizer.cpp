@@ -1,5 +1,7 @@
 #include "precision/Quantizer.h"
 
+#include "precision/kernels/FloatRounding.h"
+
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/core/Rng.h"
@@ -20,68 +22,10 @@ namespace {
 
 constexpr int64_t kChunk = 512;  // random bits are drawn per chunk of this many values
 
-// The rounding core, for one value (the reference for the AVX2 kernel below, which does
-// the same in eight lanes; used alone for tails, scalar calls and builds without AVX2). With x = sig * 2^(e - 150) (sig
-// the 24-bit significand of fp32) and the format's quantum 2^qexp at x's binade (max(ex, emin) - M, or 2^emin below the
-// smallest normal when subnormals are off), drop d = qexp - (e - 150) bits: r = sig >> d, and the dropped fraction as
-// 32 bits, frac = (sig mod 2^d) * 2^(32 - d). Rounding adds 1 to r when frac > 1/2 (or == 1/2 and r odd) for
-// nearest-even, when frac + random carries out of 32 bits for stochastic (P = frac / 2^32, exactly the distance to r
-// for d <= 32).
-template <RoundingMode kMode, bool kValue, bool kCode>
-inline void roundOne(float x, uint32_t rnd, const Quantizer::Params& p, float& value, uint32_t& code) {
-  const uint32_t u = std::bit_cast<uint32_t>(x);
-  const uint32_t sign = u & 0x80000000u;
-  const uint32_t a = u & 0x7fffffffu;
-  const int32_t fe = static_cast<int32_t>(a >> 23);
-  const int32_t eEff = fe > 0 ? fe : 1;
-  const uint32_t sig = (a & 0x7fffffu) | (fe > 0 ? 0x800000u : 0u);
-  const int32_t ex = eEff - 127;
-  const bool below = ex < p.minExponent || fe == 0;  // fp32 subnormals sit below 2^-126 <= 2^emin
-  const int32_t exC = below ? p.minExponent : ex;
-  const int32_t qexp = (below && !p.subnormals) ? p.minExponent : exC - p.mantissaBits;
-  int32_t d = qexp - (eEff - 150);  // >= 0 since mantissaBits <= 23
-  d = d < 63 ? d : 63;
-  const uint32_t r0 = sig >> (d < 31 ? d : 31);
-  // d == 0: nothing dropped; 1..32: the low d bits moved to the top; > 32: sig is itself
-  // below 2^-8 of the fraction's unit, keep its top bits.
-  const int32_t leftShift = (d >= 1 && d <= 31) ? 32 - d : 0;
-  const int32_t rightShift = d > 32 ? (d - 32 < 31 ? d - 32 : 31) : 0;
-  uint32_t frac = d <= 32 ? sig << leftShift : sig >> rightShift;
-  frac = d == 0 ? 0u : frac;
-  uint32_t r = r0;
-  uint32_t up = 0;
-  if constexpr (kMode == RoundingMode::NearestEven) {
-    // "Even" is the code's last bit: r's for M >= 1; for M == 0 the exponent field's
-    // (every significand is 1, so ties go to the even exponent).
-    const uint32_t odd = (r + (p.mantissaBits == 0 && !below ? static_cast<uint32_t>(ex + p.biasMinusOne) : 0u)) & 1u;
-    up = (frac > 0x80000000u || (frac == 0x80000000u && odd)) ? 1u : 0u;
-  } else if constexpr (kMode == RoundingMode::Stochastic) {
-    up = (frac + rnd) < frac ? 1u : 0u;
-  }
-  r += up;
-  const bool isNan = a > 0x7f800000u;
-  if constexpr (kValue) {
-    // The fp32 bits of r * 2^qexp, with integer operations only (so FTZ/DAZ modes cannot
-    // change the result): int -> float of r (exact, r <= 2^24), then add qexp to the
-    // exponent field; results below 2^-126 are fp32 subnormals, whose bits are linear:
-    // r * 2^(qexp + 149).
-    const uint32_t fr = std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(r)));
-    const int32_t e = static_cast<int32_t>(fr >> 23) - 127 + qexp;
-    uint32_t y = e < -126 ? r << ((qexp + 149) & 31) : fr + (static_cast<uint32_t>(qexp) << 23);
-    y = e > 127 ? 0x7f800000u : y;
-    y = r == 0 ? 0u : y;
-    y = y > p.maxValueBits ? p.overflowValueBits : y;
-    y = isNan ? p.nanValueBits : y;
-    value = std::bit_cast<float>(y | sign);
-  }
-  if constexpr (kCode) {
-    const uint32_t base = below ? 0u : static_cast<uint32_t>(ex + p.biasMinusOne) << p.mantissaBits;
-    uint32_t mag = base + ((below && !p.subnormals) ? (r << p.mantissaBits) : r);
-    mag = mag > p.maxFiniteCode ? p.overflowCode : mag;
-    mag = isNan ? p.nanCode : mag;
-    code = mag | (sign >> p.signShift);
-  }
-}
+// The rounding core for one value is kernels::roundOne (precision/kernels/FloatRounding.h,
+// shared with the CUDA codecs); it is the reference for the AVX2 kernel below and runs alone
+// for tails, scalar calls and builds without AVX2.
+using kernels::roundOne;
 
 #if defined(__AVX2__)
 // The same core as roundOne, eight lanes at a time with AVX2. Variable shifts by >= 32
@@ -310,6 +254,24 @@ Quantizer::Quantizer(const FloatFormat& format) : format_(format) {
   params_.maxValueBits = std::bit_cast<uint32_t>(format_.maxValue());
   params_.overflowValueBits = std::bit_cast<uint32_t>(std::fabs(format_.decode(params_.overflowCode)));
   params_.nanValueBits = std::bit_cast<uint32_t>(std::fabs(format_.decode(params_.nanCode)));
+}
+
+kernels::CodeDecodeParams codeDecodeParams(const FloatFormat& format, bool f16cNans) {
+  kernels::CodeDecodeParams p{};
+  p.layout = kernels::CodeDecodeParams::Generic;
+  p.exponentBits = format.exponentBits;
+  p.mantissaBits = format.mantissaBits;
+  p.bias = format.bias;
+  p.subnormals = format.subnormals ? 1 : 0;
+  p.specials = static_cast<int32_t>(format.specials);
+  p.nanCode = format.nanCode();
+  const bool ieee = format.subnormals && format.specials == Specials::Ieee;
+  if (ieee && format.exponentBits == 8 && format.mantissaBits == 7 && format.bias == 127) {
+    p.layout = kernels::CodeDecodeParams::Bf16;
+  } else if (f16cNans && ieee && format.exponentBits == 5 && format.mantissaBits == 10 && format.bias == 15) {
+    p.layout = kernels::CodeDecodeParams::Fp16;
+  }
+  return p;
 }
 
 void Quantizer::quantize(const float* in, float* out, int64_t n, RoundingMode mode, const EncodeContext& ctx) const {

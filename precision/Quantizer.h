@@ -3,6 +3,7 @@
 #include "precision/Codec.h"
 #include "precision/FloatFormat.h"
 #include "precision/RoundingMode.h"
+#include "precision/kernels/FloatRounding.h"
 
 #include <cstdint>
 
@@ -32,20 +33,9 @@ class Quantizer {
   float quantize(float x, RoundingMode mode = RoundingMode::NearestEven, uint32_t randomBits = 0) const;
   uint32_t encode(float x, RoundingMode mode = RoundingMode::NearestEven, uint32_t randomBits = 0) const;
 
-  // Everything the branch-free kernel needs, precomputed from the format.
-  struct Params {
-    int32_t mantissaBits;
-    int32_t minExponent;
-    int32_t biasMinusOne;
-    int32_t subnormals;  // 0 or 1
-    uint32_t maxFiniteCode;
-    uint32_t overflowCode;       // magnitude code for overflow (max finite, inf or NaN)
-    uint32_t nanCode;            // magnitude code NaN inputs get
-    uint32_t signShift;          // 31 - (E + M)
-    uint32_t maxValueBits;       // fp32 bits of the largest finite value
-    uint32_t overflowValueBits;  // fp32 bits of |overflow result|: max, inf or NaN
-    uint32_t nanValueBits;       // fp32 bits of what NaN inputs become (NaN, or max without NaN)
-  };
+  // Everything the branch-free kernel needs, precomputed from the format
+  // (precision/kernels/FloatRounding.h, where the scalar rounding core lives).
+  using Params = kernels::RoundingParams;
   const Params& params() const { return params_; }
 
  private:
@@ -55,6 +45,12 @@ class Quantizer {
 
 // out[i] = randomBits32(seed, stream, first + i) (framework/core/Rng.h), eight at a time.
 void randomBitsBlock(uint32_t* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t first);
+
+// How the codes of `format` decode (kernels::decodeCode). bf16's layout reads the code as the
+// top half of the fp32 bits; with f16cNans, fp16's reads NaN codes as the x86 F16C conversion
+// does (payload kept), which is what FloatCodec's F16C decoder gives; otherwise every code
+// decodes as FloatFormat::decode.
+kernels::CodeDecodeParams codeDecodeParams(const FloatFormat& format, bool f16cNans);
 
 // Compute-precision emulation (fp16/bf16 training): data[i] = Q(data[i]) in place.
 void roundToFormat(float* data, int64_t n, const FloatFormat& format, RoundingMode mode, const EncodeContext& ctx = {});

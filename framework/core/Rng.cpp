@@ -6,43 +6,10 @@
 
 namespace aps {
 
-namespace {
-constexpr uint32_t kMul0 = 0xD2511F53u;
-constexpr uint32_t kMul1 = 0xCD9E8D57u;
-constexpr uint32_t kWeyl0 = 0x9E3779B9u;
-constexpr uint32_t kWeyl1 = 0xBB67AE85u;
-
-inline void mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
-  const uint64_t p = uint64_t{a} * b;
-  hi = static_cast<uint32_t>(p >> 32);
-  lo = static_cast<uint32_t>(p);
-}
-}  // namespace
-
 std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counterHi, uint64_t counterLo) {
-  uint32_t c0 = static_cast<uint32_t>(counterLo), c1 = static_cast<uint32_t>(counterLo >> 32);
-  uint32_t c2 = static_cast<uint32_t>(counterHi), c3 = static_cast<uint32_t>(counterHi >> 32);
-  uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
-  for (int round = 0; round < 10; ++round) {
-    uint32_t hi0, lo0, hi1, lo1;
-    mulhilo(kMul0, c0, hi0, lo0);
-    mulhilo(kMul1, c2, hi1, lo1);
-    const uint32_t n0 = hi1 ^ c1 ^ k0;
-    const uint32_t n1 = lo1;
-    const uint32_t n2 = hi0 ^ c3 ^ k1;
-    const uint32_t n3 = lo0;
-    c0 = n0;
-    c1 = n1;
-    c2 = n2;
-    c3 = n3;
-    k0 += kWeyl0;
-    k1 += kWeyl1;
-  }
-  return {c0, c1, c2, c3};
-}
-
-uint32_t randomBits32(uint64_t seed, uint64_t stream, uint64_t index) {
-  return philox4x32(seed, stream, index)[0];
+  std::array<uint32_t, 4> block{};
+  philox4x32(key, counterHi, counterLo, block.data());
+  return block;
 }
 
 uint32_t Rng::nextU32() { return philox4x32(state_.seed, 0, state_.offset++)[0]; }

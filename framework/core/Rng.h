@@ -1,17 +1,15 @@
 #pragma once
 
+#include "framework/core/Philox.h"
+
 #include <array>
 #include <cstdint>
 
 namespace aps {
 
-// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011):
-// a counter-based generator. Block i of stream (key) k is a pure function of (k, i), so a
-// kernel can draw the random numbers of element i on any thread and get the same bits.
+// Philox4x32-10 as an array (the arithmetic and randomBits32, the stateless draw of one
+// element's bits, are in framework/core/Philox.h, shared with the CUDA kernels).
 std::array<uint32_t, 4> philox4x32(uint64_t key, uint64_t counterHi, uint64_t counterLo);
-
-// Random bits for element `index` of draw `stream` under `seed` (stateless).
-uint32_t randomBits32(uint64_t seed, uint64_t stream, uint64_t index);
 
 // A sequential generator on top of Philox whose whole state is (seed, offset), so it
 // can be checkpointed and restored exactly.
@@ -26,10 +24,10 @@ class Rng {
 
   uint32_t nextU32();
   uint64_t nextU64();
-  float uniform();                          // [0, 1)
-  double uniformDouble();                   // [0, 1)
+  float uniform();                                       // [0, 1)
+  double uniformDouble();                                // [0, 1)
   float normal(float mean = 0.0f, float stddev = 1.0f);  // Box-Muller
-  uint64_t below(uint64_t n);               // uniform in [0, n), unbiased
+  uint64_t below(uint64_t n);                            // uniform in [0, n), unbiased
 
   State state() const { return state_; }
   void setState(State s) { state_ = s; }

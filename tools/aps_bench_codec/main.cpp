@@ -1,11 +1,19 @@
 // aps_bench_codec: encode and decode rates of wire codecs against the rate of copying the
-// same fp32 buffer (memcpy), measured in one run on one thread, printed as JSON.
+// same fp32 buffer (memcpy), measured in one run on one thread, printed as JSON. With
+// --device cuda: the CUDA codecs (precision/cuda/DeviceCodec.h) on GPU 0 against
+// cudaMemcpy device to device, timed with CUDA events.
 #include "framework/core/Error.h"
 #include "framework/core/Rng.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
 #include "precision/CodecSpec.h"
+#include "precision/cuda/DeviceCodec.h"
 #include "tools/common/ToolMain.h"
 
 #include <fmt/format.h>
+
+#if defined(APS_WITH_CUDA)
+#include <cuda_runtime.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -30,6 +38,82 @@ double bestSeconds(int repeats, const Fn& fn) {
   return best;
 }
 
+std::string codecEntry(const std::string& name, double encRate, double decRate, double copyRate) {
+  return fmt::format(
+      "    {{\"codec\": \"{}\", \"encode_values_per_s\": {:.4g}, \"decode_values_per_s\": {:.4g}, "
+      "\"encode_vs_copy\": {:.3f}, \"decode_vs_copy\": {:.3f}}}",
+      name, encRate, decRate, encRate / copyRate, decRate / copyRate);
+}
+
+#if defined(APS_WITH_CUDA)
+void cudaCheck(cudaError_t status, const char* what) {
+  APS_CHECK(status == cudaSuccess, "--device cuda: {} failed: {}", what, cudaGetErrorString(status));
+}
+
+// Best time in seconds of `repeats` runs of fn on the default stream, by CUDA events.
+template <typename Fn>
+double bestDeviceSeconds(int repeats, const Fn& fn) {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  cudaCheck(cudaEventCreate(&start), "cudaEventCreate");
+  cudaCheck(cudaEventCreate(&stop), "cudaEventCreate");
+  fn();  // warm-up (first launch, allocator pools)
+  double best = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    cudaCheck(cudaEventRecord(start), "cudaEventRecord");
+    fn();
+    cudaCheck(cudaEventRecord(stop), "cudaEventRecord");
+    cudaCheck(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0.0f;
+    cudaCheck(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    best = std::min(best, static_cast<double>(ms) * 1e-3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return best;
+}
+#endif
+
+// The CUDA codecs' encode and decode rates against cudaMemcpy device to device of the fp32
+// buffer (each as a fraction of that copy's rate).
+void benchCuda(const std::vector<float>& in, const std::vector<std::string>& names, int repeats) {
+  APS_CHECK(aps::cuda::compiledWithCuda() && aps::precision::cuda::deviceCodecsCompiled(),
+            "--device cuda: this build of aps has no CUDA (configure it with the CUDA toolkit)");
+  APS_CHECK(aps::cuda::deviceCount() > 0, "--device cuda: no CUDA device is visible on this machine");
+#if defined(APS_WITH_CUDA)
+  const auto count = static_cast<int64_t>(in.size());
+  const size_t floatBytes = in.size() * sizeof(float);
+  float* dIn = nullptr;
+  float* dOut = nullptr;
+  cudaCheck(cudaMalloc(reinterpret_cast<void**>(&dIn), floatBytes), "cudaMalloc");
+  cudaCheck(cudaMalloc(reinterpret_cast<void**>(&dOut), floatBytes), "cudaMalloc");
+  cudaCheck(cudaMemcpy(dIn, in.data(), floatBytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  const double copy = bestDeviceSeconds(
+      repeats, [&] { cudaCheck(cudaMemcpyAsync(dOut, dIn, floatBytes, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync"); });
+  const double copyRate = static_cast<double>(count) / copy;
+  std::string entries;
+  for (const auto& name : names) {
+    const aps::precision::cuda::DeviceCodec codec(aps::precision::CodecSpec::parse(name));
+    uint8_t* bytes = nullptr;
+    cudaCheck(cudaMalloc(reinterpret_cast<void**>(&bytes), codec.encodedBytes(count)), "cudaMalloc");
+    const double enc = bestDeviceSeconds(repeats, [&] { codec.encode(dIn, count, bytes); });
+    const double dec = bestDeviceSeconds(repeats, [&] { codec.decode(bytes, count, dOut); });
+    cudaFree(bytes);
+    if (!entries.empty()) entries += ",\n";
+    entries += codecEntry(codec.name(), static_cast<double>(count) / enc, static_cast<double>(count) / dec, copyRate);
+  }
+  cudaFree(dIn);
+  cudaFree(dOut);
+  fmt::print(
+      "{{\n  \"device\": \"{}\",\n  \"values\": {},\n  \"repeats\": {},\n  \"memcpy_d2d_values_per_s\": {:.4g},\n"
+      "  \"codecs\": [\n{}\n  ]\n}}\n",
+      aps::cuda::deviceDescription(0), count, repeats, copyRate, entries);
+#else
+  (void)in;
+  (void)names;
+  (void)repeats;
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -40,12 +124,24 @@ int main(int argc, char** argv) {
   app.add_option("--count", count, "values per buffer");
   app.add_option("--repeats", repeats, "timed runs per measurement (the best counts)");
   app.add_option("--codecs", codecs, "comma-separated codec names (makeCodec)");
+  std::string device = "cpu";
+  app.add_option("--device", device,
+                 "cpu (one thread, against memcpy) or cuda (the CUDA codecs on GPU 0, against cudaMemcpy device to "
+                 "device; fails when the build has no CUDA or the machine no GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   return aps::runTool(app, argc, argv, [&] {
     APS_CHECK(count > 0, "--count {} must be > 0", count);
     APS_CHECK(repeats > 0, "--repeats {} must be > 0", repeats);
     std::vector<float> in(static_cast<size_t>(count)), out(in.size());
     aps::Rng rng(1);
     for (auto& v : in) v = rng.normal(0.0f, 10.0f);
+    if (device == "cuda") {
+      std::vector<std::string> names;
+      std::stringstream list(codecs);
+      for (std::string name; std::getline(list, name, ',');) names.push_back(name);
+      benchCuda(in, names, repeats);
+      return;
+    }
     std::memcpy(out.data(), in.data(), in.size() * sizeof(float));  // touch every page first
     std::vector<std::unique_ptr<aps::precision::Codec>> list;
     std::stringstream names(codecs);
@@ -71,10 +167,7 @@ int main(int argc, char** argv) {
     for (size_t c = 0; c < list.size(); ++c) {
       const double encRate = static_cast<double>(count) / enc[c], decRate = static_cast<double>(count) / dec[c];
       if (!entries.empty()) entries += ",\n";
-      entries += fmt::format(
-          "    {{\"codec\": \"{}\", \"encode_values_per_s\": {:.4g}, \"decode_values_per_s\": {:.4g}, "
-          "\"encode_vs_copy\": {:.3f}, \"decode_vs_copy\": {:.3f}}}",
-          list[c]->name(), encRate, decRate, encRate / copyRate, decRate / copyRate);
+      entries += codecEntry(list[c]->name(), encRate, decRate, copyRate);
     }
     fmt::print(
         "{{\n  \"values\": {},\n  \"repeats\": {},\n  \"memcpy_values_per_s\": {:.4g},\n  \"codecs\": [\n{}\n  ]\n}}\n",

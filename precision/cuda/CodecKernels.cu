@@ -1,0 +1,293 @@
+// Thin launches around the shared codec arithmetic (precision/kernels/*.h): grid-stride loops
+// over values (or bytes of two 4-bit values) and one max reduction per block. No fmt here
+// (nvcc cannot compile it): errors go through APS_CUDA_CHECK.
+#include "precision/cuda/CodecKernels.h"
+
+#include "framework/core/Philox.h"
+#include "framework/tensor/cuda/CudaCheck.h"
+#include "precision/kernels/Dettmers.h"
+#include "precision/kernels/FloatRounding.h"
+#include "precision/kernels/Scaling.h"
+
+#include <cuda_runtime.h>
+
+namespace aps::precision::cuda {
+
+namespace {
+
+using Params = DeviceCodecParams;
+constexpr int kThreads = 256;
+constexpr int kReduceThreads = 128;
+constexpr int64_t kReduceTile = 2048;  // values per CUDA block of the max reduction
+
+cudaStream_t asStream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+unsigned gridFor(int64_t units) {
+  const int64_t blocks = (units + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 8192 ? 8192 : blocks));
+}
+
+int64_t blockLength(const Params& p, int64_t n) { return p.blockSize > 0 ? p.blockSize : n; }
+int64_t blockCount(const Params& p, int64_t n) { return (n + blockLength(p, n) - 1) / blockLength(p, n); }
+
+__device__ inline int64_t firstIndex() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ inline int64_t gridStride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// The element format's wire value of element i (FloatCodec's packing).
+__device__ inline float elementValue(const kernels::CodeDecodeParams& d, int32_t width, const uint8_t* in, int64_t i) {
+  if (width == 0) {
+    const uint32_t byte = in[i / 2];
+    return kernels::decodeCode((i & 1) ? byte >> 4 : byte & 15u, d);
+  }
+  if (width == 1) return kernels::decodeCode(in[i], d);
+  if (width == 2) return kernels::decodeCode(uint32_t{in[2 * i]} | (uint32_t{in[2 * i + 1]} << 8), d);
+  const uint8_t* b = in + 4 * i;
+  return bitCast<float>(uint32_t{b[0]} | (uint32_t{b[1]} << 8) | (uint32_t{b[2]} << 16) | (uint32_t{b[3]} << 24));
+}
+
+struct Rounding {
+  kernels::RoundingParams params;
+  RoundingMode mode;
+  int32_t width;
+  uint64_t seed, stream;
+  int64_t offset;
+};
+
+__device__ inline uint32_t code(const Rounding& r, float x, int64_t i) {
+  const uint32_t bits =
+      r.mode == RoundingMode::Stochastic ? randomBits32(r.seed, r.stream, static_cast<uint64_t>(r.offset + i)) : 0u;
+  return kernels::roundCode(x, r.mode, bits, r.params);
+}
+
+// Where the values to encode come from: an fp32 buffer, a block-scaled fp32 buffer, or the
+// sum of two encoded buffers (the fused decodeAddEncode of the float codec).
+struct Plain {
+  const float* in;
+  __device__ float operator()(int64_t i) const { return in[i]; }
+};
+struct Scaled {
+  const float* in;
+  const uint32_t* maxBits;  // per block
+  int64_t len;
+  int32_t emax;
+  __device__ float operator()(int64_t i) const {
+    return kernels::blockScaledInput(in[i], kernels::blockScaleCode(maxBits[i / len], emax));
+  }
+};
+struct Sum {
+  kernels::CodeDecodeParams decode;
+  int32_t width;
+  const uint8_t* a;
+  const uint8_t* b;
+  __device__ float operator()(int64_t i) const {
+    return elementValue(decode, width, a, i) + elementValue(decode, width, b, i);
+  }
+};
+
+// One unit per thread step: a value's bytes, or one byte of two 4-bit values (so threads never
+// share a byte, and out may alias the inputs of Sum).
+template <class Source>
+__global__ void encodeElementsKernel(Rounding r, Source src, int64_t n, uint8_t* out) {
+  const int64_t units = r.width == 0 ? (n + 1) / 2 : n;
+  for (int64_t u = firstIndex(); u < units; u += gridStride()) {
+    if (r.width == 0) {
+      const int64_t i = 2 * u;
+      uint32_t byte = code(r, src(i), i);
+      if (i + 1 < n) byte |= code(r, src(i + 1), i + 1) << 4;
+      out[u] = static_cast<uint8_t>(byte);
+    } else if (r.width == 1) {
+      out[u] = static_cast<uint8_t>(code(r, src(u), u));
+    } else if (r.width == 2) {
+      const uint32_t c = code(r, src(u), u);
+      out[2 * u] = static_cast<uint8_t>(c);
+      out[2 * u + 1] = static_cast<uint8_t>(c >> 8);
+    } else {
+      const uint32_t bits =
+          r.mode == RoundingMode::Stochastic ? randomBits32(r.seed, r.stream, static_cast<uint64_t>(r.offset + u)) : 0u;
+      const uint32_t v = bitCast<uint32_t>(kernels::roundValue(src(u), r.mode, bits, r.params));
+      for (int k = 0; k < 4; ++k) out[4 * u + k] = static_cast<uint8_t>(v >> (8 * k));
+    }
+  }
+}
+
+// out[i] = (or +=) the element's value, times its block's scale when `scales` is given.
+__global__ void decodeElementsKernel(kernels::CodeDecodeParams d, int32_t width, const uint8_t* in, int64_t n,
+                                     const uint8_t* scales, int64_t len, float* out, bool add) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    float v = elementValue(d, width, in, i);
+    if (scales) v = kernels::blockScaledOutput(v, scales[i / len]);
+    out[i] = add ? out[i] + v : v;
+  }
+}
+
+// out[b] = max over block b (blocks of len values) of kernels::absBits; out zeroed before.
+// Each CUDA block reduces one tile of one block: a warp max, then one atomicMax per warp.
+__global__ void blockMaxKernel(const float* in, int64_t n, int64_t len, int64_t tilesPerBlock, int64_t totalTiles,
+                               uint32_t* out) {
+  for (int64_t t = blockIdx.x; t < totalTiles; t += gridDim.x) {
+    const int64_t b = t / tilesPerBlock;
+    const int64_t s = t % tilesPerBlock;
+    const int64_t blockBegin = b * len;
+    const int64_t begin = blockBegin + s * kReduceTile;
+    int64_t end = blockBegin + (s + 1) * kReduceTile;
+    end = end < blockBegin + len ? end : blockBegin + len;
+    end = end < n ? end : n;
+    uint32_t m = 0;
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      const uint32_t a = kernels::absBits(in[i]);
+      m = a > m ? a : m;
+    }
+    for (int lane = 16; lane > 0; lane >>= 1) {
+      const uint32_t other = __shfl_xor_sync(0xffffffffu, m, lane);
+      m = other > m ? other : m;
+    }
+    if ((threadIdx.x & 31) == 0 && m != 0) atomicMax(out + b, m);
+  }
+}
+
+__global__ void writeScalesKernel(const uint32_t* maxBits, int64_t blocks, int32_t emax, uint8_t* out) {
+  for (int64_t b = firstIndex(); b < blocks; b += gridStride()) {
+    out[b] = static_cast<uint8_t>(kernels::blockScaleCode(maxBits[b], emax));
+  }
+}
+
+// Dettmers: block b's wire bytes start at b * (len + 4): its fp32 absmax, then one code a value.
+__global__ void dettmersEncodeKernel(Params p, const float* in, int64_t n, int64_t len, const uint32_t* maxBits,
+                                     uint8_t* out) {
+  __shared__ float midpoints[256];
+  for (int k = threadIdx.x; k < 256; k += blockDim.x) midpoints[k] = p.midpoints[k];
+  __syncthreads();
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const int64_t b = i / len;
+    const uint32_t absmaxBits = maxBits[b];
+    const float inv = kernels::dettmersInverse(bitCast<float>(absmaxBits));
+    uint8_t* block = out + b * (len + 4);
+    if (i == b * len) {
+      for (int k = 0; k < 4; ++k) block[k] = static_cast<uint8_t>(absmaxBits >> (8 * k));
+    }
+    block[4 + (i - b * len)] =
+        static_cast<uint8_t>(kernels::dettmersNearestCode(in[i] * inv, midpoints, p.dettmersTop));
+  }
+}
+
+__global__ void dettmersDecodeKernel(Params p, const uint8_t* in, int64_t n, int64_t len, float* out, bool add) {
+  __shared__ float book[256];
+  for (int k = threadIdx.x; k < 256; k += blockDim.x) book[k] = p.codeBook[k];
+  __syncthreads();
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const int64_t b = i / len;
+    const uint8_t* block = in + b * (len + 4);
+    const float absmax = bitCast<float>(uint32_t{block[0]} | (uint32_t{block[1]} << 8) | (uint32_t{block[2]} << 16) |
+                                        (uint32_t{block[3]} << 24));
+    const float v = kernels::dettmersDecode(book[block[4 + (i - b * len)]], absmax);
+    out[i] = add ? out[i] + v : v;
+  }
+}
+
+Rounding roundingOf(const Params& p, const EncodeContext& ctx) {
+  return Rounding{p.rounding, p.mode, p.width, ctx.seed, ctx.stream, ctx.offset};
+}
+
+// Per-block maxima of in (blocks of len values) into a fresh device buffer of `blocks` words.
+uint32_t* blockMaxima(const float* in, int64_t n, int64_t len, cudaStream_t s) {
+  const int64_t blocks = (n + len - 1) / len;
+  uint32_t* maxBits = nullptr;
+  APS_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&maxBits), static_cast<size_t>(blocks) * 4, s));
+  APS_CUDA_CHECK(cudaMemsetAsync(maxBits, 0, static_cast<size_t>(blocks) * 4, s));
+  const int64_t tilesPerBlock = (len + kReduceTile - 1) / kReduceTile;
+  const int64_t totalTiles = blocks * tilesPerBlock;
+  const unsigned grid = static_cast<unsigned>(totalTiles < 65535 * 8 ? totalTiles : 65535 * 8);
+  blockMaxKernel<<<grid, kReduceThreads, 0, s>>>(in, n, len, tilesPerBlock, totalTiles, maxBits);
+  APS_CUDA_CHECK(cudaGetLastError());
+  return maxBits;
+}
+
+void decodeImpl(const Params& p, const uint8_t* in, int64_t n, float* out, bool add, cudaStream_t s) {
+  if (n <= 0) return;
+  const int64_t len = blockLength(p, n);
+  switch (p.kind) {
+    case Params::Kind::Float:
+      decodeElementsKernel<<<gridFor(n), kThreads, 0, s>>>(p.decode, p.width, in, n, nullptr, 1, out, add);
+      break;
+    case Params::Kind::BlockScaled:
+      decodeElementsKernel<<<gridFor(n), kThreads, 0, s>>>(p.decode, p.width, in + blockCount(p, n), n, in, len, out,
+                                                           add);
+      break;
+    case Params::Kind::Dettmers:
+      dettmersDecodeKernel<<<gridFor(n), kThreads, 0, s>>>(p, in, n, len, out, add);
+      break;
+  }
+  APS_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+void encode(const Params& p, const float* in, int64_t n, uint8_t* out, const EncodeContext& ctx, void* stream) {
+  if (n <= 0) return;
+  const cudaStream_t s = asStream(stream);
+  const Rounding r = roundingOf(p, ctx);
+  const int64_t units = p.width == 0 ? (n + 1) / 2 : n;
+  switch (p.kind) {
+    case Params::Kind::Float:
+      encodeElementsKernel<<<gridFor(units), kThreads, 0, s>>>(r, Plain{in}, n, out);
+      APS_CUDA_CHECK(cudaGetLastError());
+      return;
+    case Params::Kind::BlockScaled: {
+      const int64_t len = blockLength(p, n), blocks = blockCount(p, n);
+      uint32_t* maxBits = blockMaxima(in, n, len, s);
+      writeScalesKernel<<<gridFor(blocks), kThreads, 0, s>>>(maxBits, blocks, p.emax, out);
+      encodeElementsKernel<<<gridFor(units), kThreads, 0, s>>>(r, Scaled{in, maxBits, len, p.emax}, n, out + blocks);
+      APS_CUDA_CHECK(cudaGetLastError());
+      APS_CUDA_CHECK(cudaFreeAsync(maxBits, s));
+      return;
+    }
+    case Params::Kind::Dettmers: {
+      const int64_t len = blockLength(p, n);
+      uint32_t* maxBits = blockMaxima(in, n, len, s);
+      dettmersEncodeKernel<<<gridFor(n), kThreads, 0, s>>>(p, in, n, len, maxBits, out);
+      APS_CUDA_CHECK(cudaGetLastError());
+      APS_CUDA_CHECK(cudaFreeAsync(maxBits, s));
+      return;
+    }
+  }
+}
+
+void decode(const Params& p, const uint8_t* in, int64_t n, float* out, void* stream) {
+  decodeImpl(p, in, n, out, false, asStream(stream));
+}
+
+void decodeAdd(const Params& p, const uint8_t* in, int64_t n, float* acc, void* stream) {
+  decodeImpl(p, in, n, acc, true, asStream(stream));
+}
+
+void decodeAddEncode(const Params& p, const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
+                     const EncodeContext& ctx, void* stream) {
+  if (n <= 0) return;
+  const cudaStream_t s = asStream(stream);
+  if (p.kind == Params::Kind::Float) {
+    const int64_t units = p.width == 0 ? (n + 1) / 2 : n;
+    encodeElementsKernel<<<gridFor(units), kThreads, 0, s>>>(roundingOf(p, ctx), Sum{p.decode, p.width, a, b}, n, out);
+    APS_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
+  // Block codecs need a block's whole sum before its scale is known, and out may alias a
+  // or b: the sum goes through an fp32 scratch buffer, decoded in full before encoding.
+  float* sum = nullptr;
+  APS_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&sum), static_cast<size_t>(n) * sizeof(float), s));
+  decodeImpl(p, a, n, sum, false, s);
+  decodeImpl(p, b, n, sum, true, s);
+  encode(p, sum, n, out, ctx, stream);
+  APS_CUDA_CHECK(cudaFreeAsync(sum, s));
+}
+
+void absMaxBits(const float* data, int64_t n, uint32_t* out, void* stream) {
+  const cudaStream_t s = asStream(stream);
+  APS_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(uint32_t), s));
+  if (n <= 0) return;
+  const int64_t tiles = (n + kReduceTile - 1) / kReduceTile;
+  const unsigned grid = static_cast<unsigned>(tiles < 65535 * 8 ? tiles : 65535 * 8);
+  blockMaxKernel<<<grid, kReduceThreads, 0, s>>>(data, n, n, tiles, tiles, out);
+  APS_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace aps::precision::cuda

@@ -1,0 +1,58 @@
+#pragma once
+
+// The CUDA wire codecs (docs/ARCHITECTURE.md, One arithmetic for CPU and GPU): launches on
+// device pointers of the codecs FloatCodec, BlockScaledCodec and DettmersCodec implement on the
+// CPU, with the same wire bytes. Every per-element and per-block computation is a shared
+// function of precision/kernels/*.h, the one the CPU codec calls. A plain C++ header: no
+// cuda_runtime.h needed to include it; a stream is a cudaStream_t passed as void*.
+//
+// DeviceCodec (precision/cuda/DeviceCodec.h) builds the parameters from a CPU codec or a
+// CodecSpec; these are the raw launches.
+
+#include "precision/Codec.h"
+#include "precision/RoundingMode.h"
+#include "precision/kernels/FloatRounding.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace aps::precision::cuda {
+
+// Everything a codec kernel needs, passed to it by value (so no host pointers inside).
+struct DeviceCodecParams {
+  enum class Kind : int32_t { Float, BlockScaled, Dettmers };
+  Kind kind = Kind::Float;
+  // Float, and BlockScaled's element format.
+  kernels::RoundingParams rounding{};
+  kernels::CodeDecodeParams decode{};
+  RoundingMode mode = RoundingMode::NearestEven;
+  int32_t width = 1;      // bytes per value: 0 (two values per byte), 1, 2, or 4 (fp32 bits of the rounded value)
+  int32_t emax = 0;       // BlockScaled: exponent of the element format's largest finite value
+  int64_t blockSize = 0;  // BlockScaled, Dettmers: values per scale (0: one for the whole call)
+  // Dettmers: the code book, the midpoints between neighbouring codes, the largest code used.
+  uint32_t dettmersTop = 255;
+  float codeBook[256] = {};
+  float midpoints[256] = {};
+};
+
+// Bytes n values occupy on the wire (the CPU codec's encodedBytes).
+size_t encodedBytes(const DeviceCodecParams& params, int64_t n);
+
+// The Codec operations on device pointers, queued on `stream` (nullptr: the default stream)
+// and asynchronous like any kernel launch. Stochastic rounding draws element i's bits from
+// randomBits32(ctx.seed, ctx.stream, ctx.offset + i), as the CPU codec does, so device and
+// CPU bytes are equal. decodeAddEncode allows out to alias a or b. Block codecs take scratch
+// memory from the stream-ordered allocator. Without a CUDA build these throw aps::Error.
+void encode(const DeviceCodecParams& params, const float* in, int64_t n, uint8_t* out, const EncodeContext& ctx,
+            void* stream);
+void decode(const DeviceCodecParams& params, const uint8_t* in, int64_t n, float* out, void* stream);
+void decodeAdd(const DeviceCodecParams& params, const uint8_t* in, int64_t n, float* acc, void* stream);
+void decodeAddEncode(const DeviceCodecParams& params, const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
+                     const EncodeContext& ctx, void* stream);
+
+// APS's reduction: *out (a device uint32) = the largest |data[i]| as fp32 bits, unsigned
+// (non-finite, > 0x7f7fffff, when data holds inf or NaN; 0 for n == 0).
+// kernels::apsExponent(*out, worldSize) is then the layer's exponent ApsScaler sends.
+void absMaxBits(const float* data, int64_t n, uint32_t* out, void* stream);
+
+}  // namespace aps::precision::cuda

@@ -1,0 +1,24 @@
+// The CUDA codec launches of a build without CUDA: each throws, naming what is missing.
+#include "framework/core/Error.h"
+#include "precision/cuda/CodecKernels.h"
+
+namespace aps::precision::cuda {
+
+namespace {
+[[noreturn]] void noCuda(const char* what) {
+  APS_FAIL("{}: this build of aps has no CUDA (configure with the CUDA toolkit for the device codecs)", what);
+}
+}  // namespace
+
+void encode(const DeviceCodecParams&, const float*, int64_t, uint8_t*, const EncodeContext&, void*) {
+  noCuda("device codec encode");
+}
+void decode(const DeviceCodecParams&, const uint8_t*, int64_t, float*, void*) { noCuda("device codec decode"); }
+void decodeAdd(const DeviceCodecParams&, const uint8_t*, int64_t, float*, void*) { noCuda("device codec decodeAdd"); }
+void decodeAddEncode(const DeviceCodecParams&, const uint8_t*, const uint8_t*, int64_t, uint8_t*, const EncodeContext&,
+                     void*) {
+  noCuda("device codec decodeAddEncode");
+}
+void absMaxBits(const float*, int64_t, uint32_t*, void*) { noCuda("device abs-max reduction"); }
+
+}  // namespace aps::precision::cuda

@@ -1,0 +1,83 @@
+#include "precision/cuda/DeviceCodec.h"
+
+#include "framework/core/Error.h"
+#include "precision/BlockScaledCodec.h"
+#include "precision/DettmersCodec.h"
+#include "precision/FloatCodec.h"
+
+namespace aps::precision::cuda {
+
+namespace {
+
+void setElements(DeviceCodecParams& p, const FloatCodec& codec) {
+  p.rounding = codec.roundingParams();
+  p.decode = codec.decodeParams();
+  p.mode = codec.rounding();
+  p.width = codec.bytesPerValue();
+}
+
+}  // namespace
+
+bool deviceCodecsCompiled() {
+#if defined(APS_WITH_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+size_t encodedBytes(const DeviceCodecParams& p, int64_t n) {
+  APS_ASSERT(n >= 0);
+  const auto elementBytes = [&](int64_t m) {
+    return p.width == 0 ? static_cast<size_t>((m + 1) / 2) : static_cast<size_t>(m) * static_cast<size_t>(p.width);
+  };
+  if (p.kind == DeviceCodecParams::Kind::Float) return elementBytes(n);
+  if (n == 0) return 0;
+  const int64_t len = p.blockSize > 0 ? p.blockSize : n;
+  const int64_t blocks = (n + len - 1) / len;
+  if (p.kind == DeviceCodecParams::Kind::BlockScaled) return static_cast<size_t>(blocks) + elementBytes(n);
+  return static_cast<size_t>(n + 4 * blocks);
+}
+
+DeviceCodec::DeviceCodec(const CodecSpec& spec) : DeviceCodec(*makeCodec(spec)) {}
+
+DeviceCodec::DeviceCodec(const Codec& codec) : name_(codec.name()) {
+  if (const auto* f = dynamic_cast<const FloatCodec*>(&codec)) {
+    params_.kind = DeviceCodecParams::Kind::Float;
+    setElements(params_, *f);
+  } else if (const auto* b = dynamic_cast<const BlockScaledCodec*>(&codec)) {
+    params_.kind = DeviceCodecParams::Kind::BlockScaled;
+    setElements(params_, b->elements());
+    params_.emax = b->element().maxExponent();
+    params_.blockSize = b->blockSize();
+  } else if (const auto* d = dynamic_cast<const DettmersCodec*>(&codec)) {
+    params_.kind = DeviceCodecParams::Kind::Dettmers;
+    params_.blockSize = d->blockSize();
+    params_.dettmersTop = d->topCode();
+    for (int k = 0; k < 256; ++k) {
+      params_.codeBook[k] = d->codeBook()[static_cast<size_t>(k)];
+      params_.midpoints[k] = d->midpoints()[static_cast<size_t>(k)];
+    }
+  } else {
+    APS_FAIL("codec {} has no CUDA form (float, block-scaled and Dettmers codecs have)", codec.name());
+  }
+}
+
+void DeviceCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeContext& ctx, void* stream) const {
+  cuda::encode(params_, in, n, out, ctx, stream);
+}
+
+void DeviceCodec::decode(const uint8_t* in, int64_t n, float* out, void* stream) const {
+  cuda::decode(params_, in, n, out, stream);
+}
+
+void DeviceCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc, void* stream) const {
+  cuda::decodeAdd(params_, in, n, acc, stream);
+}
+
+void DeviceCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out, const EncodeContext& ctx,
+                                  void* stream) const {
+  cuda::decodeAddEncode(params_, a, b, n, out, ctx, stream);
+}
+
+}  // namespace aps::precision::cuda
