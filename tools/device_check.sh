@@ -1,12 +1,68 @@
 #!/usr/bin/env bash
-# The GPU check (issue #11), one script for a short session on an NVIDIA machine (H200, sm_90):
-# builds with CUDA for sm_90 (CUDA on, tests on, no -march=native surprises), runs every
-# `cuda`-labelled test, aps_info's device report and the GPU benchmarks that exist, and prints
-# a short summary. Designed to finish within about 8 minutes on a 16-core machine.
+# The GPU check, in two halves, for a short session on an NVIDIA machine (H200, sm_90).
 #
-#   bash tools/device_check.sh [build-dir]      (default build-cuda)
+#   bash tools/device_check.sh prepare   on the development machine (no GPU needed): builds the
+#                                        CUDA tests and tools for sm_90 into build-device/ and
+#                                        bundles them with the shared libraries they need that a
+#                                        GPU machine may lack (yaml-cpp, spdlog, fmt, Open MPI, ...)
+#                                        into build-device/bundle (a few tens of MB)
+#   bash tools/device_check.sh           on the GPU machine, with build-device/bundle copied
+#                                        there: runs every device test and the GPU benchmarks
+#                                        and prints a summary; its log is build-device/device-check.log
+#                                        (and $OUT/device-check.log when OUT is set)
+#
+# Why a bundle: a GPU machine lent for minutes has the CUDA toolkit and libraries but not
+# the Debian development packages aps builds against, and building there would spend the
+# minutes. The CUDA libraries themselves (cudart, cuBLAS, cuDNN, NCCL) are not bundled: the
+# GPU machine's own are found and used. Without a bundle the script builds in place (where
+# the machine has every dependency) and runs the same checks through ctest.
 set -uo pipefail
-dir="${1:-build-cuda}"
+cd "$(dirname "$0")/.."
+dir=build-device
+bundle=$dir/bundle
+
+# What runs on the GPU: the test binaries with device tests (label cuda) and the tools
+# whose --device cuda mode is benchmarked.
+tests=(test_cuda_runtime test_cuda_allocator test_backend_ops test_comm_device_mapping test_comm_nccl
+       test_codec_device)
+tools=(aps_info aps_bench_codec)
+
+if [[ "${1:-}" == "prepare" ]]; then
+  set -e
+  cmake -S . -B "$dir" -G Ninja -DAPS_WITH_CUDA=ON -DAPS_WERROR=ON -DAPS_NATIVE=OFF -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache >/dev/null
+  targets=()
+  for t in "${tests[@]}" "${tools[@]}"; do
+    ninja -C "$dir" -t targets all 2>/dev/null | grep -q "^$t:" && targets+=("$t")
+  done
+  cmake --build "$dir" --target "${targets[@]}"
+  rm -rf "$bundle"
+  mkdir -p "$bundle/bin" "$bundle/lib"
+  for t in "${targets[@]}"; do
+    f=$(find "$dir" -path "$bundle" -prune -o -type f -name "$t" -perm -u+x -print | head -1)
+    cp "$f" "$bundle/bin/" && strip -s "$bundle/bin/$t"
+    # Every shared library but the C/C++ runtime (the GPU machine's is newer) and CUDA's own.
+    ldd "$f" | awk '$3 ~ /^\// {print $3}' |
+      grep -Ev '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/(libcudart|libcublas|libcublasLt|libcudnn[^/]*|libnccl|libcuda)\.so' |
+      while read -r lib; do cp -nL "$lib" "$bundle/lib/"; done
+  done
+  # Open MPI loads its components at run time: take them along.
+  mpilib=$(ldd "$bundle/bin/test_comm_nccl" 2>/dev/null | awk '/libmpi\.so/ {print $3}')
+  if [[ -n "$mpilib" && -d "$(dirname "$mpilib")/openmpi" ]]; then
+    cp -rL "$(dirname "$mpilib")/openmpi" "$bundle/lib/openmpi" 2>/dev/null || true
+    for lib in $(find "$bundle/lib/openmpi" -name '*.so' -exec ldd {} \; 2>/dev/null | awk '$3 ~ /^\// {print $3}' | sort -u); do
+      [[ "$lib" =~ /(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s)\.so ]] || cp -nL "$lib" "$bundle/lib/" 2>/dev/null
+    done
+  fi
+  cp -rL /usr/share/openmpi "$bundle/share-openmpi" 2>/dev/null || true
+  du -sh "$bundle"
+  echo "device_check prepare: $bundle holds ${#targets[@]} programs; carry it to the GPU machine and run tools/device_check.sh"
+  exit 0
+fi
+
+mkdir -p "$dir"
+log=$dir/device-check.log
+exec > >(tee "$log") 2>&1
 start=$(date +%s)
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
@@ -14,42 +70,71 @@ note() { summary+=("$1"); echo "== $1"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /' ||
   note "nvidia-smi: no GPU visible"
 
-jobs=$(nproc)
-if cmake -S . -B "$dir" -G Ninja -DAPS_WITH_CUDA=ON -DAPS_WERROR=ON -DAPS_NATIVE=OFF -DCMAKE_BUILD_TYPE=Release \
-     >"$dir.configure.log" 2>&1 &&
-   cmake --build "$dir" -j "$jobs" >"$dir.build.log" 2>&1; then
-  note "build: ok ($(( $(date +%s) - start )) s)"
+run_tests() {  # $1: how to run one test binary ("bundle" or "ctest")
+  local passed=0 failed=0 skipped=0
+  for t in "${tests[@]}"; do
+    [[ -x "$bundle/bin/$t" ]] || continue
+    if timeout 300 "$bundle/bin/$t" --gtest_brief=1 >"$dir/$t.log" 2>&1; then
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1))
+      note "FAILED: $t (see $dir/$t.log)"
+      grep -E "Failure|FAILED|error" "$dir/$t.log" | head -15
+    fi
+    skipped=$((skipped + $(grep -c "SKIPPED \]" "$dir/$t.log" || true)))
+  done
+  note "device test programs: $passed passed, $failed failed; $skipped tests skipped"
+}
+
+if [[ -d "$bundle/bin" ]]; then
+  # The GPU machine's CUDA libraries: the toolkit's and those of its Python packages.
+  cudalibs=$(find /usr/local/cuda*/lib* /usr/lib/x86_64-linux-gnu /opt /usr/local/lib -maxdepth 7 \
+               \( -name 'libcudnn.so.9' -o -name 'libnccl.so.2' -o -name 'libcublas.so.13' -o -name 'libcudart.so.13' \) \
+               2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:)
+  export LD_LIBRARY_PATH="$PWD/$bundle/lib:$cudalibs:${LD_LIBRARY_PATH:-}"
+  export OPAL_PREFIX="$PWD/$bundle" OMPI_MCA_mca_base_component_path="$PWD/$bundle/lib/openmpi"
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  missing=$(for b in "$bundle"/bin/*; do ldd "$b" | grep "not found"; done | sort -u)
+  [[ -n "$missing" ]] && note "missing libraries: $(echo "$missing" | awk '{print $1}' | paste -sd' ')"
+  run_tests
+  bin=$bundle/bin
 else
-  note "build: FAILED (see $dir.configure.log / $dir.build.log)"
-  tail -30 "$dir.build.log" 2>/dev/null || tail -30 "$dir.configure.log"
-  printf '%s\n' "${summary[@]}"
-  exit 1
+  jobs=$(nproc)
+  if cmake -S . -B "$dir" -G Ninja -DAPS_WITH_CUDA=ON -DAPS_WERROR=ON -DAPS_NATIVE=OFF -DCMAKE_BUILD_TYPE=Release \
+       -DCMAKE_CUDA_ARCHITECTURES=90 >"$dir/configure.log" 2>&1 && cmake --build "$dir" -j "$jobs" >"$dir/build.log" 2>&1; then
+    note "build: ok ($(($(date +%s) - start)) s)"
+  else
+    note "build: FAILED (see $dir/configure.log / $dir/build.log; no bundle: run 'tools/device_check.sh prepare' where the dependencies are)"
+    tail -30 "$dir/build.log" 2>/dev/null || tail -30 "$dir/configure.log"
+    printf '%s\n' "${summary[@]}"
+    exit 1
+  fi
+  if ctest --test-dir "$dir" -L cuda --output-on-failure --timeout 300 >"$dir/cuda-tests.log" 2>&1; then
+    note "cuda tests: $(grep -E 'tests passed' "$dir/cuda-tests.log" | tail -1)"
+  else
+    note "cuda tests: FAILED: $(grep -E 'tests passed|tests failed' "$dir/cuda-tests.log" | tail -1)"
+    grep -E "Failure|FAILED|Error" "$dir/cuda-tests.log" | head -20
+  fi
+  bin=$dir/bin
 fi
 
-"$dir/bin/aps_info" 2>&1 | sed 's/^/aps_info: /'
-
-if ctest --test-dir "$dir" -L cuda --output-on-failure --timeout 300 >"$dir.cuda-tests.log" 2>&1; then
-  note "cuda tests: $(grep -E 'tests passed' "$dir.cuda-tests.log" | tail -1)"
-else
-  note "cuda tests: FAILED: $(grep -E 'tests passed|tests failed' "$dir.cuda-tests.log" | tail -1)"
-  grep -E "Failure|FAILED|Error" "$dir.cuda-tests.log" | head -20
-fi
-skipped=$(grep -c "Skipped\|SKIPPED" "$dir.cuda-tests.log" || true)
-[[ "$skipped" -gt 0 ]] && note "cuda tests: $skipped skipped (no device reached?)"
+"$bin/aps_info" 2>&1 | sed 's/^/aps_info: /'
 
 # GPU benchmarks, each bounded; a tool without a GPU mode is reported as such.
 for bench in "aps_bench_codec --device cuda" "aps_bench_train --device cuda --model resnet50 --batch 256"; do
   set -- $bench
-  tool="$dir/bin/$1"
+  tool="$bin/$1"
   shift
-  if "$tool" --help 2>/dev/null | grep -q -- "--device"; then
-    timeout 120 "$tool" "$@" 2>&1 | tail -8 | sed "s/^/$(basename "$tool"): /"
+  if [[ -x "$tool" ]] && "$tool" --help 2>/dev/null | grep -q -- "--device"; then
+    timeout 180 "$tool" "$@" 2>&1 | tail -20 | sed "s/^/$(basename "$tool"): /"
   else
-    note "$(basename "$tool"): no --device option yet (GPU benchmark not implemented)"
+    note "$(basename "$tool"): no GPU mode (not built or no --device option yet)"
   fi
 done
 
-note "elapsed: $(( $(date +%s) - start )) s"
+note "elapsed: $(($(date +%s) - start)) s"
 echo
 echo "summary:"
 printf '  %s\n' "${summary[@]}"
+[[ -n "${OUT:-}" ]] && cp "$log" "$OUT/device-check.log"
+exit 0
