@@ -169,9 +169,16 @@ TEST(SharedKernels, AdaptivePoolAndUpsampleGatherMatchTheScatterKernels) {
   }
 }
 
+// The device's lane steps (kernels/Reduce.h): one fused multiply-add each.
+float fusedSquaredDeviation(float acc, float x, float mean) {
+  const float d = x - mean;
+  return std::fma(d, d, acc);
+}
+
 // Batch norm's statistics as a CUDA block computes them: kLanes threads per plane, each
 // adding every kLanes-th value, lanes combined by combineLanes, planes added in order in
-// double.
+// double. The lane steps are fused multiply-adds, as on the device and in the CPU's
+// vectorised loop.
 TEST(SharedKernels, BatchNormLaneOrderMatchesTheCpuStatistics) {
   for (int64_t hw : {1, 5, 16, 17, 49, 1024}) {
     aps::cpu::BatchNormShape s{3, 4, hw};
@@ -196,7 +203,7 @@ TEST(SharedKernels, BatchNormLaneOrderMatchesTheCpuStatistics) {
       };
       const float m = k::batchNormMean(channelSum([](float acc, float v) { return acc + v; }), s.n * s.hw);
       const float is = k::batchNormInvStd(
-          channelSum([m](float acc, float v) { return k::addSquaredDeviation(acc, v, m); }), s.n * s.hw, 1e-5f);
+          channelSum([m](float acc, float v) { return fusedSquaredDeviation(acc, v, m); }), s.n * s.hw, 1e-5f);
       EXPECT_EQ(aps::bitCast<uint32_t>(m), aps::bitCast<uint32_t>(mean[static_cast<size_t>(c)])) << hw << " " << c;
       EXPECT_EQ(aps::bitCast<uint32_t>(is), aps::bitCast<uint32_t>(invStd[static_cast<size_t>(c)])) << hw << " " << c;
     }
@@ -214,7 +221,7 @@ TEST(SharedKernels, BatchNormLaneOrderMatchesTheCpuStatistics) {
           for (int64_t i = lane; i < s.hw; i += k::kLanes) {
             const size_t at = static_cast<size_t>((n * s.c + c) * s.hw + i);
             lanesG[lane] += g[at];
-            lanesGX[lane] = k::addGradDeviation(lanesGX[lane], g[at], x[at], m);
+            lanesGX[lane] = std::fma(g[at], x[at] - m, lanesGX[lane]);
           }
         }
         k::combineLanes(lanesG);
