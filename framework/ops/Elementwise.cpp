@@ -5,6 +5,7 @@
 #include "framework/core/Profile.h"
 #include "framework/ops/Broadcast.h"
 #include "framework/ops/Checks.h"
+#include "framework/ops/kernels/Elementwise.h"
 
 namespace aps::ops {
 
@@ -44,7 +45,7 @@ Tensor mapBinary(const char* op, const Tensor& a, const Tensor& b, F f) {
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = mapBinary("add", a, b, [](float x, float y) { return x + y; });
+  Tensor out = mapBinary("add", a, b, [](float x, float y) { return kernels::add(x, y); });
   const Shape sa = a.sizes(), sb = b.sizes();
   const bool ga = a.requiresGrad(), gb = b.requiresGrad();
   return autograd::recordFunction(out, "AddBackward", {a, b}, [=](const Tensor& g) {
@@ -53,7 +54,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = mapBinary("sub", a, b, [](float x, float y) { return x - y; });
+  Tensor out = mapBinary("sub", a, b, [](float x, float y) { return kernels::sub(x, y); });
   const Shape sa = a.sizes(), sb = b.sizes();
   const bool ga = a.requiresGrad(), gb = b.requiresGrad();
   return autograd::recordFunction(out, "SubBackward", {a, b}, [=](const Tensor& g) {
@@ -62,7 +63,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = mapBinary("mul", a, b, [](float x, float y) { return x * y; });
+  Tensor out = mapBinary("mul", a, b, [](float x, float y) { return kernels::mul(x, y); });
   const bool ga = a.requiresGrad(), gb = b.requiresGrad();
   const Tensor sa = a.detach(), sb = b.detach();
   return autograd::recordFunction(out, "MulBackward", {a, b}, [=](const Tensor& g) {
@@ -73,14 +74,14 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor mul(const Tensor& a, float scalar) {
   checkFloat("mul", "input", a);
-  Tensor out = mapUnary(a, [scalar](float x) { return x * scalar; });
+  Tensor out = mapUnary(a, [scalar](float x) { return kernels::scale(x, scalar); });
   return autograd::recordFunction(out, "MulScalarBackward", {a},
                                   [scalar](const Tensor& g) { return std::vector<Tensor>{mul(g, scalar)}; });
 }
 
 Tensor addScalar(const Tensor& a, float scalar) {
   checkFloat("addScalar", "input", a);
-  Tensor out = mapUnary(a, [scalar](float x) { return x + scalar; });
+  Tensor out = mapUnary(a, [scalar](float x) { return kernels::addScalar(x, scalar); });
   return autograd::recordFunction(out, "AddScalarBackward", {a},
                                   [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
@@ -89,11 +90,11 @@ Tensor neg(const Tensor& a) { return mul(a, -1.0f); }
 
 Tensor relu(const Tensor& x) {
   checkFloat("relu", "input", x);
-  Tensor out = mapUnary(x, [](float v) { return v > 0.0f ? v : 0.0f; });
+  Tensor out = mapUnary(x, [](float v) { return kernels::relu(v); });
   const Tensor saved = out.detach();
   return autograd::recordFunction(out, "ReluBackward", {x}, [saved](const Tensor& g) {
     return std::vector<Tensor>{
-        mapBinary("relu backward", g, saved, [](float gv, float y) { return y > 0.0f ? gv : 0.0f; })};
+        mapBinary("relu backward", g, saved, [](float gv, float y) { return kernels::reluBackward(gv, y); })};
   });
 }
 

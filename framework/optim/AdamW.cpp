@@ -2,6 +2,7 @@
 
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/optim/kernels/Updates.h"
 
 #include <cmath>
 
@@ -33,13 +34,9 @@ void AdamW::update() {
     float* v = stateFor("exp_avg_sq", i).data<float>();
     float* p = param.data<float>();
     const float* pg = g.data<float>();
+    const kernels::AdamWParams o{b1, b2, stepSize, bias2Sqrt, eps, shrink};
     parallelFor(param.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-      for (int64_t k = begin; k < end; ++k) {
-        p[k] *= shrink;
-        m[k] = b1 * m[k] + (1.0f - b1) * pg[k];
-        v[k] = b2 * v[k] + (1.0f - b2) * pg[k] * pg[k];
-        p[k] -= stepSize * m[k] / (std::sqrt(v[k]) / bias2Sqrt + eps);
-      }
+      for (int64_t k = begin; k < end; ++k) kernels::adamWUpdate(p[k], pg[k], m[k], v[k], o);
     });
   }
 }

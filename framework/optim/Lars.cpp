@@ -2,6 +2,7 @@
 
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/optim/kernels/Updates.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,15 +11,10 @@ namespace aps::optim {
 
 namespace {
 double l2Norm(const float* p, int64_t n) {
-  constexpr int64_t kBlock = 4096;
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  const int64_t blocks = (n + kernels::kNormBlock - 1) / kernels::kNormBlock;
   std::vector<double> partial(static_cast<size_t>(blocks), 0.0);
   parallelFor(blocks, 4, [&](int64_t begin, int64_t end) {
-    for (int64_t b = begin; b < end; ++b) {
-      double s = 0.0;
-      for (int64_t i = b * kBlock; i < std::min(n, (b + 1) * kBlock); ++i) s += static_cast<double>(p[i]) * p[i];
-      partial[static_cast<size_t>(b)] = s;
-    }
+    for (int64_t b = begin; b < end; ++b) partial[static_cast<size_t>(b)] = kernels::squaredNormBlock(p, n, b);
   });
   double total = 0.0;
   for (double s : partial) total += s;
@@ -41,8 +37,7 @@ double Lars::localLr(size_t i) const {
   const Tensor g = grad.contiguous();
   const double wNorm = l2Norm(param.data<float>(), param.numel());
   const double gNorm = l2Norm(g.data<float>(), g.numel());
-  if (wNorm == 0.0 || gNorm == 0.0) return 1.0;
-  return options_.trustCoefficient * wNorm / (gNorm + options_.weightDecay * wNorm + options_.eps);
+  return kernels::larsLocalLr(wNorm, gNorm, options_.trustCoefficient, options_.weightDecay, options_.eps);
 }
 
 void Lars::update() {
@@ -59,10 +54,7 @@ void Lars::update() {
     float* p = param.data<float>();
     const float* pg = g.data<float>();
     parallelFor(param.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-      for (int64_t k = begin; k < end; ++k) {
-        v[k] = momentum * v[k] + scaledLr * (pg[k] + wd * p[k]);
-        p[k] -= v[k];
-      }
+      for (int64_t k = begin; k < end; ++k) kernels::larsUpdate(p[k], pg[k], v[k], momentum, scaledLr, wd);
     });
   }
   countStep();

@@ -2,6 +2,7 @@
 
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/optim/kernels/Updates.h"
 
 namespace aps::optim {
 
@@ -29,16 +30,12 @@ void Sgd::update() {
     float* buf = momentum != 0.0f ? stateFor("momentum_buffer", i).data<float>() : nullptr;
     float* p = param.data<float>();
     const float* pg = g.data<float>();
-    const bool nesterov = options_.nesterov;
+    const kernels::SgdParams o{lr, momentum, dampening, wd, options_.nesterov, first};
     parallelFor(param.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-      for (int64_t k = begin; k < end; ++k) {
-        float d = pg[k];
-        if (wd != 0.0f) d += wd * p[k];
-        if (buf != nullptr) {
-          buf[k] = first ? d : momentum * buf[k] + (1.0f - dampening) * d;
-          d = nesterov ? d + momentum * buf[k] : buf[k];
-        }
-        p[k] -= lr * d;
+      if (buf != nullptr) {
+        for (int64_t k = begin; k < end; ++k) kernels::sgdUpdate(p[k], pg[k], buf + k, o);
+      } else {
+        for (int64_t k = begin; k < end; ++k) kernels::sgdUpdate(p[k], pg[k], nullptr, o);
       }
     });
   }

@@ -46,6 +46,7 @@ TEST(Elementwise, ForwardValuesAndBroadcasting) {
   EXPECT_EQ((a - b).toFloatVector(), (std::vector<float>{-9, -18, -27, -6, -15, -24}));
   EXPECT_EQ((a * b).toFloatVector(), (std::vector<float>{10, 40, 90, 40, 100, 180}));
   EXPECT_EQ((a * 2.0f).toFloatVector(), (std::vector<float>{2, 4, 6, 8, 10, 12}));
+  EXPECT_EQ(ops::addScalar(a, 0.5f).toFloatVector(), (std::vector<float>{1.5, 2.5, 3.5, 4.5, 5.5, 6.5}));
   EXPECT_EQ(ops::relu(a - Tensor::scalar(3.0f)).toFloatVector(), (std::vector<float>{0, 0, 0, 1, 2, 3}));
   // Per-channel bias (C, 1, 1) onto (N, C, H, W).
   Tensor x = Tensor::zeros({2, 3, 2, 2});
@@ -71,6 +72,7 @@ TEST(Elementwise, GradientsMatchFiniteDifferences) {
                        {randomInput({2, 3}, 5), randomInput({2, 1}, 6)});
   expectGradientsMatch([](const auto& in) { return ops::mul(in[0], 2.5f); }, {randomInput({5}, 7)});
   expectGradientsMatch([](const auto& in) { return ops::relu(in[0]); }, {randomInput({20}, 8)});
+  expectGradientsMatch([](const auto& in) { return ops::addScalar(in[0], -0.75f); }, {randomInput({5}, 10)});
   expectGradientsMatch([](const auto& in) { return ops::mul(in[0], in[0]); }, {randomInput({6}, 9)});
 }
 

@@ -3,13 +3,12 @@
 // Work is split over channels and each channel is reduced by one thread in a fixed order
 // (per-plane lane sums, accumulated over images in double), so no result depends on the
 // thread count.
+#include "framework/ops/kernels/BatchNorm.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/core/Profile.h"
 #include "framework/ops/cpu/Kernels.h"
 #include "framework/ops/cpu/Reduce.h"
-
-#include <cmath>
 
 namespace aps::cpu {
 
@@ -21,11 +20,11 @@ void checkShape(const BatchNormShape& s) {
 }
 
 // out = in * scale + shift over channel c's planes.
-void affine(float* out, const float* in, int64_t c, float scale, float shift, const BatchNormShape& s) {
+void affine(float* out, const float* in, int64_t c, kernels::BatchNormAffine a, const BatchNormShape& s) {
   for (int64_t n = 0; n < s.n; ++n) {
     const float* x = in + (n * s.c + c) * s.hw;
     float* y = out + (n * s.c + c) * s.hw;
-    for (int64_t i = 0; i < s.hw; ++i) y[i] = x[i] * scale + shift;
+    for (int64_t i = 0; i < s.hw; ++i) y[i] = kernels::batchNormApply(x[i], a);
   }
 }
 
@@ -44,23 +43,19 @@ void batchNormForwardTrain(float* out, float* saveMean, float* saveInvStd, float
     for (int64_t c = c0; c < c1; ++c) {
       double total = 0.0;
       for (int64_t n = 0; n < s.n; ++n) total += detail::sum(in + (n * s.c + c) * s.hw, s.hw);
-      const float mean = static_cast<float>(total / static_cast<double>(count));
+      const float mean = kernels::batchNormMean(total, count);
       // Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2.
       double squares = 0.0;
       for (int64_t n = 0; n < s.n; ++n) squares += detail::sumSquaredDeviation(in + (n * s.c + c) * s.hw, mean, s.hw);
-      const double var = squares / static_cast<double>(count);
-      const float invStd = static_cast<float>(1.0 / std::sqrt(var + static_cast<double>(eps)));
+      const float invStd = kernels::batchNormInvStd(squares, count, eps);
       if (saveMean != nullptr) saveMean[c] = mean;
       if (saveInvStd != nullptr) saveInvStd[c] = invStd;
-      if (runningMean != nullptr) runningMean[c] = (1.0f - momentum) * runningMean[c] + momentum * mean;
+      if (runningMean != nullptr) runningMean[c] = kernels::runningStatUpdate(runningMean[c], mean, momentum);
       if (runningVar != nullptr) {
-        const double unbiased = count > 1 ? squares / static_cast<double>(count - 1) : var;
-        runningVar[c] = (1.0f - momentum) * runningVar[c] + momentum * static_cast<float>(unbiased);
+        runningVar[c] =
+            kernels::runningStatUpdate(runningVar[c], kernels::batchNormUnbiasedVar(squares, count), momentum);
       }
-      const float g = gamma != nullptr ? gamma[c] : 1.0f;
-      const float b = beta != nullptr ? beta[c] : 0.0f;
-      const float scale = g * invStd;
-      affine(out, in, c, scale, b - mean * scale, s);
+      affine(out, in, c, kernels::batchNormAffine(gamma, beta, c, mean, invStd), s);
     }
   });
 }
@@ -71,11 +66,8 @@ void batchNormForwardEval(float* out, const float* in, const float* gamma, const
   const BatchNormShape& s = shape;
   parallelFor(s.c, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
-      const float invStd = 1.0f / std::sqrt(runningVar[c] + eps);
-      const float g = gamma != nullptr ? gamma[c] : 1.0f;
-      const float b = beta != nullptr ? beta[c] : 0.0f;
-      const float scale = g * invStd;
-      affine(out, in, c, scale, b - runningMean[c] * scale, s);
+      const float invStd = kernels::batchNormEvalInvStd(runningVar[c], eps);
+      affine(out, in, c, kernels::batchNormAffine(gamma, beta, c, runningMean[c], invStd), s);
     }
   });
 }
@@ -99,20 +91,16 @@ void batchNormBackward(float* gradIn, float* gradGamma, float* gradBeta, const f
         sumG += detail::sum(gradOut + offset, s.hw);
         sumGX += detail::dotDeviation(gradOut + offset, in + offset, mean, s.hw);
       }
-      if (gradBeta != nullptr) gradBeta[c] = static_cast<float>(sumG);
-      if (gradGamma != nullptr) gradGamma[c] = static_cast<float>(sumGX * invStd);
+      if (gradBeta != nullptr) gradBeta[c] = kernels::batchNormGradBeta(sumG);
+      if (gradGamma != nullptr) gradGamma[c] = kernels::batchNormGradGamma(sumGX, invStd);
       if (gradIn == nullptr) continue;
-      // dx = gamma * invStd * (dy - mean(dy) - (x - mean) * invStd^2 * mean(dy * (x - mean)))
-      const float g = gamma != nullptr ? gamma[c] : 1.0f;
-      const float scale = g * invStd;
-      const float meanG = static_cast<float>(sumG / static_cast<double>(count));
-      const float projection = static_cast<float>(sumGX / static_cast<double>(count)) * invStd * invStd;
+      const kernels::BatchNormGrad k = kernels::batchNormGrad(sumG, sumGX, count, gamma, c, mean, invStd);
       for (int64_t n = 0; n < s.n; ++n) {
         const int64_t offset = (n * s.c + c) * s.hw;
         const float* dy = gradOut + offset;
         const float* x = in + offset;
         float* dx = gradIn + offset;
-        for (int64_t i = 0; i < s.hw; ++i) dx[i] = scale * (dy[i] - meanG - (x[i] - mean) * projection);
+        for (int64_t i = 0; i < s.hw; ++i) dx[i] = kernels::batchNormGradIn(dy[i], x[i], k);
       }
     }
   });

@@ -3,6 +3,7 @@
 //   loss = (1 - eps) * nll + eps / C * sum_c (-log p_c), averaged over non-ignored targets.
 // Each image's positions are summed in order in double and the images' sums are combined
 // in order, so the loss does not depend on the thread count.
+#include "framework/ops/kernels/CrossEntropy.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/core/Profile.h"
@@ -66,16 +67,13 @@ float crossEntropyForward(float* probs, const float* logits, const int64_t* targ
         std::fill(sumLogit, sumLogit + m, 0.0f);
         for (int64_t c = 0; c < s.c; ++c) {
           const float* xc = x + c * s.spatial;
-          for (int64_t i = 0; i < m; ++i) {
-            maxLogit[i] = std::max(maxLogit[i], xc[i]);
-            sumLogit[i] += xc[i];
-          }
+          for (int64_t i = 0; i < m; ++i) kernels::logitStats(xc[i], maxLogit[i], sumLogit[i]);
         }
         for (int64_t c = 0; c < s.c; ++c) {
           const float* xc = x + c * s.spatial;
           float* pc = p + c * s.spatial;
           for (int64_t i = 0; i < m; ++i) {
-            pc[i] = std::exp(xc[i] - maxLogit[i]);
+            pc[i] = kernels::softmaxNumerator(xc[i], maxLogit[i]);
             sumExp[i] += pc[i];
           }
         }
@@ -87,11 +85,8 @@ float crossEntropyForward(float* probs, const float* logits, const int64_t* targ
         for (int64_t i = 0; i < m; ++i) {
           const int64_t t = targets[n * s.spatial + s0 + i];
           if (t == ignoreIndex) continue;
-          // log-sum-exp = max + log(sum exp(x - max)); sumExp now holds its reciprocal.
-          const double lse = static_cast<double>(maxLogit[i]) - std::log(static_cast<double>(sumExp[i]));
-          const double nll = lse - static_cast<double>(x[t * s.spatial + i]);
-          const double smooth = lse - static_cast<double>(sumLogit[i]) * invC;  // mean over classes of -log p
-          loss += (1.0 - eps) * nll + eps * smooth;
+          // sumExp now holds the reciprocal of the sum.
+          loss += kernels::crossEntropyAt(maxLogit[i], sumExp[i], x[t * s.spatial + i], sumLogit[i], invC, eps);
         }
       }
       imageLoss[static_cast<size_t>(n)] = loss;
@@ -109,23 +104,14 @@ void crossEntropyBackward(float* gradLogits, const float* probs, const int64_t* 
   const profile::Scope scope("loss.backward", 0.0, 8.0 * static_cast<double>(shape.n * shape.c * shape.spatial));
   const CrossEntropyShape& s = shape;
   const int64_t counted = checkTargets(targets, s, ignoreIndex);
-  const float scale = counted > 0 ? gradLoss / static_cast<float>(counted) : 0.0f;
-  // d loss / d x_j = p_j - (1 - eps) [j == t] - eps / C, times gradLoss / count.
-  const float onTarget = (1.0f - labelSmoothing) * scale;
-  const float uniform = labelSmoothing / static_cast<float>(s.c) * scale;
+  const kernels::CrossEntropyGrad k = kernels::crossEntropyGrad(counted, gradLoss, labelSmoothing, s.c);
   parallelFor(s.n, 1, [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {
       const int64_t* t = targets + n * s.spatial;
       for (int64_t c = 0; c < s.c; ++c) {
         const float* p = probs + (n * s.c + c) * s.spatial;
         float* g = gradLogits + (n * s.c + c) * s.spatial;
-        for (int64_t i = 0; i < s.spatial; ++i) {
-          if (t[i] == ignoreIndex) {
-            g[i] = 0.0f;
-          } else {
-            g[i] = p[i] * scale - uniform - (t[i] == c ? onTarget : 0.0f);
-          }
-        }
+        for (int64_t i = 0; i < s.spatial; ++i) g[i] = kernels::crossEntropyGradAt(p[i], t[i], c, ignoreIndex, k);
       }
     }
   });

@@ -2,14 +2,13 @@
 // kernels (window bounds, padding divisor, adaptive bins). Work is split over (n, c)
 // planes; a backward pass adds within its own plane in a fixed order, so it is
 // deterministic and independent of the thread count.
+#include "framework/ops/kernels/Pooling.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/core/Profile.h"
 #include "framework/ops/cpu/Kernels.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 namespace aps::cpu {
 
@@ -30,30 +29,22 @@ void checkPool(const Pool2dShape& s, const char* op) {
             s.kernelW, s.h, s.w);
 }
 
-// The window [begin, end) of output index o along one axis, clipped to the input.
-struct Window {
-  int64_t begin, end;
-};
+using kernels::adaptiveBin;
+using kernels::Window;
+
 Window window(int64_t o, int64_t stride, int64_t pad, int64_t kernel, int64_t size) {
-  const int64_t start = o * stride - pad;
-  return {std::max<int64_t>(start, 0), std::min(start + kernel, size)};
+  return kernels::poolWindow(o, stride, pad, kernel, size);
 }
 
-// PyTorch's divisor: with count_include_pad the window is clipped to the padded input only.
 int64_t avgDivisor(int64_t oh, int64_t ow, const Pool2dShape& s, bool countIncludePad) {
-  const int64_t hs = oh * s.strideH - s.padH, ws = ow * s.strideW - s.padW;
-  const int64_t he = std::min(hs + s.kernelH, s.h + s.padH), we = std::min(ws + s.kernelW, s.w + s.padW);
-  if (countIncludePad) return (he - hs) * (we - ws);
-  return (std::min(he, s.h) - std::max<int64_t>(hs, 0)) * (std::min(we, s.w) - std::max<int64_t>(ws, 0));
+  return kernels::avgDivisor(oh, ow, s.h, s.w, s.kernelH, s.kernelW, s.strideH, s.strideW, s.padH, s.padW,
+                             countIncludePad);
 }
 
 void checkAdaptive(int64_t n, int64_t c, int64_t h, int64_t w, int64_t outH, int64_t outW) {
   APS_CHECK(n >= 1 && c >= 1 && h >= 1 && w >= 1 && outH >= 1 && outW >= 1,
             "adaptive_avg_pool2d: sizes must be positive (n={}, c={}, h={}, w={}, out={}x{})", n, c, h, w, outH, outW);
 }
-
-// PyTorch's adaptive bins: [floor(i * size / out), ceil((i + 1) * size / out)).
-Window adaptiveBin(int64_t i, int64_t size, int64_t out) { return {i * size / out, ((i + 1) * size + out - 1) / out}; }
 
 }  // namespace
 
@@ -71,21 +62,8 @@ void maxPool2dForward(float* out, int64_t* argmax, const float* in, const Pool2d
         const Window wh = window(oh, s.strideH, s.padH, s.kernelH, s.h);
         for (int64_t ow = 0; ow < q; ++ow) {
           const Window ww = window(ow, s.strideW, s.padW, s.kernelW, s.w);
-          float best = -std::numeric_limits<float>::infinity();
-          int64_t bestIndex = wh.begin * s.w + ww.begin;
-          // First maximum in scan order wins; a NaN wins and ends the scan, as in PyTorch.
-          bool sawNaN = false;
-          for (int64_t ih = wh.begin; ih < wh.end && !sawNaN; ++ih) {
-            for (int64_t iw = ww.begin; iw < ww.end; ++iw) {
-              const float v = x[ih * s.w + iw];
-              if (v > best || std::isnan(v)) {
-                best = v;
-                bestIndex = ih * s.w + iw;
-                sawNaN = std::isnan(v);
-                if (sawNaN) break;
-              }
-            }
-          }
+          int64_t bestIndex = 0;
+          const float best = kernels::windowMax(x, s.w, wh, ww, &bestIndex);
           const int64_t o = plane * p * q + oh * q + ow;
           out[o] = best;
           if (argmax != nullptr) argmax[o] = bestIndex;
@@ -130,11 +108,8 @@ void avgPool2dForward(float* out, const float* in, const Pool2dShape& shape, boo
         const Window wh = window(oh, s.strideH, s.padH, s.kernelH, s.h);
         for (int64_t ow = 0; ow < q; ++ow) {
           const Window ww = window(ow, s.strideW, s.padW, s.kernelW, s.w);
-          float total = 0.0f;
-          for (int64_t ih = wh.begin; ih < wh.end; ++ih) {
-            for (int64_t iw = ww.begin; iw < ww.end; ++iw) total += x[ih * s.w + iw];
-          }
-          out[plane * p * q + oh * q + ow] = total / static_cast<float>(avgDivisor(oh, ow, s, countIncludePad));
+          out[plane * p * q + oh * q + ow] =
+              kernels::windowSum(x, s.w, wh, ww) / static_cast<float>(avgDivisor(oh, ow, s, countIncludePad));
         }
       }
     }
@@ -178,11 +153,7 @@ void adaptiveAvgPool2dForward(float* out, const float* in, int64_t n, int64_t c,
         const Window bh = adaptiveBin(oh, h, outH);
         for (int64_t ow = 0; ow < outW; ++ow) {
           const Window bw = adaptiveBin(ow, w, outW);
-          float total = 0.0f;
-          for (int64_t ih = bh.begin; ih < bh.end; ++ih) {
-            for (int64_t iw = bw.begin; iw < bw.end; ++iw) total += x[ih * w + iw];
-          }
-          out[(plane * outH + oh) * outW + ow] = total / static_cast<float>((bh.end - bh.begin) * (bw.end - bw.begin));
+          out[(plane * outH + oh) * outW + ow] = kernels::windowSum(x, w, bh, bw) / kernels::adaptiveBinArea(bh, bw);
         }
       }
     }
@@ -201,8 +172,7 @@ void adaptiveAvgPool2dBackward(float* gradIn, const float* gradOut, int64_t n, i
         const Window bh = adaptiveBin(oh, h, outH);
         for (int64_t ow = 0; ow < outW; ++ow) {
           const Window bw = adaptiveBin(ow, w, outW);
-          const float g =
-              gradOut[(plane * outH + oh) * outW + ow] / static_cast<float>((bh.end - bh.begin) * (bw.end - bw.begin));
+          const float g = gradOut[(plane * outH + oh) * outW + ow] / kernels::adaptiveBinArea(bh, bw);
           for (int64_t ih = bh.begin; ih < bh.end; ++ih) {
             for (int64_t iw = bw.begin; iw < bw.end; ++iw) dx[ih * w + iw] += g;
           }

@@ -1,6 +1,7 @@
 // Bilinear resizing with align_corners=false, reproducing PyTorch's CPU kernel
 // (aten/src/ATen/native/UpSample.h): scale = in / out in float, source index
 // max(scale * (dst + 0.5) - 0.5, 0), neighbour clamped at the last row or column.
+#include "framework/ops/kernels/Upsample.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/core/Profile.h"
@@ -13,21 +14,12 @@ namespace aps::cpu {
 
 namespace {
 
-struct Tap {
-  int64_t i0, i1;  // the two source indices
-  float l0, l1;    // their weights
-};
+using kernels::Tap;
 
+// The taps of every output index along one axis, computed once per call.
 std::vector<Tap> taps(int64_t in, int64_t out) {
-  const float scale = static_cast<float>(in) / static_cast<float>(out);
   std::vector<Tap> result(static_cast<size_t>(out));
-  for (int64_t o = 0; o < out; ++o) {
-    const float src = std::max(scale * (static_cast<float>(o) + 0.5f) - 0.5f, 0.0f);
-    const auto i0 = static_cast<int64_t>(src);
-    const int64_t i1 = i0 + (i0 < in - 1 ? 1 : 0);
-    const float l1 = std::clamp(src - static_cast<float>(i0), 0.0f, 1.0f);
-    result[static_cast<size_t>(o)] = {i0, i1, 1.0f - l1, l1};
-  }
+  for (int64_t o = 0; o < out; ++o) result[static_cast<size_t>(o)] = kernels::bilinearTap(o, in, out);
   return result;
 }
 
@@ -49,13 +41,8 @@ void upsampleBilinearForward(float* out, const float* in, int64_t n, int64_t c, 
       float* y = out + plane * outH * outW;
       for (int64_t oh = 0; oh < outH; ++oh) {
         const Tap& a = th[static_cast<size_t>(oh)];
-        const float* row0 = x + a.i0 * w;
-        const float* row1 = x + a.i1 * w;
-        for (int64_t ow = 0; ow < outW; ++ow) {
-          const Tap& b = tw[static_cast<size_t>(ow)];
-          y[oh * outW + ow] =
-              a.l0 * (b.l0 * row0[b.i0] + b.l1 * row0[b.i1]) + a.l1 * (b.l0 * row1[b.i0] + b.l1 * row1[b.i1]);
-        }
+        for (int64_t ow = 0; ow < outW; ++ow)
+          y[oh * outW + ow] = kernels::bilinearAt(x, w, a, tw[static_cast<size_t>(ow)]);
       }
     }
   });
