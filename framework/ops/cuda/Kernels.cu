@@ -71,14 +71,14 @@ __global__ void unaryKernel(float* out, const float* x, int64_t n, Op op) {
 }
 
 template <class Op>
-void launchBinary(float* out, const float* a, const float* b, int64_t n, Stream stream, Op op) {
+void launchBinary(float* out, const float* a, const float* b, int64_t n, StreamHandle stream, Op op) {
   if (n <= 0) return;
   binaryKernel<<<gridFor(n), kThreads, 0, stream>>>(out, a, b, n, op);
   checkLaunch();
 }
 
 template <class Op>
-void launchUnary(float* out, const float* x, int64_t n, Stream stream, Op op) {
+void launchUnary(float* out, const float* x, int64_t n, StreamHandle stream, Op op) {
   if (n <= 0) return;
   unaryKernel<<<gridFor(n), kThreads, 0, stream>>>(out, x, n, op);
   checkLaunch();
@@ -382,36 +382,36 @@ __global__ void crossEntropyBackwardKernel(float* gradLogits, const float* probs
 
 }  // namespace
 
-void add(float* out, const float* a, const float* b, int64_t n, Stream stream) {
+void add(float* out, const float* a, const float* b, int64_t n, StreamHandle stream) {
   launchBinary(out, a, b, n, stream, AddOp{});
 }
-void sub(float* out, const float* a, const float* b, int64_t n, Stream stream) {
+void sub(float* out, const float* a, const float* b, int64_t n, StreamHandle stream) {
   launchBinary(out, a, b, n, stream, SubOp{});
 }
-void mul(float* out, const float* a, const float* b, int64_t n, Stream stream) {
+void mul(float* out, const float* a, const float* b, int64_t n, StreamHandle stream) {
   launchBinary(out, a, b, n, stream, MulOp{});
 }
-void scale(float* out, const float* x, float s, int64_t n, Stream stream) {
+void scale(float* out, const float* x, float s, int64_t n, StreamHandle stream) {
   launchUnary(out, x, n, stream, ScaleOp{s});
 }
-void addScalar(float* out, const float* x, float s, int64_t n, Stream stream) {
+void addScalar(float* out, const float* x, float s, int64_t n, StreamHandle stream) {
   launchUnary(out, x, n, stream, AddScalarOp{s});
 }
-void relu(float* out, const float* x, int64_t n, Stream stream) { launchUnary(out, x, n, stream, ReluOp{}); }
-void reluBackward(float* gradIn, const float* grad, const float* y, int64_t n, Stream stream) {
+void relu(float* out, const float* x, int64_t n, StreamHandle stream) { launchUnary(out, x, n, stream, ReluOp{}); }
+void reluBackward(float* gradIn, const float* grad, const float* y, int64_t n, StreamHandle stream) {
   launchBinary(gradIn, grad, y, n, stream, ReluBackwardOp{});
 }
 
 void batchNormForwardTrain(float* out, float* saveMean, float* saveInvStd, float* runningMean, float* runningVar,
                            const float* in, const float* gamma, const float* beta, const BatchNormShape& shape,
-                           float momentum, float eps, Stream stream) {
+                           float momentum, float eps, StreamHandle stream) {
   batchNormTrainKernel<<<static_cast<unsigned>(shape.c), kThreads, 0, stream>>>(
       out, saveMean, saveInvStd, runningMean, runningVar, in, gamma, beta, shape, momentum, eps);
   checkLaunch();
 }
 
 void batchNormForwardEval(float* out, const float* in, const float* gamma, const float* beta, const float* runningMean,
-                          const float* runningVar, const BatchNormShape& shape, float eps, Stream stream) {
+                          const float* runningVar, const BatchNormShape& shape, float eps, StreamHandle stream) {
   batchNormEvalKernel<<<gridFor(shape.n * shape.c * shape.hw), kThreads, 0, stream>>>(out, in, gamma, beta, runningMean,
                                                                                       runningVar, shape, eps);
   checkLaunch();
@@ -419,27 +419,27 @@ void batchNormForwardEval(float* out, const float* in, const float* gamma, const
 
 void batchNormBackward(float* gradIn, float* gradGamma, float* gradBeta, const float* gradOut, const float* in,
                        const float* gamma, const float* saveMean, const float* saveInvStd, const BatchNormShape& shape,
-                       Stream stream) {
+                       StreamHandle stream) {
   batchNormBackwardKernel<<<static_cast<unsigned>(shape.c), kThreads, 0, stream>>>(
       gradIn, gradGamma, gradBeta, gradOut, in, gamma, saveMean, saveInvStd, shape);
   checkLaunch();
 }
 
-void maxPool2dForward(float* out, int64_t* argmax, const float* in, const Pool2dShape& shape, Stream stream) {
+void maxPool2dForward(float* out, int64_t* argmax, const float* in, const Pool2dShape& shape, StreamHandle stream) {
   const int64_t p = shape.outH(), q = shape.outW();
   maxPoolForwardKernel<<<gridFor(shape.n * shape.c * p * q), kThreads, 0, stream>>>(out, argmax, in, shape, p, q);
   checkLaunch();
 }
 
 void maxPool2dBackward(float* gradIn, const float* gradOut, const int64_t* argmax, const Pool2dShape& shape,
-                       Stream stream) {
+                       StreamHandle stream) {
   const int64_t p = shape.outH(), q = shape.outW();
   maxPoolBackwardKernel<<<gridFor(shape.n * shape.c * shape.h * shape.w), kThreads, 0, stream>>>(gradIn, gradOut,
                                                                                                  argmax, shape, p, q);
   checkLaunch();
 }
 
-void avgPool2dForward(float* out, const float* in, const Pool2dShape& shape, bool countIncludePad, Stream stream) {
+void avgPool2dForward(float* out, const float* in, const Pool2dShape& shape, bool countIncludePad, StreamHandle stream) {
   const int64_t p = shape.outH(), q = shape.outW();
   avgPoolForwardKernel<<<gridFor(shape.n * shape.c * p * q), kThreads, 0, stream>>>(out, in, shape, p, q,
                                                                                     countIncludePad);
@@ -447,7 +447,7 @@ void avgPool2dForward(float* out, const float* in, const Pool2dShape& shape, boo
 }
 
 void avgPool2dBackward(float* gradIn, const float* gradOut, const Pool2dShape& shape, bool countIncludePad,
-                       Stream stream) {
+                       StreamHandle stream) {
   const int64_t p = shape.outH(), q = shape.outW();
   avgPoolBackwardKernel<<<gridFor(shape.n * shape.c * shape.h * shape.w), kThreads, 0, stream>>>(gradIn, gradOut, shape,
                                                                                                  p, q, countIncludePad);
@@ -455,31 +455,31 @@ void avgPool2dBackward(float* gradIn, const float* gradOut, const Pool2dShape& s
 }
 
 void adaptiveAvgPool2dForward(float* out, const float* in, int64_t n, int64_t c, int64_t h, int64_t w, int64_t outH,
-                              int64_t outW, Stream stream) {
+                              int64_t outW, StreamHandle stream) {
   adaptiveForwardKernel<<<gridFor(n * c * outH * outW), kThreads, 0, stream>>>(out, in, n * c, h, w, outH, outW);
   checkLaunch();
 }
 
 void adaptiveAvgPool2dBackward(float* gradIn, const float* gradOut, int64_t n, int64_t c, int64_t h, int64_t w,
-                               int64_t outH, int64_t outW, Stream stream) {
+                               int64_t outH, int64_t outW, StreamHandle stream) {
   adaptiveBackwardKernel<<<gridFor(n * c * h * w), kThreads, 0, stream>>>(gradIn, gradOut, n * c, h, w, outH, outW);
   checkLaunch();
 }
 
 void upsampleBilinearForward(float* out, const float* in, int64_t n, int64_t c, int64_t h, int64_t w, int64_t outH,
-                             int64_t outW, Stream stream) {
+                             int64_t outW, StreamHandle stream) {
   upsampleForwardKernel<<<gridFor(n * c * outH * outW), kThreads, 0, stream>>>(out, in, n * c, h, w, outH, outW);
   checkLaunch();
 }
 
 void upsampleBilinearBackward(float* gradIn, const float* gradOut, int64_t n, int64_t c, int64_t h, int64_t w,
-                              int64_t outH, int64_t outW, Stream stream) {
+                              int64_t outH, int64_t outW, StreamHandle stream) {
   upsampleBackwardKernel<<<gridFor(n * c * h * w), kThreads, 0, stream>>>(gradIn, gradOut, n * c, h, w, outH, outW);
   checkLaunch();
 }
 
 float crossEntropyForward(float* probs, const float* logits, const int64_t* targets, const CrossEntropyShape& shape,
-                          float labelSmoothing, int64_t ignoreIndex, Stream stream) {
+                          float labelSmoothing, int64_t ignoreIndex, StreamHandle stream) {
   LossPartials* partials = nullptr;
   APS_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partials), sizeof(LossPartials), stream));
   cudaError_t status = cudaMemsetAsync(&partials->firstBad, 0xff, sizeof(unsigned long long), stream);
@@ -513,7 +513,7 @@ float crossEntropyForward(float* probs, const float* logits, const int64_t* targ
 }
 
 void crossEntropyBackward(float* gradLogits, const float* probs, const int64_t* targets, const CrossEntropyShape& shape,
-                          float labelSmoothing, int64_t ignoreIndex, float gradLoss, Stream stream) {
+                          float labelSmoothing, int64_t ignoreIndex, float gradLoss, StreamHandle stream) {
   long long* counted = nullptr;
   APS_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&counted), sizeof(long long), stream));
   cudaError_t status = cudaMemsetAsync(counted, 0, sizeof(long long), stream);

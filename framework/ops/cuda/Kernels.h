@@ -16,62 +16,61 @@
 // This header includes no CUDA header, so plain C++ can call these functions.
 
 #include "framework/ops/cpu/Kernels.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
 
 #include <cstdint>
 
-struct CUstream_st;
-
 namespace aps::cuda {
-
-using Stream = CUstream_st*;  // cudaStream_t
 
 using cpu::BatchNormShape;
 using cpu::CrossEntropyShape;
 using cpu::Pool2dShape;
 
 // Element-wise ops over n contiguous floats (out may alias an input).
-void add(float* out, const float* a, const float* b, int64_t n, Stream stream = nullptr);
-void sub(float* out, const float* a, const float* b, int64_t n, Stream stream = nullptr);
-void mul(float* out, const float* a, const float* b, int64_t n, Stream stream = nullptr);
-void scale(float* out, const float* x, float s, int64_t n, Stream stream = nullptr);
-void addScalar(float* out, const float* x, float s, int64_t n, Stream stream = nullptr);
-void relu(float* out, const float* x, int64_t n, Stream stream = nullptr);
+void add(float* out, const float* a, const float* b, int64_t n, StreamHandle stream = nullptr);
+void sub(float* out, const float* a, const float* b, int64_t n, StreamHandle stream = nullptr);
+void mul(float* out, const float* a, const float* b, int64_t n, StreamHandle stream = nullptr);
+void scale(float* out, const float* x, float s, int64_t n, StreamHandle stream = nullptr);
+void addScalar(float* out, const float* x, float s, int64_t n, StreamHandle stream = nullptr);
+void relu(float* out, const float* x, int64_t n, StreamHandle stream = nullptr);
 // gradIn <- grad where y > 0, else 0 (y: relu's output).
-void reluBackward(float* gradIn, const float* grad, const float* y, int64_t n, Stream stream = nullptr);
+void reluBackward(float* gradIn, const float* grad, const float* y, int64_t n, StreamHandle stream = nullptr);
 
 void batchNormForwardTrain(float* out, float* saveMean, float* saveInvStd, float* runningMean, float* runningVar,
                            const float* in, const float* gamma, const float* beta, const BatchNormShape& shape,
-                           float momentum, float eps, Stream stream = nullptr);
+                           float momentum, float eps, StreamHandle stream = nullptr);
 void batchNormForwardEval(float* out, const float* in, const float* gamma, const float* beta, const float* runningMean,
-                          const float* runningVar, const BatchNormShape& shape, float eps, Stream stream = nullptr);
+                          const float* runningVar, const BatchNormShape& shape, float eps,
+                          StreamHandle stream = nullptr);
 void batchNormBackward(float* gradIn, float* gradGamma, float* gradBeta, const float* gradOut, const float* in,
                        const float* gamma, const float* saveMean, const float* saveInvStd, const BatchNormShape& shape,
-                       Stream stream = nullptr);
+                       StreamHandle stream = nullptr);
 
-void maxPool2dForward(float* out, int64_t* argmax, const float* in, const Pool2dShape& shape, Stream stream = nullptr);
+void maxPool2dForward(float* out, int64_t* argmax, const float* in, const Pool2dShape& shape,
+                      StreamHandle stream = nullptr);
 void maxPool2dBackward(float* gradIn, const float* gradOut, const int64_t* argmax, const Pool2dShape& shape,
-                       Stream stream = nullptr);
+                       StreamHandle stream = nullptr);
 void avgPool2dForward(float* out, const float* in, const Pool2dShape& shape, bool countIncludePad,
-                      Stream stream = nullptr);
+                      StreamHandle stream = nullptr);
 void avgPool2dBackward(float* gradIn, const float* gradOut, const Pool2dShape& shape, bool countIncludePad,
-                       Stream stream = nullptr);
+                       StreamHandle stream = nullptr);
 void adaptiveAvgPool2dForward(float* out, const float* in, int64_t n, int64_t c, int64_t h, int64_t w, int64_t outH,
-                              int64_t outW, Stream stream = nullptr);
+                              int64_t outW, StreamHandle stream = nullptr);
 void adaptiveAvgPool2dBackward(float* gradIn, const float* gradOut, int64_t n, int64_t c, int64_t h, int64_t w,
-                               int64_t outH, int64_t outW, Stream stream = nullptr);
+                               int64_t outH, int64_t outW, StreamHandle stream = nullptr);
 
 void upsampleBilinearForward(float* out, const float* in, int64_t n, int64_t c, int64_t h, int64_t w, int64_t outH,
-                             int64_t outW, Stream stream = nullptr);
+                             int64_t outW, StreamHandle stream = nullptr);
 void upsampleBilinearBackward(float* gradIn, const float* gradOut, int64_t n, int64_t c, int64_t h, int64_t w,
-                              int64_t outH, int64_t outW, Stream stream = nullptr);
+                              int64_t outH, int64_t outW, StreamHandle stream = nullptr);
 
 // Returns the mean loss to the host, so it waits for the stream. Throws aps::Error naming the
 // first (lowest) position whose target is outside [0, C) and not the ignore index.
 float crossEntropyForward(float* probs, const float* logits, const int64_t* targets, const CrossEntropyShape& shape,
-                          float labelSmoothing, int64_t ignoreIndex, Stream stream = nullptr);
+                          float labelSmoothing, int64_t ignoreIndex, StreamHandle stream = nullptr);
 // Does not wait for the stream; the targets are the ones crossEntropyForward checked (an
 // invalid one gets a zero gradient rather than an error).
 void crossEntropyBackward(float* gradLogits, const float* probs, const int64_t* targets, const CrossEntropyShape& shape,
-                          float labelSmoothing, int64_t ignoreIndex, float gradLoss, Stream stream = nullptr);
+                          float labelSmoothing, int64_t ignoreIndex, float gradLoss, StreamHandle stream = nullptr);
 
 }  // namespace aps::cuda

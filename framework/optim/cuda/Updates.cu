@@ -50,27 +50,27 @@ __global__ void normTotalKernel(double* partial, int64_t blocks) {
 
 }  // namespace
 
-void sgdUpdate(float* param, const float* grad, float* buf, int64_t n, const kernels::SgdParams& o, Stream stream) {
+void sgdUpdate(float* param, const float* grad, float* buf, int64_t n, const kernels::SgdParams& o, StreamHandle stream) {
   if (n <= 0) return;
   sgdKernel<<<gridFor(n), kThreads, 0, stream>>>(param, grad, buf, n, o);
   APS_CUDA_CHECK(cudaGetLastError());
 }
 
 void larsUpdate(float* param, const float* grad, float* velocity, int64_t n, float momentum, float scaledLr,
-                float weightDecay, Stream stream) {
+                float weightDecay, StreamHandle stream) {
   if (n <= 0) return;
   larsKernel<<<gridFor(n), kThreads, 0, stream>>>(param, grad, velocity, n, momentum, scaledLr, weightDecay);
   APS_CUDA_CHECK(cudaGetLastError());
 }
 
 void adamWUpdate(float* param, const float* grad, float* expAvg, float* expAvgSq, int64_t n,
-                 const kernels::AdamWParams& o, Stream stream) {
+                 const kernels::AdamWParams& o, StreamHandle stream) {
   if (n <= 0) return;
   adamWKernel<<<gridFor(n), kThreads, 0, stream>>>(param, grad, expAvg, expAvgSq, n, o);
   APS_CUDA_CHECK(cudaGetLastError());
 }
 
-double l2Norm(const float* x, int64_t n, Stream stream) {
+double l2Norm(const float* x, int64_t n, StreamHandle stream) {
   if (n <= 0) return 0.0;
   const int64_t blocks = (n + kernels::kNormBlock - 1) / kernels::kNormBlock;
   double* partial = nullptr;

@@ -6,22 +6,22 @@
 
 #include "framework/optim/kernels/Updates.h"
 
-#include <cstdint>
+#include "framework/tensor/cuda/CudaRuntime.h"
 
-struct CUstream_st;
+#include <cstdint>
 
 namespace aps::optim::cuda {
 
-using Stream = CUstream_st*;  // cudaStream_t
+using StreamHandle = ::aps::cuda::StreamHandle;
 
 // buf: the momentum buffer, null when o.momentum == 0.
 void sgdUpdate(float* param, const float* grad, float* buf, int64_t n, const kernels::SgdParams& o,
-               Stream stream = nullptr);
+               StreamHandle stream = nullptr);
 void larsUpdate(float* param, const float* grad, float* velocity, int64_t n, float momentum, float scaledLr,
-                float weightDecay, Stream stream = nullptr);
+                float weightDecay, StreamHandle stream = nullptr);
 void adamWUpdate(float* param, const float* grad, float* expAvg, float* expAvgSq, int64_t n,
-                 const kernels::AdamWParams& o, Stream stream = nullptr);
+                 const kernels::AdamWParams& o, StreamHandle stream = nullptr);
 // sqrt(sum x^2) in the CPU's order (kernels::squaredNormBlock); waits for the stream.
-double l2Norm(const float* x, int64_t n, Stream stream = nullptr);
+double l2Norm(const float* x, int64_t n, StreamHandle stream = nullptr);
 
 }  // namespace aps::optim::cuda

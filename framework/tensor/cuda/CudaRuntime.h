@@ -35,8 +35,15 @@ void rawFree(void* data, int index);
 // Free and total memory of the device, in bytes.
 void memoryInfo(int index, size_t* freeBytes, size_t* totalBytes);
 
-// An opaque stream handle (cudaStream_t); nullptr is the legacy default stream.
-using StreamHandle = void*;
+}  // namespace aps::cuda
+
+struct CUstream_st;  // what cudaStream_t points to
+
+namespace aps::cuda {
+
+// A stream handle: a cudaStream_t, usable without CUDA's headers; nullptr is the legacy
+// default stream.
+using StreamHandle = CUstream_st*;
 
 enum class CopyKind : uint8_t { HostToDevice, DeviceToHost, DeviceToDevice };
 // Asynchronous on `stream` (synchronous with the host when host memory is not pinned, as
