@@ -5,6 +5,7 @@
 
 #include "framework/core/Philox.h"
 #include "framework/tensor/cuda/CudaCheck.h"
+#include "framework/tensor/cuda/Launch.cuh"
 #include "precision/kernels/Dettmers.h"
 #include "precision/kernels/FloatRounding.h"
 #include "precision/kernels/Scaling.h"
@@ -16,22 +17,19 @@ namespace aps::precision::cuda {
 namespace {
 
 using Params = DeviceCodecParams;
-constexpr int kThreads = 256;
+using aps::cuda::launch::kThreads;
 constexpr int kReduceThreads = 128;
 constexpr int64_t kReduceTile = 2048;  // values per CUDA block of the max reduction
 
 cudaStream_t asStream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
-unsigned gridFor(int64_t units) {
-  const int64_t blocks = (units + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 8192 ? 8192 : blocks));
-}
+unsigned gridFor(int64_t units) { return aps::cuda::launch::gridFor(units, 8192); }
 
 int64_t blockLength(const Params& p, int64_t n) { return p.blockSize > 0 ? p.blockSize : n; }
 int64_t blockCount(const Params& p, int64_t n) { return (n + blockLength(p, n) - 1) / blockLength(p, n); }
 
-__device__ inline int64_t firstIndex() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ inline int64_t gridStride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+using aps::cuda::launch::firstIndex;
+using aps::cuda::launch::gridStride;
 
 // The element format's wire value of element i (FloatCodec's packing).
 __device__ inline float elementValue(const kernels::CodeDecodeParams& d, int32_t width, const uint8_t* in, int64_t i) {

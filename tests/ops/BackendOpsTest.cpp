@@ -14,6 +14,7 @@
 #include "framework/ops/cuda/CublasGemm.h"
 #include "framework/ops/cuda/CudnnConv.h"
 #include "framework/ops/cuda/Kernels.h"
+#include "tests/common/RandomVector.h"
 #endif
 
 #include <gtest/gtest.h>
@@ -32,13 +33,7 @@ using aps::Tensor;
 
 enum class Backend { Cpu, Cuda };
 
-std::vector<float> randomVector(size_t size, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(size);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
+using aps::testsupport::randomVector;
 
 // Buffers of one run on one backend: tensors on its device, handed to kernels as pointers.
 class Buffers {

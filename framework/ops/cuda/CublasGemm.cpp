@@ -21,12 +21,6 @@ void check(cublasStatus_t status, const char* what) {
 }
 #define APS_CUBLAS(expr) check((expr), #expr)
 
-int currentDevice() {
-  int device = 0;
-  APS_CHECK(cudaGetDevice(&device) == cudaSuccess, "cudaGetDevice failed");
-  return device;
-}
-
 int narrow(int64_t v) {
   APS_CHECK(v >= 0 && v <= INT32_MAX, "cuBLAS: dimension {} does not fit a 32-bit int", v);
   return static_cast<int>(v);

@@ -25,12 +25,6 @@ void check(cudnnStatus_t status, const char* what) {
 }
 #define APS_CUDNN(expr) check((expr), #expr)
 
-int currentDevice() {
-  int device = 0;
-  APS_CHECK(cudaGetDevice(&device) == cudaSuccess, "cudaGetDevice failed");
-  return device;
-}
-
 // One cuDNN handle per device, made on first use (a handle costs ~100 ms to create).
 cudnnHandle_t handleFor(int device, StreamHandle stream) {
   static std::mutex mutex;

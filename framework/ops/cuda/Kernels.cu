@@ -12,6 +12,7 @@
 #include "framework/ops/kernels/Reduce.h"
 #include "framework/ops/kernels/Upsample.h"
 #include "framework/tensor/cuda/CudaCheck.h"
+#include "framework/tensor/cuda/Launch.cuh"
 
 #include <cuda_runtime.h>
 
@@ -21,16 +22,10 @@ namespace {
 
 namespace k = aps::kernels;
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 16;
-
-unsigned gridFor(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks < kMaxBlocks ? blocks : kMaxBlocks));
-}
-
-__device__ inline int64_t firstIndex() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ inline int64_t gridStride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+using launch::firstIndex;
+using launch::gridFor;
+using launch::gridStride;
+using launch::kThreads;
 
 void checkLaunch() { APS_CUDA_CHECK(cudaGetLastError()); }
 
@@ -439,7 +434,8 @@ void maxPool2dBackward(float* gradIn, const float* gradOut, const int64_t* argma
   checkLaunch();
 }
 
-void avgPool2dForward(float* out, const float* in, const Pool2dShape& shape, bool countIncludePad, StreamHandle stream) {
+void avgPool2dForward(float* out, const float* in, const Pool2dShape& shape, bool countIncludePad,
+                      StreamHandle stream) {
   const int64_t p = shape.outH(), q = shape.outW();
   avgPoolForwardKernel<<<gridFor(shape.n * shape.c * p * q), kThreads, 0, stream>>>(out, in, shape, p, q,
                                                                                     countIncludePad);

@@ -4,6 +4,8 @@
 
 #include "framework/tensor/cuda/CudaCheck.h"
 
+#include "framework/tensor/cuda/Launch.cuh"
+
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -12,16 +14,10 @@ namespace aps::optim::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 1 << 16;
-
-unsigned gridFor(int64_t n) {
-  const int64_t blocks = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks < kMaxBlocks ? blocks : kMaxBlocks));
-}
-
-__device__ inline int64_t firstIndex() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ inline int64_t gridStride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+using aps::cuda::launch::firstIndex;
+using aps::cuda::launch::gridFor;
+using aps::cuda::launch::gridStride;
+using aps::cuda::launch::kThreads;
 
 __global__ void sgdKernel(float* p, const float* g, float* buf, int64_t n, kernels::SgdParams o) {
   for (int64_t i = firstIndex(); i < n; i += gridStride()) {
@@ -50,7 +46,8 @@ __global__ void normTotalKernel(double* partial, int64_t blocks) {
 
 }  // namespace
 
-void sgdUpdate(float* param, const float* grad, float* buf, int64_t n, const kernels::SgdParams& o, StreamHandle stream) {
+void sgdUpdate(float* param, const float* grad, float* buf, int64_t n, const kernels::SgdParams& o,
+               StreamHandle stream) {
   if (n <= 0) return;
   sgdKernel<<<gridFor(n), kThreads, 0, stream>>>(param, grad, buf, n, o);
   APS_CUDA_CHECK(cudaGetLastError());

@@ -1,6 +1,7 @@
 #include "framework/tensor/cuda/CudaRuntime.h"
 
 #include "framework/tensor/cuda/CudaCheck.h"
+#include "framework/tensor/cuda/Launch.cuh"
 
 #include <cuda_runtime.h>
 
@@ -10,8 +11,7 @@ namespace aps::cuda {
 
 namespace {
 __global__ void fillKernel(float* out, int64_t n, float value) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) out[i] = value;
+  for (int64_t i = launch::firstIndex(); i < n; i += launch::gridStride()) out[i] = value;
 }
 
 cudaStream_t stream(StreamHandle handle) { return static_cast<cudaStream_t>(handle); }
@@ -28,11 +28,6 @@ cudaMemcpyKind memcpyKind(CopyKind kind) {
   return cudaMemcpyDeviceToDevice;
 }
 
-// A grid-stride launch: enough blocks to fill the device, never more than the work needs.
-unsigned gridFor(int64_t n, int threads) {
-  const int64_t blocks = (n + threads - 1) / threads;
-  return static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
-}
 }  // namespace
 
 bool compiledWithCuda() { return true; }
@@ -54,6 +49,12 @@ std::string deviceDescription(int index) {
 }
 
 void setDevice(int index) { APS_CUDA_CHECK(cudaSetDevice(index)); }
+
+int currentDevice() {
+  int index = 0;
+  APS_CUDA_CHECK(cudaGetDevice(&index));
+  return index;
+}
 
 void synchronize(int index) {
   APS_CUDA_CHECK(cudaSetDevice(index));
@@ -100,7 +101,7 @@ void zeroAsync(void* data, size_t bytes, StreamHandle s) {
 
 void fillFloatAsync(float* device, int64_t n, float value, StreamHandle s) {
   if (n <= 0) return;
-  fillKernel<<<gridFor(n, 256), 256, 0, stream(s)>>>(device, n, value);
+  fillKernel<<<launch::gridFor(n), launch::kThreads, 0, stream(s)>>>(device, n, value);
   APS_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -109,7 +110,7 @@ void fillOnDevice(float* host, int64_t n, float value, int index) {
   APS_CUDA_CHECK(cudaSetDevice(index));
   float* device = nullptr;
   APS_CUDA_CHECK(cudaMalloc(&device, static_cast<size_t>(n) * sizeof(float)));
-  fillKernel<<<gridFor(n, 256), 256>>>(device, n, value);
+  fillKernel<<<launch::gridFor(n), launch::kThreads>>>(device, n, value);
   cudaError_t status = cudaGetLastError();
   if (status == cudaSuccess)
     status = cudaMemcpy(host, device, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToHost);

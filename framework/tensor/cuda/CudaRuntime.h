@@ -25,6 +25,7 @@ std::string deviceDescription(int index);
 void requireDevice(int index, const std::string& what);
 
 void setDevice(int index);
+int currentDevice();  // the calling thread's device (cudaGetDevice)
 void synchronize(int index);  // waits for all work on the device
 
 // Raw device memory (cudaMalloc; never managed memory). rawMalloc returns nullptr when the
@@ -89,7 +90,7 @@ class Event {
   float millisecondsSince(const Event& start) const;  // both recorded with timing = true
 
  private:
-  void* handle_ = nullptr;
+  [[maybe_unused]] void* handle_ = nullptr;  // cudaEvent_t (unused in a build without CUDA)
 };
 
 // Page-locked host memory (cudaHostAlloc), for the loader's batches: copies from it to the

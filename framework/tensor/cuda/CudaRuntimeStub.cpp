@@ -15,6 +15,7 @@ bool compiledWithCuda() { return false; }
 int deviceCount() { return 0; }
 std::string deviceDescription(int) { noCuda(); }
 void setDevice(int) { noCuda(); }
+int currentDevice() { noCuda(); }
 void synchronize(int) { noCuda(); }
 void* rawMalloc(size_t, int) { noCuda(); }
 void rawFree(void*, int) { noCuda(); }

@@ -2,6 +2,7 @@
 // over output elements and reductions run in fixed-size blocks combined in a fixed order.
 #include "framework/core/Parallel.h"
 #include "framework/ops/cpu/Kernels.h"
+#include "tests/common/RandomVector.h"
 
 #include <gtest/gtest.h>
 
@@ -11,13 +12,7 @@
 
 namespace {
 
-std::vector<float> randomVector(size_t size, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(size);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
+using aps::testsupport::randomVector;
 
 // Runs `compute` (which returns every output it produced, concatenated) with 1, 2 and 3
 // threads, twice each, and expects identical bits every time.

@@ -9,6 +9,7 @@
 #include "framework/ops/kernels/Pooling.h"
 #include "framework/ops/kernels/Reduce.h"
 #include "framework/ops/kernels/Upsample.h"
+#include "tests/common/RandomVector.h"
 
 #include <gtest/gtest.h>
 
@@ -24,13 +25,7 @@ namespace {
 
 namespace k = aps::kernels;
 
-std::vector<float> randomVector(size_t size, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> v(size);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
+using aps::testsupport::randomVector;
 
 void expectSameBits(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;

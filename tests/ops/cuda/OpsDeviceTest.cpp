@@ -12,6 +12,7 @@
 #include "framework/optim/Sgd.h"
 #include "framework/optim/cuda/Updates.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
+#include "tests/common/RandomVector.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -57,13 +58,7 @@ class DeviceBuffer {
   size_t size_;
 };
 
-std::vector<float> randomVector(size_t size, uint32_t seed, float mean = 0.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(mean, 1.0f);
-  std::vector<float> v(size);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
+using aps::testsupport::randomVector;
 
 void expectSameBits(const std::vector<float>& device, const std::vector<float>& cpu, const std::string& what) {
   ASSERT_EQ(device.size(), cpu.size()) << what;
@@ -107,7 +102,7 @@ TEST(OpsDevice, BatchNormIsExact) {
   for (const aps::cpu::BatchNormShape s : {aps::cpu::BatchNormShape{8, 16, 1024}, aps::cpu::BatchNormShape{37, 3, 49},
                                            aps::cpu::BatchNormShape{2, 5, 1}}) {
     const size_t total = static_cast<size_t>(s.n * s.c * s.hw), c = static_cast<size_t>(s.c);
-    const std::vector<float> x = randomVector(total, 3, 0.5f), gradOut = randomVector(total, 4);
+    const std::vector<float> x = randomVector(total, 3, 1.0f, 0.5f), gradOut = randomVector(total, 4);
     const std::vector<float> gamma = randomVector(c, 5), beta = randomVector(c, 6);
     std::vector<float> runMean = randomVector(c, 7), runVar(c, 1.5f);
     DeviceBuffer<float> dx(x), dg(gradOut), dGamma(gamma), dBeta(beta), dRunMean(runMean), dRunVar(runVar);
