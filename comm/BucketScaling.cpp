@@ -47,7 +47,7 @@ void BucketScaling::setFormats(std::vector<FormatScaling> perFormat) {
     maxValues.push_back(f.format ? f.format->maxValue() : std::numeric_limits<float>::infinity());
     APS_CHECK(!f.errorFeedback || f.format, "bucket scaling: error feedback needs a float wire format");
     auto quantizer = f.format ? std::make_shared<const precision::Quantizer>(*f.format) : nullptr;
-    quantizers.push_back(quantizer);
+    quantizers.push_back(f.statistics ? quantizer : nullptr);
     feedbackQuantizers.push_back(f.errorFeedback ? quantizer : nullptr);
     rounding.push_back(f.rounding);
     feedback.push_back(f.errorFeedback);
@@ -60,7 +60,7 @@ void BucketScaling::setFormats(std::vector<FormatScaling> perFormat) {
             std::make_shared<ErrorFeedbackCapture>(feedback_, feedbackQuantizers, rounding)};
   if (probe_) {
     probe_->setMaxValues(std::move(maxValues));
-    chain_.insert(chain_.begin(), probe_);
+    if (!probeAtWorldLevel_) chain_.insert(chain_.begin(), probe_);
   }
 }
 
@@ -85,6 +85,9 @@ EncodeObserver* BucketScaling::observerFor(const BucketContext& context) {
   if (probe_) {
     if (EncodeObserver* o = probe_->observerFor(context)) observers_.targets.push_back(o);
   }
+  if (leaderProbe_) {
+    if (EncodeObserver* o = leaderProbe_->leaderObserverFor(context)) observers_.targets.push_back(o);
+  }
   if (EncodeObserver* o = statistics_->observerFor(context)) observers_.targets.push_back(o);
   if (observers_.targets.empty()) return nullptr;
   return observers_.targets.size() == 1 ? observers_.targets[0] : &observers_;
@@ -93,6 +96,16 @@ EncodeObserver* BucketScaling::observerFor(const BucketContext& context) {
 void BucketScaling::installLeaderLevel(ReducerOptions& options) {
   options.leaderBeforeReduce = [this](const BucketContext& c) { beforeReduce(c); };
   options.leaderAfterReduce = [this](const BucketContext& c) { afterReduce(c); };
+  options.leaderEncodeObserver = [this](const BucketContext& c) { return observerFor(c); };
+}
+
+void BucketScaling::installWorldLevel(ReducerOptions& options, BucketScaling& leaders) {
+  if (!probe_) return;
+  probeAtWorldLevel_ = true;
+  chain_.erase(std::remove(chain_.begin(), chain_.end(), probe_), chain_.end());
+  leaders.leaderProbe_ = probe_;
+  options.worldBeforeReduce = [this](const BucketContext& c) { probe_->beforeReduce(c, scales_); };
+  options.worldAfterReduce = [this](const BucketContext& c) { probe_->afterReduce(c, scales_); };
 }
 
 void BucketScaling::beforeReduce(const BucketContext& context) {

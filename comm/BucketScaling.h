@@ -41,6 +41,9 @@ class BucketScaling {
     std::optional<precision::FloatFormat> format;        // set: measure quantisation statistics
     precision::RoundingMode rounding = precision::RoundingMode::NearestEven;
     bool errorFeedback = false;  // needs `format`
+    // false: no quantisation statistics for this format (the format still bounds what the
+    // fidelity probe counts as saturated).
+    bool statistics = true;
 
     // The hooks for buckets of one wire format: none for fp32 and for codecs that carry their
     // own scales (block-scaled, Dettmers'); otherwise statistics, error feedback when asked, and
@@ -74,6 +77,11 @@ class BucketScaling {
   // (ReducerOptions::leaderBeforeReduce / leaderAfterReduce): a second BucketScaling whose
   // scalers take their headroom for the N/G leaders.
   void installLeaderLevel(ReducerOptions& options);
+  // Under a hierarchical reduction, on the group level's scaling (after install): the
+  // fidelity probe moves out of the chain to the world level (ReducerOptions::worldBeforeReduce
+  // / worldAfterReduce: the exact sum over every rank, compared once the result reached every
+  // rank) and observes both levels' encodes, the leaders' through `leaders`.
+  void installWorldLevel(ReducerOptions& options, BucketScaling& leaders);
 
   // The shift parameter p got in the last step (0 when unscaled).
   int lastShift(int param) const;
@@ -115,6 +123,8 @@ class BucketScaling {
   std::shared_ptr<ErrorFeedbackState> feedback_;
   std::shared_ptr<StatisticsHook> statistics_;
   std::shared_ptr<FidelityProbe> probe_;            // null: no probe
+  bool probeAtWorldLevel_ = false;                  // installWorldLevel: not in chain_
+  std::shared_ptr<FidelityProbe> leaderProbe_;      // the group level's, on the leader level
   std::vector<std::shared_ptr<BucketHook>> chain_;  // in beforeReduce order
   Observers observers_;                             // the current bucket's (communication thread)
 };

@@ -47,6 +47,10 @@ void FidelityProbe::beforeReduce(const BucketContext& context, ParamScales& /*sc
 
 EncodeObserver* FidelityProbe::observerFor(const BucketContext& /*bucket*/) { return active_ ? this : nullptr; }
 
+EncodeObserver* FidelityProbe::leaderObserverFor(const BucketContext& /*bucket*/) {
+  return active_ ? &leaderLevel_ : nullptr;
+}
+
 void FidelityProbe::encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) {
   if (!active_) return;
   auto& counts = site == Site::Input ? in_ : out_;

@@ -55,6 +55,9 @@ class FidelityProbe : public BucketHook, public EncodeObserver {
   void afterReduce(const BucketContext& bucket, ParamScales& scales) override;
   // The observer of this bucket's all-reduce: this probe on its steps, else null.
   EncodeObserver* observerFor(const BucketContext& bucket);
+  // Under a hierarchical reduction, the observer of the leader level (on probe steps): what
+  // the leaders encode are the groups' sums, so their inputs count as re-encoded sums too.
+  EncodeObserver* leaderObserverFor(const BucketContext& bucket);
   void encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) override;
 
   // The last probed step's figures (once: it clears them); empty when no step was probed
@@ -62,7 +65,19 @@ class FidelityProbe : public BucketHook, public EncodeObserver {
   std::optional<ProbeRecord> take();
 
  private:
+  class LeaderLevel : public EncodeObserver {
+   public:
+    explicit LeaderLevel(FidelityProbe& probe) : probe_(probe) {}
+    void encoded(Site, int64_t begin, int64_t n, const float* values, const float* decoded) override {
+      probe_.encoded(Site::Sum, begin, n, values, decoded);
+    }
+
+   private:
+    FidelityProbe& probe_;
+  };
+
   int64_t interval_;
+  LeaderLevel leaderLevel_{*this};
   std::vector<float> maxValues_;
   std::unique_ptr<AllReduceAlgorithm> shadowAlgorithm_;  // native: fp32 in rank order
   // The bucket being probed (communication thread only).

@@ -61,6 +61,12 @@ struct ReducerOptions {
   int groupSize = 0;
   BucketCallback leaderBeforeReduce = nullptr;
   BucketCallback leaderAfterReduce = nullptr;
+  // Hierarchical reduction: who observes the leader level's encodes, and what runs around the
+  // whole of it with the world's BucketContext (the fidelity probe: the exact sum over every
+  // rank before the first level, the comparison after the result reached every rank).
+  std::function<EncodeObserver*(const BucketContext&)> leaderEncodeObserver = nullptr;
+  BucketCallback worldBeforeReduce = nullptr;
+  BucketCallback worldAfterReduce = nullptr;
   // Asked after beforeReduce: who observes this bucket's encodes (the fidelity probe, on its
   // steps); null, or returning null, for none.
   std::function<EncodeObserver*(const BucketContext&)> encodeObserver = nullptr;

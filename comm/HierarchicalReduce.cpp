@@ -36,6 +36,7 @@ SyncStats reduceBucketHierarchical(const AllReduceAlgorithm& algorithm, const Bu
   const int firstGroup = first / size;
   const int lastGroup = (first + local - 1) / size;
 
+  if (options.worldBeforeReduce) options.worldBeforeReduce(bucket);
   SyncStats stats;
   stats.bytesSent.assign(static_cast<size_t>(local), 0);
   // The local buffers of a sub-world's local ranks, and its bytes into the per-rank counts.
@@ -63,8 +64,9 @@ SyncStats reduceBucketHierarchical(const AllReduceAlgorithm& algorithm, const Bu
       const std::vector<float*> data = dataOf(group);
       const BucketContext level{bucket.bucket, bucket.layout, &group, data, bucket.step};
       if (options.beforeReduce) options.beforeReduce(level);
+      EncodeObserver* observer = options.encodeObserver ? options.encodeObserver(level) : nullptr;
       const SyncStats s =
-          algorithm.run(group, data, n, groups == 1 ? context : hierarchicalLevelContext(context, 1, g));
+          algorithm.run(group, data, n, groups == 1 ? context : hierarchicalLevelContext(context, 1, g), observer);
       if (options.afterReduce) options.afterReduce(level);
       addStats(group, s);
       groupNonFinite[static_cast<size_t>(g - firstGroup)] = s.nonFinite ? 1 : 0;
@@ -72,6 +74,7 @@ SyncStats reduceBucketHierarchical(const AllReduceAlgorithm& algorithm, const Bu
   }
   if (groups == 1) {
     stats.nonFinite = groupNonFinite[0] != 0;
+    if (options.worldAfterReduce) options.worldAfterReduce(bucket);
     stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return stats;
   }
@@ -99,7 +102,9 @@ SyncStats reduceBucketHierarchical(const AllReduceAlgorithm& algorithm, const Bu
     }
     const BucketContext level{bucket.bucket, bucket.layout, &leaders, data, bucket.step};
     if (options.leaderBeforeReduce) options.leaderBeforeReduce(level);
-    const SyncStats s = algorithm.run(leaders, data, n, size == 1 ? context : hierarchicalLevelContext(context, 2, 0));
+    EncodeObserver* observer = options.leaderEncodeObserver ? options.leaderEncodeObserver(level) : nullptr;
+    const SyncStats s =
+        algorithm.run(leaders, data, n, size == 1 ? context : hierarchicalLevelContext(context, 2, 0), observer);
     if (options.leaderAfterReduce) options.leaderAfterReduce(level);
     addStats(leaders, s);
     nonFinite = nonFinite || s.nonFinite;
@@ -141,6 +146,7 @@ SyncStats reduceBucketHierarchical(const AllReduceAlgorithm& algorithm, const Bu
     }
   }
   stats.nonFinite = first % size == 0 ? nonFinite : received[0] != 0;
+  if (options.worldAfterReduce) options.worldAfterReduce(bucket);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
 }

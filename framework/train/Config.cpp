@@ -415,10 +415,6 @@ void checkHierarchical(const TrainConfig& config, const std::string& name) {
             "{}: precision.hybrid_auto is not available with comm.algorithm: hierarchical (the quantisation statistics "
             "it decides from are not measured there); give fixed precision.hybrid rules instead",
             name);
-  APS_CHECK(p.probeInterval == 0,
-            "{}: precision.probe_interval = {} is not available with comm.algorithm: hierarchical yet (the probe's "
-            "exact sum would span one group, not the world); set it to 0",
-            name, p.probeInterval);
 }
 
 }  // namespace

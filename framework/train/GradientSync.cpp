@@ -152,8 +152,8 @@ void GradientSync::buildReducer(uint64_t step) {
     leaderFormat.push_back(scalingOf(f, ranks_.world / group));
     // No quantisation statistics: the group level runs once per group in a simulated world
     // but once per process under mpi, so windows would differ (hybrid_auto is refused).
-    perFormat.back().format.reset();
-    leaderFormat.back().format.reset();
+    perFormat.back().statistics = false;
+    leaderFormat.back().statistics = false;
   }
   reducer_.reset();  // its communication thread ends before the hooks change
   if (!scaling_) {
@@ -183,6 +183,7 @@ void GradientSync::buildReducer(uint64_t step) {
   if (hierarchical) {
     options.groupSize = group;
     leaderScaling_->installLeaderLevel(options);
+    scaling_->installWorldLevel(options, *leaderScaling_);
   }
   reducer_ =
       std::make_unique<comm::GradientReducer>(*ranks_.transport, std::move(grads), algorithms, formatOf_, options);

@@ -34,8 +34,10 @@ struct ProbeRun {
 };
 
 // `steps` steps of the two-layer model on `world` simulated ranks, `kind` over `codecName`, no
-// scaling, probe every `interval` steps (0: none).
-ProbeRun reduce(int world, AllReduceKind kind, const std::string& codecName, int64_t interval, int steps = 1) {
+// scaling, probe every `interval` steps (0: none); groupSize > 0: the hierarchical reduction
+// over groups of that many ranks, wired as the trainer wires it.
+ProbeRun reduce(int world, AllReduceKind kind, const std::string& codecName, int64_t interval, int steps = 1,
+                int groupSize = 0) {
   SimTransport transport(world);
   ProbeRun r;
   r.grads.assign(static_cast<size_t>(world), {});
@@ -53,7 +55,13 @@ ProbeRun reduce(int world, AllReduceKind kind, const std::string& codecName, int
   options.average = true;
   auto fs = BucketScaling::FormatScaling::forSpec(spec, precision::ScalingMode::None, world, false);
   BucketScaling scaling({fs}, 2, 10, world, interval);
+  BucketScaling leaders({fs}, 2, 10, world);
   scaling.install(options);
+  if (groupSize > 0) {
+    options.groupSize = groupSize;
+    leaders.installLeaderLevel(options);
+    scaling.installWorldLevel(options, leaders);
+  }
   GradientReducer reducer(transport, std::move(named), {algorithm}, {}, options);
   for (int step = 0; step < steps; ++step) {
     for (int k = 0; k < world; ++k) {  // into the registered buffers
@@ -138,6 +146,66 @@ TEST(FidelityProbe, E4m3TwoShotMatchesADirectComputation) {
     EXPECT_EQ(l.out.nonzero, outNonzero[layer]);
     EXPECT_EQ(l.out.flushed, outFlushed[layer]);
     EXPECT_EQ(l.in.saturated, 0);
+  }
+}
+
+TEST(FidelityProbe, HierarchicalWithOneGroupGivesTheFlatFigures) {
+  const ProbeRun flat = reduce(4, AllReduceKind::TwoShot, "e4m3", 1);
+  const ProbeRun hier = reduce(4, AllReduceKind::TwoShot, "e4m3", 1, 1, 4);
+  ASSERT_TRUE(flat.records[0] && hier.records[0]);
+  for (size_t layer = 0; layer < 2; ++layer) {
+    const ProbeLayer &a = flat.records[0]->layers[layer], &b = hier.records[0]->layers[layer];
+    EXPECT_EQ(a.relError, b.relError);
+    EXPECT_EQ(a.cosine, b.cosine);
+    EXPECT_EQ(a.in.total, b.in.total);
+    EXPECT_EQ(a.in.flushed, b.in.flushed);
+    EXPECT_EQ(a.out.total, b.out.total);
+    EXPECT_EQ(a.out.flushed, b.out.flushed);
+  }
+  EXPECT_EQ(flat.grads, hier.grads);
+}
+
+// 4 ranks as 2 groups of 2: every value is encoded by its rank, each group's owners re-encode
+// the group sums, the leaders encode those sums again for the second level and its owners
+// re-encode the total. The probe compares the total with the exact sum over all four ranks
+// and counts the first encodes as inputs and every later one as a re-encoded sum.
+TEST(FidelityProbe, HierarchicalComparesTheWorldSumAndCountsBothLevels) {
+  const int world = 4, group = 2;
+  const ProbeRun r = reduce(world, AllReduceKind::TwoShot, "e4m3", 1, 1, group);
+  ASSERT_TRUE(r.records[0].has_value());
+  const precision::Quantizer q(precision::FloatFormat::preset("e4m3"));
+  const auto n = static_cast<size_t>(kA + kB);
+  const auto quantize = [&](std::vector<float> v) {
+    q.quantize(v.data(), v.data(), static_cast<int64_t>(v.size()), precision::RoundingMode::NearestEven);
+    return v;
+  };
+  std::vector<float> exact(n, 0.0f), total(n, 0.0f);
+  for (int g = 0; g < world / group; ++g) {
+    std::vector<float> sum(n, 0.0f);
+    for (int k = g * group; k < (g + 1) * group; ++k) {
+      const std::vector<float> raw = gradientOf(k), encoded = quantize(raw);
+      for (size_t i = 0; i < n; ++i) exact[i] += raw[i], sum[i] += encoded[i];
+    }
+    const std::vector<float> groupSum = quantize(quantize(sum));  // owner's re-encode, then the leader's
+    for (size_t i = 0; i < n; ++i) total[i] += groupSum[i];
+  }
+  const std::vector<float> lp = quantize(total);
+  for (int layer = 0; layer < 2; ++layer) {
+    const size_t begin = layer == 0 ? 0 : static_cast<size_t>(kA), end = layer == 0 ? static_cast<size_t>(kA) : n;
+    double d2 = 0, e2 = 0;
+    for (size_t i = begin; i < end; ++i) {
+      d2 += (static_cast<double>(lp[i]) - exact[i]) * (static_cast<double>(lp[i]) - exact[i]);
+      e2 += static_cast<double>(exact[i]) * exact[i];
+    }
+    const ProbeLayer& l = r.records[0]->layers[static_cast<size_t>(layer)];
+    EXPECT_DOUBLE_EQ(l.relError, std::sqrt(d2 / e2)) << "layer " << layer;
+    const auto size = static_cast<int64_t>(end - begin);
+    EXPECT_EQ(l.in.total, world * size);  // every rank's own encode
+    // Two groups' owner encodes, two leaders' encodes, the second level's owner encodes.
+    EXPECT_EQ(l.out.total, (2 + 2 + 1) * size);
+  }
+  for (int k = 0; k < world; ++k) {  // the trainer's result: the mean of the low-precision total
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(r.grads[static_cast<size_t>(k)][i], lp[i] / static_cast<float>(world));
   }
 }
 

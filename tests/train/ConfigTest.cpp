@@ -116,8 +116,9 @@ TEST(Config, HierarchicalNeedsAGroupSizeThatDividesTheWorld) {
               {"precision.scaling = 'autoscale'", "not available with comm.algorithm: hierarchical"});
   expectError(hier + "precision: {format: e4m3, hybrid_auto: true}\n",
               {"precision.hybrid_auto is not available with comm.algorithm: hierarchical"});
-  expectError(hier + "precision: {format: e3m0, scaling: aps, probe_interval: 10}\n",
-              {"precision.probe_interval = 10 is not available with comm.algorithm: hierarchical"});
+  EXPECT_EQ(parseConfig(hier + "precision: {format: e3m0, scaling: aps, probe_interval: 10}\n", "exp.yaml")
+                .precision.probeInterval,
+            10);
 }
 
 TEST(Config, DeviceNamesAreCheckedWhenParsed) {
