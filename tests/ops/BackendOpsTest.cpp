@@ -9,12 +9,12 @@
 #include "framework/ops/cpu/Kernels.h"
 #include "framework/tensor/Tensor.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
+#include "tests/common/RandomVector.h"
 
 #if APS_WITH_CUDA
 #include "framework/ops/cuda/CublasGemm.h"
 #include "framework/ops/cuda/CudnnConv.h"
 #include "framework/ops/cuda/Kernels.h"
-#include "tests/common/RandomVector.h"
 #endif
 
 #include <gtest/gtest.h>
