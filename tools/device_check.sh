@@ -31,9 +31,10 @@ if [[ "${1:-}" == "prepare" ]]; then
   set -e
   cmake -S . -B "$dir" -G Ninja -DAPS_WITH_CUDA=ON -DAPS_WERROR=ON -DAPS_NATIVE=OFF -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache >/dev/null
+  known=$(ninja -C "$dir" -t targets all 2>/dev/null | cut -d: -f1)
   targets=()
   for t in "${tests[@]}" "${tools[@]}"; do
-    ninja -C "$dir" -t targets all 2>/dev/null | grep -q "^$t:" && targets+=("$t")
+    grep -qx "$t" <<<"$known" && targets+=("$t")
   done
   cmake --build "$dir" --target "${targets[@]}"
   rm -rf "$bundle"
@@ -54,7 +55,9 @@ if [[ "${1:-}" == "prepare" ]]; then
       [[ "$lib" =~ /(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s)\.so ]] || cp -nL "$lib" "$bundle/lib/" 2>/dev/null
     done
   fi
-  cp -rL /usr/share/openmpi "$bundle/share-openmpi" 2>/dev/null || true
+  mkdir -p "$bundle/share" "$bundle/lib/pmix"
+  cp -rL /usr/share/openmpi "$bundle/share/openmpi" 2>/dev/null || true
+  cp -rL /usr/lib/x86_64-linux-gnu/pmix2/lib/pmix/. "$bundle/lib/pmix/" 2>/dev/null || true
   du -sh "$bundle"
   echo "device_check prepare: $bundle holds ${#targets[@]} programs; carry it to the GPU machine and run tools/device_check.sh"
   exit 0
@@ -81,7 +84,7 @@ run_tests() {  # $1: how to run one test binary ("bundle" or "ctest")
       note "FAILED: $t (see $dir/$t.log)"
       grep -E "Failure|FAILED|error" "$dir/$t.log" | head -15
     fi
-    skipped=$((skipped + $(grep -c "SKIPPED \]" "$dir/$t.log" || true)))
+    skipped=$((skipped + $(grep -oE "\[  SKIPPED \] [0-9]+ test" "$dir/$t.log" | awk '{s += $4} END {print s + 0}')))
   done
   note "device test programs: $passed passed, $failed failed; $skipped tests skipped"
 }
@@ -93,6 +96,7 @@ if [[ -d "$bundle/bin" ]]; then
                2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:)
   export LD_LIBRARY_PATH="$PWD/$bundle/lib:$cudalibs:${LD_LIBRARY_PATH:-}"
   export OPAL_PREFIX="$PWD/$bundle" OMPI_MCA_mca_base_component_path="$PWD/$bundle/lib/openmpi"
+  export PMIX_MCA_mca_base_component_path="$PWD/$bundle/lib/pmix"
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   missing=$(for b in "$bundle"/bin/*; do ldd "$b" | grep "not found"; done | sort -u)
   [[ -n "$missing" ]] && note "missing libraries: $(echo "$missing" | awk '{print $1}' | paste -sd' ')"
