@@ -1,4 +1,3 @@
-#include "tests/common/ErrorMessage.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/ops/Dropout.h"
@@ -6,6 +5,7 @@
 #include "framework/ops/Linear.h"
 #include "framework/ops/Reduction.h"
 #include "framework/ops/Shaping.h"
+#include "tests/common/ErrorMessage.h"
 #include "tests/ops/GradCheck.h"
 
 #include "framework/autograd/Function.h"

@@ -89,8 +89,7 @@ void linearBackward(float* gradIn, float* gradWeight, float* gradBias, const flo
   }
   // gradWeight^T (i, o) = in^T (i, r) * gradOut (r, o)
   if (gradWeight != nullptr) {
-    APS_CUBLAS(
-        cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, i, o, r, &one, in, i, gradOut, o, &zero, gradWeight, i));
+    APS_CUBLAS(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, i, o, r, &one, in, i, gradOut, o, &zero, gradWeight, i));
   }
   // gradBias (o) = gradOut^T (o, r) * ones (r)
   if (gradBias != nullptr) {

@@ -105,9 +105,10 @@ const Perf& pick(const Perf* perf, int count, bool deterministic, const char* wh
 
 const Plan& planFor(cudnnHandle_t handle, const Descriptors& d, const cpu::Conv2dShape& s, const ConvOptions& o,
                     int device) {
-  const PlanKey key{s.n,        s.c,        s.h,         s.w,         s.k,      s.r,
-                    s.s,        s.strideH,  s.strideW,   s.padH,      s.padW,   s.dilationH,
-                    s.dilationW, s.groups, o.deterministic, o.allowTf32, device, 0, 0};
+  const PlanKey key{s.n,         s.c,         s.h,         s.w,       s.k,
+                    s.r,         s.s,         s.strideH,   s.strideW, s.padH,
+                    s.padW,      s.dilationH, s.dilationW, s.groups,  o.deterministic,
+                    o.allowTf32, device,      0,           0};
   std::lock_guard<std::mutex> lock(planMutex);
   auto it = plans.find(key);
   if (it != plans.end()) return it->second;

@@ -25,7 +25,7 @@ std::string deviceDescription(int index);
 void requireDevice(int index, const std::string& what);
 
 void setDevice(int index);
-int currentDevice();  // the calling thread's device (cudaGetDevice)
+int currentDevice();          // the calling thread's device (cudaGetDevice)
 void synchronize(int index);  // waits for all work on the device
 
 // Raw device memory (cudaMalloc; never managed memory). rawMalloc returns nullptr when the
