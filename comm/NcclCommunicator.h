@@ -12,9 +12,11 @@ namespace aps::comm {
 // GPU is its node-local rank's (deviceForLocalRank). Every buffer passed in is device memory.
 // Work is enqueued on the communicator's own stream (or the one given to setStream, whose
 // producer must record an event the stream waits on first); each call returns once its
-// transfers are complete, as the Transport contract requires, so the all-reduce schedules
-// (ring, two_shot, allgather, hierarchical) run unchanged on it: encoded bytes move with
-// grouped ncclSend/ncclRecv, float32 all-reduces with ncclAllReduce.
+// transfers are complete, as the Transport contract requires: encoded bytes move with grouped
+// ncclSend/ncclRecv, float32 all-reduces with ncclAllReduce. The all-reduce schedules (ring,
+// two_shot, allgather, hierarchical) need no NCCL-specific code on it, once their codecs
+// (precision/cuda/DeviceCodec.h) and scratch buffers run on the device; today their scratch
+// (ScratchArena) is host memory, so the trainer does not use this communicator yet.
 class NcclCommunicator final : public Communicator {
  public:
   explicit NcclCommunicator(MpiCommunicator& bootstrap);
