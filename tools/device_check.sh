@@ -24,7 +24,7 @@ bundle=$dir/bundle
 # What runs on the GPU: the test binaries with device tests (label cuda) and the tools
 # whose --device cuda mode is benchmarked.
 tests=(test_cuda_runtime test_cuda_allocator test_backend_ops test_comm_device_mapping test_comm_nccl
-       test_codec_device)
+       test_codec_device test_ops_cuda)
 tools=(aps_info aps_bench_codec)
 
 if [[ "${1:-}" == "prepare" ]]; then
