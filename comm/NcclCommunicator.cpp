@@ -2,6 +2,7 @@
 
 #include "comm/DeviceMapping.h"
 #include "framework/core/Error.h"
+#include "framework/tensor/cuda/CudaCheck.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
 
 #include <cuda_runtime.h>
@@ -16,9 +17,6 @@ namespace {
 
 void checkNccl(ncclResult_t result, const char* what) {
   APS_CHECK(result == ncclSuccess, "NCCL: {} failed: {}", what, ncclGetErrorString(result));
-}
-void checkCuda(cudaError_t status, const char* what) {
-  APS_CHECK(status == cudaSuccess, "CUDA: {} failed: {}", what, cudaGetErrorString(status));
 }
 
 ncclRedOp_t ncclOp(ReduceOp op) {
@@ -39,7 +37,7 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap)
     : bootstrap_(bootstrap), rank_(bootstrap.rank()), size_(bootstrap.size()) {
   device_ =
       deviceForLocalRank(bootstrap.localRank(), bootstrap.ranksOnNode(), cuda::deviceCount(), "comm.backend: nccl");
-  checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+  APS_CUDA_CHECK(cudaSetDevice(device_));
   ncclUniqueId id{};
   if (rank_ == 0) checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
   bootstrap_.broadcast(&id, sizeof(id), 0);
@@ -47,7 +45,7 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap)
   checkNccl(ncclCommInitRank(&comm, size_, id, rank_), "ncclCommInitRank");
   comm_ = comm;
   cudaStream_t stream = nullptr;
-  checkCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  APS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   ownStream_ = stream;
   stream_ = stream;
 }
@@ -57,9 +55,7 @@ NcclCommunicator::~NcclCommunicator() {
   if (ownStream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(ownStream_));
 }
 
-void NcclCommunicator::finish() {
-  checkCuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize");
-}
+void NcclCommunicator::finish() { APS_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_))); }
 
 void NcclCommunicator::barrier() {
   finish();
@@ -152,7 +148,7 @@ void NcclCommunicator::exchange(std::span<const Message> round) {
   // A message to itself is a device copy, ordered on the same stream.
   for (const Message& m : round) {
     if (m.bytes > 0 && m.src == rank_ && m.dst == rank_) {
-      checkCuda(cudaMemcpyAsync(m.recvData, m.sendData, m.bytes, cudaMemcpyDeviceToDevice, stream), "cudaMemcpyAsync");
+      APS_CUDA_CHECK(cudaMemcpyAsync(m.recvData, m.sendData, m.bytes, cudaMemcpyDeviceToDevice, stream));
     }
   }
   finish();
@@ -173,7 +169,7 @@ bool NcclCommunicator::nativeFp8Supported(int device, std::string* why) {
     return false;
   }
   int major = 0;
-  checkCuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+  APS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   if (major < 9) {
     if (why != nullptr)
       *why = "the GPU is sm_" + std::to_string(major) + "x; NCCL's FP8 reductions need sm_90 or newer";
