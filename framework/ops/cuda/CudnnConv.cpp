@@ -77,14 +77,12 @@ struct Descriptors {
 
 // The algorithms chosen for one shape and option set, with their workspace sizes.
 struct Plan {
-  cudnnConvolutionFwdAlgo_t forward{};
-  cudnnConvolutionBwdDataAlgo_t backwardData{};
-  cudnnConvolutionBwdFilterAlgo_t backwardFilter{};
-  cudnnMathType_t forwardMath{}, backwardDataMath{}, backwardFilterMath{};
-  size_t forwardBytes = 0, backwardDataBytes = 0, backwardFilterBytes = 0;
+  cudnnConvolutionFwdAlgoPerf_t forward{};  // algo, mathType and memory (workspace bytes) are used
+  cudnnConvolutionBwdDataAlgoPerf_t backwardData{};
+  cudnnConvolutionBwdFilterAlgoPerf_t backwardFilter{};
 };
 
-using PlanKey = std::array<int64_t, 19>;
+using PlanKey = std::array<int64_t, 17>;
 constexpr size_t kWorkspaceLimit = size_t{1} << 30;
 
 std::mutex planMutex;
@@ -108,7 +106,7 @@ const Plan& planFor(cudnnHandle_t handle, const Descriptors& d, const cpu::Conv2
   const PlanKey key{s.n,         s.c,         s.h,         s.w,       s.k,
                     s.r,         s.s,         s.strideH,   s.strideW, s.padH,
                     s.padW,      s.dilationH, s.dilationW, s.groups,  o.deterministic,
-                    o.allowTf32, device,      0,           0};
+                    o.allowTf32, device};
   std::lock_guard<std::mutex> lock(planMutex);
   auto it = plans.find(key);
   if (it != plans.end()) return it->second;
@@ -117,24 +115,15 @@ const Plan& planFor(cudnnHandle_t handle, const Descriptors& d, const cpu::Conv2
   Plan plan;
   cudnnConvolutionFwdAlgoPerf_t fwd[kMax];
   APS_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x, d.w, d.conv, d.y, kMax, &count, fwd));
-  const auto& f = pick(fwd, count, o.deterministic, "forward");
-  plan.forward = f.algo;
-  plan.forwardMath = f.mathType;
-  plan.forwardBytes = f.memory;
+  plan.forward = pick(fwd, count, o.deterministic, "forward");
   cudnnConvolutionBwdDataAlgoPerf_t data[kMax];
   APS_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, d.w, d.y, d.conv, d.x, kMax, &count, data));
-  const auto& bd = pick(data, count, o.deterministic, "backward-data");
-  plan.backwardData = bd.algo;
-  plan.backwardDataMath = bd.mathType;
-  plan.backwardDataBytes = bd.memory;
+  plan.backwardData = pick(data, count, o.deterministic, "backward-data");
   cudnnConvolutionBwdFilterAlgoPerf_t filter[kMax];
   APS_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, d.x, d.y, d.conv, d.w, kMax, &count, filter));
-  const auto& bf = pick(filter, count, o.deterministic, "backward-filter");
-  plan.backwardFilter = bf.algo;
-  plan.backwardFilterMath = bf.mathType;
-  plan.backwardFilterBytes = bf.memory;
+  plan.backwardFilter = pick(filter, count, o.deterministic, "backward-filter");
   if (!o.allowTf32) {  // the heuristics may report tensor-op math; FMA was asked for
-    plan.forwardMath = plan.backwardDataMath = plan.backwardFilterMath = CUDNN_FMA_MATH;
+    plan.forward.mathType = plan.backwardData.mathType = plan.backwardFilter.mathType = CUDNN_FMA_MATH;
   }
   return plans.emplace(key, plan).first->second;
 }
@@ -166,11 +155,11 @@ void conv2dForward(float* out, const float* in, const float* weight, const float
   cudnnHandle_t handle = handleFor(device, stream);
   Descriptors d(shape, options.allowTf32);
   const Plan& plan = planFor(handle, d, shape, options, device);
-  APS_CUDNN(cudnnSetConvolutionMathType(d.conv, plan.forwardMath));
-  Workspace ws(plan.forwardBytes, device);
+  APS_CUDNN(cudnnSetConvolutionMathType(d.conv, plan.forward.mathType));
+  Workspace ws(plan.forward.memory, device);
   const float one = 1.0f, zero = 0.0f;
-  APS_CUDNN(cudnnConvolutionForward(handle, &one, d.x, in, d.w, weight, d.conv, plan.forward, ws.data(), ws.bytes(),
-                                    &zero, d.y, out));
+  APS_CUDNN(cudnnConvolutionForward(handle, &one, d.x, in, d.w, weight, d.conv, plan.forward.algo, ws.data(),
+                                    ws.bytes(), &zero, d.y, out));
   if (bias != nullptr) APS_CUDNN(cudnnAddTensor(handle, &one, d.bias, bias, &one, d.y, out));
 }
 
@@ -183,15 +172,15 @@ void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const flo
   const Plan& plan = planFor(handle, d, shape, options, device);
   const float one = 1.0f, zero = 0.0f;
   if (gradIn != nullptr) {
-    APS_CUDNN(cudnnSetConvolutionMathType(d.conv, plan.backwardDataMath));
-    Workspace ws(plan.backwardDataBytes, device);
-    APS_CUDNN(cudnnConvolutionBackwardData(handle, &one, d.w, weight, d.y, gradOut, d.conv, plan.backwardData,
+    APS_CUDNN(cudnnSetConvolutionMathType(d.conv, plan.backwardData.mathType));
+    Workspace ws(plan.backwardData.memory, device);
+    APS_CUDNN(cudnnConvolutionBackwardData(handle, &one, d.w, weight, d.y, gradOut, d.conv, plan.backwardData.algo,
                                            ws.data(), ws.bytes(), &zero, d.x, gradIn));
   }
   if (gradWeight != nullptr) {
-    APS_CUDNN(cudnnSetConvolutionMathType(d.conv, plan.backwardFilterMath));
-    Workspace ws(plan.backwardFilterBytes, device);
-    APS_CUDNN(cudnnConvolutionBackwardFilter(handle, &one, d.x, in, d.y, gradOut, d.conv, plan.backwardFilter,
+    APS_CUDNN(cudnnSetConvolutionMathType(d.conv, plan.backwardFilter.mathType));
+    Workspace ws(plan.backwardFilter.memory, device);
+    APS_CUDNN(cudnnConvolutionBackwardFilter(handle, &one, d.x, in, d.y, gradOut, d.conv, plan.backwardFilter.algo,
                                              ws.data(), ws.bytes(), &zero, d.w, gradWeight));
   }
   if (gradBias != nullptr) APS_CUDNN(cudnnConvolutionBackwardBias(handle, &one, d.y, gradOut, &zero, d.bias, gradBias));
