@@ -3,9 +3,10 @@
 #include "framework/core/Error.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
-#if defined(__F16C__)
+#if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -44,6 +45,14 @@ FloatCodec::FloatCodec(const FloatFormat& format, RoundingMode rounding)
   const uint32_t mask = (1u << bits) - 1;
   table_.resize(codes);
   for (uint32_t c = 0; c < codes; ++c) table_[c] = kernels::decodeCode(c & mask, decodeParams_);
+  if (width_ == 1) {
+    bit7Flip_ = std::bit_cast<uint32_t>(table_[128]) ^ std::bit_cast<uint32_t>(table_[0]);
+    bit7Symmetric_ = true;
+    for (uint32_t c = 0; c < 128; ++c) {
+      const uint32_t lo = std::bit_cast<uint32_t>(table_[c]), hi = std::bit_cast<uint32_t>(table_[c | 128]);
+      bit7Symmetric_ = bit7Symmetric_ && (lo ^ hi) == bit7Flip_;
+    }
+  }
   if (width_ == 0) {
     pairs_.resize(512);
     for (uint32_t byte = 0; byte < 256; ++byte) {
@@ -52,6 +61,52 @@ FloatCodec::FloatCodec(const FloatFormat& format, RoundingMode rounding)
     }
   }
 }
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// Nibble codes, 64 values per step: each byte is doubled (b b), widened to two lanes and the
+// odd lane shifted right by 4; vpermps reads only an index's low four bits, so the 16-entry
+// table needs no masking. Returns the count decoded (a multiple of 64).
+int64_t FloatCodec::decodeNibbles16(const uint8_t* in, int64_t n, float* out) const {
+  const __m512 table = _mm512_loadu_ps(table_.data());
+  const __m512i shifts = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i / 2));
+    const __m128i halves[2] = {_mm256_castsi256_si128(bytes), _mm256_extracti128_si256(bytes, 1)};
+    for (int h = 0; h < 2; ++h) {
+      const __m128i lo = _mm_unpacklo_epi8(halves[h], halves[h]);
+      const __m128i hi = _mm_unpackhi_epi8(halves[h], halves[h]);
+      const __m512i c0 = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(lo), shifts);
+      const __m512i c1 = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(hi), shifts);
+      _mm512_storeu_ps(out + i + 32 * h, _mm512_permutexvar_ps(c0, table));
+      _mm512_storeu_ps(out + i + 32 * h + 16, _mm512_permutexvar_ps(c1, table));
+    }
+  }
+  return i;
+}
+
+// Byte codes, 16 values per step: the table's first 128 entries by two-source permutes (each
+// reads an index's low five bits) and blends on bits 5 and 6; bit 7 flips the result by
+// `bit7Flip_` (the sign bit for 8-bit formats, nothing for narrower ones, whose table repeats).
+int64_t FloatCodec::decodeBytes16(const uint8_t* in, int64_t n, float* out) const {
+  if (!bit7Symmetric_) return 0;
+  __m512 t[8];
+  for (int k = 0; k < 8; ++k) t[k] = _mm512_loadu_ps(table_.data() + 16 * k);
+  const __m512i flip = _mm512_set1_epi32(static_cast<int32_t>(bit7Flip_));
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    const __mmask16 bit5 = _mm512_test_epi32_mask(c, _mm512_set1_epi32(32));
+    const __m512 q0 =
+        _mm512_mask_mov_ps(_mm512_permutex2var_ps(t[0], c, t[1]), bit5, _mm512_permutex2var_ps(t[2], c, t[3]));
+    const __m512 q1 =
+        _mm512_mask_mov_ps(_mm512_permutex2var_ps(t[4], c, t[5]), bit5, _mm512_permutex2var_ps(t[6], c, t[7]));
+    const __m512i v = _mm512_castps_si512(_mm512_mask_mov_ps(q0, _mm512_test_epi32_mask(c, _mm512_set1_epi32(64)), q1));
+    _mm512_storeu_si512(out + i, _mm512_mask_xor_epi32(v, _mm512_test_epi32_mask(c, _mm512_set1_epi32(128)), v, flip));
+  }
+  return i;
+}
+#endif
 
 std::string FloatCodec::name() const {
   std::string n = format().name;
@@ -67,27 +122,23 @@ size_t FloatCodec::encodedBytes(int64_t n) const {
 size_t FloatCodec::byteOffset(int64_t i) const { return width_ == 0 ? static_cast<size_t>(i / 2) : i * width_; }
 
 void FloatCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeContext& ctx) const {
+  if (width_ == 0) {
+    quantizer_.encodeNibbles(in, out, n, rounding_, ctx);
+    return;
+  }
   if (width_ == 1) {
     quantizer_.encode(in, out, n, rounding_, ctx);
     return;
   }
-  // Other widths: codes of a chunk in a local buffer, then packed.
+  // Wider codes: a chunk in a local buffer, then copied to the (unaligned) output.
   alignas(64) uint16_t codes16[kChunk];
-  alignas(64) uint8_t codes8[kChunk];
   alignas(64) float values[kChunk];
   for (int64_t begin = 0; begin < n; begin += kChunk) {
     const int64_t m = std::min(kChunk, n - begin);
     EncodeContext local = ctx;
     local.offset = ctx.offset + begin;
     uint8_t* dst = out + byteOffset(begin);
-    if (width_ == 0) {
-      quantizer_.encode(in + begin, codes8, m, rounding_, local);
-      const int64_t pairs = m / 2;
-      for (int64_t i = 0; i < pairs; ++i) {
-        dst[i] = static_cast<uint8_t>(codes8[2 * i] | (codes8[2 * i + 1] << 4));
-      }
-      if (m % 2) dst[pairs] = codes8[m - 1];
-    } else if (width_ == 2) {
+    if (width_ == 2) {
       quantizer_.encode(in + begin, codes16, m, rounding_, local);
       std::memcpy(dst, codes16, static_cast<size_t>(m) * 2);  // x86: little endian
     } else {
@@ -100,19 +151,37 @@ void FloatCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeCo
 void FloatCodec::decode(const uint8_t* in, int64_t n, float* out) const {
   switch (width_) {
     case 0: {
+      int64_t done = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+      done = decodeNibbles16(in, n, out);
+#endif
+      in += done / 2;
+      out += done;
+      n -= done;
       const int64_t pairs = n / 2;
       for (int64_t i = 0; i < pairs; ++i) std::memcpy(out + 2 * i, &pairs_[2 * in[i]], 2 * sizeof(float));
       if (n % 2) out[n - 1] = table_[in[pairs] & 15u];
       return;
     }
     case 1: {
+      int64_t i = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+      i = decodeBytes16(in, n, out);
+#endif
       const float* table = table_.data();
-      for (int64_t i = 0; i < n; ++i) out[i] = table[in[i]];
+      for (; i < n; ++i) out[i] = table[in[i]];
       return;
     }
     case 2: {
       if (decoder_ == Decoder::Bf16) {
-        for (int64_t i = 0; i < n; ++i) {
+        int64_t i = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+        for (; i + 16 <= n; i += 16) {
+          const __m512i c = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 2 * i)));
+          _mm512_storeu_si512(out + i, _mm512_slli_epi32(c, 16));
+        }
+#endif
+        for (; i < n; ++i) {
           uint16_t c;
           std::memcpy(&c, in + 2 * i, 2);
           const uint32_t bits = uint32_t{c} << 16;
@@ -123,6 +192,12 @@ void FloatCodec::decode(const uint8_t* in, int64_t n, float* out) const {
 #if defined(__F16C__)
       if (decoder_ == Decoder::Fp16) {
         int64_t i = 0;
+#if defined(__AVX512F__)
+        for (; i + 16 <= n; i += 16) {
+          const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 2 * i));
+          _mm512_storeu_ps(out + i, _mm512_cvtph_ps(h));
+        }
+#endif
         for (; i + 8 <= n; i += 8) {
           const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i));
           _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));

@@ -112,6 +112,163 @@ inline void roundVec(__m256i u, __m256i rnd, const VecParams& p, __m256& value, 
 }
 #endif
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// Codes only, sixteen lanes with AVX-512, by a shorter route than roundOne's that gives the same
+// integers: above the format's normal threshold the quantum is 2^(ex - M), so the code is
+// fp32's own bits shifted right by 23 - M and rebiased, the dropped bits are the fraction;
+// below it the significand is shifted by a per-lane distance, as roundOne does. Rounding up
+// adds one to the code, which carries into the exponent field exactly as r + 1 does.
+struct CodeParams16 {
+  __m512i rebias, dBelow, leftBelow, rightBelow, maxFiniteCode, overflowCode, nanCode, signBit;
+  __m128i aboveShift, fracShift, belowShift, signShift;
+  int32_t belowFe;  // lanes with fp32 exponent field below this take the per-lane shift
+  explicit CodeParams16(const Quantizer::Params& p) {
+    const int32_t m = p.mantissaBits;
+    // roundOne's d for lanes below: qexp - (eEff - 150), qexp = emin - M (emin without subnormals).
+    const int32_t k = p.minExponent - (p.subnormals ? m : 0) + 150;
+    rebias = _mm512_set1_epi32((127 - (p.biasMinusOne + 1)) << m);
+    dBelow = _mm512_set1_epi32(k);
+    leftBelow = _mm512_set1_epi32(32 - k);
+    rightBelow = _mm512_set1_epi32(k - 32);
+    maxFiniteCode = _mm512_set1_epi32(static_cast<int32_t>(p.maxFiniteCode));
+    overflowCode = _mm512_set1_epi32(static_cast<int32_t>(p.overflowCode));
+    nanCode = _mm512_set1_epi32(static_cast<int32_t>(p.nanCode));
+    signBit = _mm512_set1_epi32(static_cast<int32_t>(0x80000000u >> p.signShift));
+    aboveShift = _mm_cvtsi32_si128(23 - m);
+    fracShift = _mm_cvtsi32_si128(9 + m);
+    belowShift = _mm_cvtsi32_si128(p.subnormals ? 0 : m);
+    signShift = _mm_cvtsi32_si128(static_cast<int32_t>(p.signShift));
+    belowFe = std::max(p.minExponent + 127, 1);
+  }
+};
+
+template <RoundingMode kMode>
+inline __m512i roundCodes16(__m512i u, __m512i rnd, const CodeParams16& p) {
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const __m512i fe = _mm512_srli_epi32(a, 23);
+  const __mmask16 below = _mm512_cmplt_epi32_mask(fe, _mm512_set1_epi32(p.belowFe));
+  const __m512i codeAbove = _mm512_sub_epi32(_mm512_srl_epi32(a, p.aboveShift), p.rebias);
+  const __m512i fracAbove = _mm512_sll_epi32(a, p.fracShift);
+  const __mmask16 normal = _mm512_test_epi32_mask(a, _mm512_set1_epi32(0x7f800000));
+  const __m512i mant = _mm512_and_si512(a, _mm512_set1_epi32(0x7fffff));
+  const __m512i sig = _mm512_mask_or_epi32(mant, normal, mant, _mm512_set1_epi32(0x800000));
+  const __m512i eEff = _mm512_max_epi32(fe, one);
+  // Shifts by >= 32 (or "negative" ones, huge as unsigned) give 0, which is what roundOne's
+  // clamped shifts give for a 24-bit significand.
+  const __m512i d = _mm512_sub_epi32(p.dBelow, eEff);
+  const __m512i codeBelow = _mm512_srlv_epi32(sig, d);
+  const __m512i fracBelow = _mm512_or_si512(_mm512_sllv_epi32(sig, _mm512_add_epi32(p.leftBelow, eEff)),
+                                            _mm512_srlv_epi32(sig, _mm512_sub_epi32(p.rightBelow, eEff)));
+  __m512i code = _mm512_mask_mov_epi32(codeAbove, below, codeBelow);
+  const __m512i frac = _mm512_mask_mov_epi32(fracAbove, below, fracBelow);
+  if constexpr (kMode == RoundingMode::NearestEven) {
+    // Up when frac + 2^31 - 1 + (code odd) carries out of 32 bits (ties to the even code; for
+    // M == 0 the code's last bit is the exponent field's, as roundOne's "odd" has it).
+    const __m512i bias = _mm512_add_epi32(_mm512_and_si512(code, one), _mm512_set1_epi32(0x7fffffff));
+    const __mmask16 up = _mm512_cmplt_epu32_mask(_mm512_add_epi32(frac, bias), frac);
+    code = _mm512_mask_add_epi32(code, up, code, one);
+  } else if constexpr (kMode == RoundingMode::Stochastic) {
+    const __mmask16 up = _mm512_cmplt_epu32_mask(_mm512_add_epi32(frac, rnd), frac);
+    code = _mm512_mask_add_epi32(code, up, code, one);
+  } else {
+    (void)rnd;
+  }
+  code = _mm512_mask_sll_epi32(code, below, code, p.belowShift);  // without subnormals: r counts 2^emin
+  code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(code, p.maxFiniteCode), p.overflowCode);
+  code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000)), p.nanCode);
+  return _mm512_ternarylogic_epi32(code, _mm512_srl_epi32(u, p.signShift), p.signBit, 0xF8);  // code | (s & bit)
+}
+
+// Philox4x32-10 (framework/core/Rng.cpp) in sixteen lanes: lane j is counter first + j, and only
+// output word 0 is kept, as randomBits32 does. The low product words come from one mullo; the
+// high ones from the even and odd 64-bit products, the even lanes' moved down by a shuffle.
+struct PhiloxKeys16 {
+  __m512i k0[10], k1[10], c2, c3;
+  PhiloxKeys16(uint64_t seed, uint64_t stream) {
+    uint32_t a = static_cast<uint32_t>(seed), b = static_cast<uint32_t>(seed >> 32);
+    for (int round = 0; round < 10; ++round, a += 0x9E3779B9u, b += 0xBB67AE85u) {
+      k0[round] = _mm512_set1_epi32(static_cast<int32_t>(a));
+      k1[round] = _mm512_set1_epi32(static_cast<int32_t>(b));
+    }
+    c2 = _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(stream)));
+    c3 = _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(stream >> 32)));
+  }
+};
+
+inline __m512i philox16(uint64_t first, const PhiloxKeys16& k) {
+  const __m512i baseLo = _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first)));
+  __m512i c0 = _mm512_add_epi32(baseLo, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  // The high counter word gains one where the low word wrapped.
+  __m512i c1 = _mm512_mask_add_epi32(
+      _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first >> 32))), _mm512_cmplt_epu32_mask(c0, baseLo),
+      _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first >> 32))), _mm512_set1_epi32(1));
+  __m512i c2 = k.c2, c3 = k.c3;
+  const __m512i mul0 = _mm512_set1_epi32(static_cast<int32_t>(0xD2511F53u));
+  const __m512i mul1 = _mm512_set1_epi32(static_cast<int32_t>(0xCD9E8D57u));
+  const auto hi = [](__m512i x, __m512i m) {
+    const __m512i even = _mm512_mul_epu32(x, m);
+    const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), m);
+    return _mm512_mask_shuffle_epi32(odd, 0x5555, even, _MM_PERM_CDAB);
+  };
+  for (int round = 0; round < 10; ++round) {
+    const __m512i lo0 = _mm512_mullo_epi32(c0, mul0);
+    const __m512i lo1 = _mm512_mullo_epi32(c2, mul1);
+    const __m512i n0 = _mm512_ternarylogic_epi32(hi(c2, mul1), c1, k.k0[round], 0x96);  // three-way xor
+    const __m512i n2 = _mm512_ternarylogic_epi32(hi(c0, mul0), c3, k.k1[round], 0x96);
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
+  }
+  return c0;
+}
+
+// Sixteen lanes' codes to 1, 2 or 4 bytes each (64 values per call), or two nibbles per byte
+// (codes < 16). packus works within 128-bit lanes; the permutes restore element order.
+template <typename CodeT>
+inline void storeCodes64(const __m512i c[4], CodeT* out, bool nibbles) {
+  if constexpr (sizeof(CodeT) == 1) {
+    const __m512i bytes =
+        _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
+                                 _mm512_packus_epi16(_mm512_packus_epi32(c[0], c[1]), _mm512_packus_epi32(c[2], c[3])));
+    if (nibbles) {
+      // Element 2i in the low nibble: each 16-bit pair b0 | b1 << 8 becomes b0 | b1 << 4.
+      const __m512i pairs = _mm512_or_si512(bytes, _mm512_srli_epi16(bytes, 4));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi16_epi8(pairs));
+    } else {
+      _mm512_storeu_si512(out, bytes);
+    }
+  } else {
+    const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+    _mm512_storeu_si512(out, _mm512_permutexvar_epi64(order, _mm512_packus_epi32(c[0], c[1])));
+    _mm512_storeu_si512(out + 32, _mm512_permutexvar_epi64(order, _mm512_packus_epi32(c[2], c[3])));
+  }
+}
+
+// Codes of in[0, n - n % 64) into out (nibble pairs with `nibbles`); returns the count done.
+template <RoundingMode kMode, typename CodeT>
+int64_t encode64(const float* in, int64_t n, const Quantizer::Params& params, const EncodeContext& ctx, CodeT* out,
+                 bool nibbles) {
+  const CodeParams16 p(params);
+  const PhiloxKeys16 keys(ctx.seed, ctx.stream);
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m512i c[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m512i u = _mm512_loadu_si512(in + i + 16 * j);
+      __m512i rnd = _mm512_setzero_si512();
+      if constexpr (kMode == RoundingMode::Stochastic) {
+        rnd = philox16(static_cast<uint64_t>(ctx.offset + i + 16 * j), keys);
+      }
+      c[j] = roundCodes16<kMode>(u, rnd, p);
+    }
+    storeCodes64(c, nibbles ? out + i / 2 : out + i, nibbles);
+  }
+  return i;
+}
+#endif
+
 template <RoundingMode kMode, typename CodeT>
 void kernel(const float* in, int64_t n, const uint32_t* rnd, const Quantizer::Params& p, float* values, CodeT* codes) {
   const Quantizer::Params q = p;  // a local copy: no aliasing with the outputs
@@ -171,6 +328,12 @@ void kernel(const float* in, int64_t n, const uint32_t* rnd, const Quantizer::Pa
 
 void randomBitsBlock(uint32_t* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t first) {
   int64_t i = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  if (n >= 16) {
+    const PhiloxKeys16 keys(seed, stream);
+    for (; i + 16 <= n; i += 16) _mm512_storeu_si512(out + i, philox16(first + static_cast<uint64_t>(i), keys));
+  }
+#endif
 #if defined(__AVX2__)
   // Philox4x32-10 (framework/core/Rng.cpp) in eight lanes: lane j is counter first + i + j,
   // and only output word 0 is kept, as randomBits32 does.
@@ -238,6 +401,42 @@ void run(const float* in, int64_t n, RoundingMode mode, const EncodeContext& ctx
   }
 }
 
+// Codes of in[0, n), two per byte with `nibbles`: whole groups of 64 values by the AVX-512
+// kernel (random bits drawn in registers), the rest by `run`.
+template <typename CodeT>
+void runCodes(const float* in, int64_t n, RoundingMode mode, const EncodeContext& ctx, const Quantizer::Params& p,
+              CodeT* codes, bool nibbles) {
+  int64_t done = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  switch (mode) {
+    case RoundingMode::NearestEven:
+      done = encode64<RoundingMode::NearestEven>(in, n, p, ctx, codes, nibbles);
+      break;
+    case RoundingMode::TowardZero:
+      done = encode64<RoundingMode::TowardZero>(in, n, p, ctx, codes, nibbles);
+      break;
+    case RoundingMode::Stochastic:
+      done = encode64<RoundingMode::Stochastic>(in, n, p, ctx, codes, nibbles);
+      break;
+  }
+#endif
+  EncodeContext rest = ctx;
+  rest.offset = ctx.offset + done;
+  if (!nibbles) {
+    run<CodeT>(in + done, n - done, mode, rest, p, nullptr, codes + done);
+    return;
+  }
+  uint8_t* dst = reinterpret_cast<uint8_t*>(codes) + done / 2;  // done is even
+  uint8_t local[kChunk];
+  for (int64_t begin = done; begin < n; begin += kChunk) {
+    const int64_t m = std::min(kChunk, n - begin);
+    rest.offset = ctx.offset + begin;
+    run<uint8_t>(in + begin, m, mode, rest, p, nullptr, local);
+    for (int64_t i = 0; i + 1 < m; i += 2) *dst++ = static_cast<uint8_t>(local[i] | (local[i + 1] << 4));
+    if (m % 2) *dst++ = local[m - 1];
+  }
+}
+
 }  // namespace
 
 Quantizer::Quantizer(const FloatFormat& format) : format_(format) {
@@ -280,12 +479,18 @@ void Quantizer::quantize(const float* in, float* out, int64_t n, RoundingMode mo
 
 void Quantizer::encode(const float* in, uint8_t* out, int64_t n, RoundingMode mode, const EncodeContext& ctx) const {
   APS_ASSERT(format_.bits() <= 8);
-  run<uint8_t>(in, n, mode, ctx, params_, nullptr, out);
+  runCodes<uint8_t>(in, n, mode, ctx, params_, out, false);
+}
+
+void Quantizer::encodeNibbles(const float* in, uint8_t* out, int64_t n, RoundingMode mode,
+                              const EncodeContext& ctx) const {
+  APS_ASSERT(format_.bits() <= 4);
+  runCodes<uint8_t>(in, n, mode, ctx, params_, out, true);
 }
 
 void Quantizer::encode(const float* in, uint16_t* out, int64_t n, RoundingMode mode, const EncodeContext& ctx) const {
   APS_ASSERT(format_.bits() <= 16);
-  run<uint16_t>(in, n, mode, ctx, params_, nullptr, out);
+  runCodes<uint16_t>(in, n, mode, ctx, params_, out, false);
 }
 
 float Quantizer::quantize(float x, RoundingMode mode, uint32_t randomBits) const {

@@ -28,6 +28,9 @@ class Quantizer {
   void encode(const float* in, uint8_t* out, int64_t n, RoundingMode mode, const EncodeContext& ctx = {}) const;
   // Codes of formats of <= 16 bits.
   void encode(const float* in, uint16_t* out, int64_t n, RoundingMode mode, const EncodeContext& ctx = {}) const;
+  // Codes of formats of <= 4 bits, two per byte: element 2i in the low nibble (an odd n leaves
+  // the last byte's high nibble 0).
+  void encodeNibbles(const float* in, uint8_t* out, int64_t n, RoundingMode mode, const EncodeContext& ctx = {}) const;
 
   // Scalar forms; `randomBits` is only used by stochastic rounding (P(up) = frac / 2^32).
   float quantize(float x, RoundingMode mode = RoundingMode::NearestEven, uint32_t randomBits = 0) const;
