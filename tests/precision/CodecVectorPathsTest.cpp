@@ -1,0 +1,167 @@
+// FloatCodec's vector encode and decode paths (AVX-512 or AVX2 where built) against the scalar
+// core they must reproduce byte for byte: kernels::roundCode for encoding, kernels::decodeCode
+// for decoding. The expected wire is built here from the scalar functions, never from the
+// codec, so a vector path that drifts fails.
+#include "tests/precision/CodecVectorPathsTesting.h"
+
+#include "framework/core/Rng.h"
+#include "precision/BlockScaledCodec.h"
+#include "precision/kernels/Scaling.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace aps::precision::testing {
+namespace {
+
+// Inputs a codec's rounding is most likely to get wrong: every value of the format, the
+// midpoints between neighbours and the floats either side of them, with both signs; fp32
+// subnormals, zeros, infinities and NaNs with several payloads.
+std::vector<float> edgeInputs(const FloatFormat& f) {
+  std::vector<float> xs;
+  std::vector<float> values;
+  for (uint32_t c = 0; c < (1u << (f.bits() - 1)); ++c) {
+    const float v = f.decode(c);
+    if (std::isfinite(v)) values.push_back(v);
+  }
+  values.push_back(std::ldexp(f.maxValue(), 1));
+  for (size_t k = 0; k < values.size(); ++k) {
+    const float mid =
+        k + 1 < values.size() ? static_cast<float>((double{values[k]} + double{values[k + 1]}) / 2) : values[k];
+    for (float x : {values[k], mid}) {
+      for (float y : {x, std::nextafter(x, 0.0f), std::nextafter(x, std::numeric_limits<float>::infinity())}) {
+        xs.push_back(y);
+        xs.push_back(-y);
+      }
+    }
+  }
+  for (uint32_t bits : {0x00000001u, 0x00000002u, 0x00400000u, 0x007fffffu, 0x00800000u, 0x7f7fffffu, 0x7f800000u,
+                        0x7f800001u, 0x7fc00000u, 0x7fffffffu, 0x7fa00000u}) {
+    xs.push_back(std::bit_cast<float>(bits));
+    xs.push_back(std::bit_cast<float>(bits | 0x80000000u));
+  }
+  return xs;
+}
+
+TEST(CodecVectorPaths, EncodeAgreesWithTheScalarCoreOnAStridedSweepAndTheEdges) {
+  // Every 4099th fp32 bit pattern (every exponent, NaN, inf, subnormals) plus the edges; the
+  // length leaves a tail for the scalar path, and the counters straddle 2^32.
+  std::vector<float> sweep;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099)
+    sweep.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
+  const EncodeContext ctx{21, 22, (int64_t{1} << 32) - 500000};
+  for (const auto& f : vectorPathFormats()) {
+    std::vector<float> xs = sweep;
+    const std::vector<float> edges = edgeInputs(f);
+    xs.insert(xs.end(), edges.begin(), edges.end());
+    for (auto mode : {RoundingMode::NearestEven, RoundingMode::Stochastic, RoundingMode::TowardZero}) {
+      const FloatCodec codec(f, mode);
+      const int64_t bad = firstEncodeMismatch(codec, xs.data(), static_cast<int64_t>(xs.size()), ctx);
+      ASSERT_LT(bad, 0) << codec.name() << " " << f.describe() << ": x bits " << std::hex
+                        << std::bit_cast<uint32_t>(xs[static_cast<size_t>(bad)]);
+    }
+  }
+}
+
+TEST(CodecVectorPaths, EncodeAgreesAtEveryLengthAndStart) {
+  // Lengths around the vector widths (16, 64 values) and odd nibble counts.
+  Rng rng(7);
+  std::vector<float> xs(300);
+  for (auto& x : xs) x = rng.normal(0.0f, 4.0f);
+  for (const auto& f : vectorPathFormats()) {
+    for (auto mode : {RoundingMode::NearestEven, RoundingMode::Stochastic}) {
+      const FloatCodec codec(f, mode);
+      for (int64_t n : {1, 15, 16, 17, 63, 64, 65, 127, 129, 255, 300}) {
+        for (int64_t start : {0, 1}) {
+          const int64_t bad = firstEncodeMismatch(codec, xs.data() + start, n - start, {3, 4, 0xffffffe0});
+          ASSERT_LT(bad, 0) << codec.name() << " n " << n << " start " << start << " at " << bad;
+        }
+      }
+    }
+  }
+}
+
+TEST(CodecVectorPaths, DecodeGivesTheSharedDecodeOfEveryCodeInEveryPosition) {
+  // Every code (every byte value for nibble formats, so both nibble positions) in a buffer long
+  // enough for the vector loops, with a tail, against kernels::decodeCode.
+  for (const auto& f : vectorPathFormats()) {
+    const FloatCodec codec(f, RoundingMode::NearestEven);
+    const int width = codec.bytesPerValue();
+    const uint32_t mask = (1u << f.bits()) - 1;
+    const int64_t codes = width == 2 ? 65536 : 256;
+    const int64_t n = (width == 0 ? 2 * codes : codes) * 2 + 7;
+    std::vector<uint8_t> wire(codec.encodedBytes(n));
+    for (size_t k = 0; k < wire.size(); ++k) wire[k] = static_cast<uint8_t>(k * 7 + k / 256);
+    std::vector<float> out(static_cast<size_t>(n));
+    codec.decode(wire.data(), n, out.data());
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t c = 0;
+      if (width == 0) c = (wire[static_cast<size_t>(i / 2)] >> (4 * (i % 2))) & 15u;
+      if (width == 1) c = wire[static_cast<size_t>(i)];
+      if (width == 2) c = wire[static_cast<size_t>(2 * i)] | (uint32_t{wire[static_cast<size_t>(2 * i + 1)]} << 8);
+      ASSERT_EQ(std::bit_cast<uint32_t>(out[static_cast<size_t>(i)]),
+                std::bit_cast<uint32_t>(kernels::decodeCode(c & mask, codec.decodeParams())))
+          << f.describe() << " element " << i << " code " << c;
+    }
+  }
+}
+
+TEST(CodecVectorPaths, RandomBitsBlockMatchesRandomBits32AcrossTheLowWordWrap) {
+  for (uint64_t first : {uint64_t{0xffffffffu} - 40, (uint64_t{2} << 32) - 17, ~uint64_t{0} - 70}) {
+    std::vector<uint32_t> bits(100);
+    randomBitsBlock(bits.data(), 100, 0x0123456789abcdefull, 77, first);
+    for (uint64_t i = 0; i < 100; ++i) ASSERT_EQ(bits[i], randomBits32(0x0123456789abcdefull, 77, first + i)) << i;
+  }
+}
+
+TEST(CodecVectorPaths, BlockScaledAgreesWithTheSharedScaleArithmetic) {
+  // Blocks with zeros, infinities, NaNs, tiny and huge magnitudes, and a partial last block.
+  Rng rng(5);
+  std::vector<float> xs(32 * 40 + 9);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    xs[i] = std::ldexp(rng.normal(0.0f, 1.0f), static_cast<int>(i / 32) * 7 - 140);
+  }
+  for (size_t i = 0; i < 32; ++i) xs[32 * 3 + i] = 0.0f;
+  xs[32 * 5 + 3] = std::numeric_limits<float>::infinity();
+  xs[32 * 6 + 30] = std::numeric_limits<float>::quiet_NaN();
+  for (const char* element : {"e2m1", "e3m0", "e4m3"}) {
+    const FloatFormat f = FloatFormat::preset(element);
+    for (auto mode : {RoundingMode::NearestEven, RoundingMode::Stochastic}) {
+      const BlockScaledCodec codec(f, mode, 32);
+      FloatFormat saturating = f;
+      saturating.overflow = Overflow::Saturate;
+      const FloatCodec elements(saturating, mode);
+      const auto n = static_cast<int64_t>(xs.size());
+      const int64_t blocks = (n + 31) / 32;
+      std::vector<uint8_t> expected(codec.encodedBytes(n)), got(expected.size());
+      std::vector<float> scaled(xs.size());
+      for (int64_t b = 0; b < blocks; ++b) {
+        uint32_t amax = 0;
+        for (int64_t i = 32 * b; i < std::min(n, 32 * b + 32); ++i) amax = std::max(amax, kernels::absBits(xs[i]));
+        const uint32_t code = kernels::blockScaleCode(amax, f.maxExponent());
+        expected[static_cast<size_t>(b)] = static_cast<uint8_t>(code);
+        for (int64_t i = 32 * b; i < std::min(n, 32 * b + 32); ++i) scaled[i] = kernels::blockScaledInput(xs[i], code);
+      }
+      const EncodeContext ctx{1, 2, 3};
+      ASSERT_LT(firstEncodeMismatch(elements, scaled.data(), n, ctx), 0);
+      elements.encode(scaled.data(), n, expected.data() + blocks, ctx);
+      codec.encode(xs.data(), n, got.data(), ctx);
+      ASSERT_EQ(got, expected) << codec.name();
+      std::vector<float> decoded(xs.size());
+      codec.decode(got.data(), n, decoded.data());
+      std::vector<float> elementValues(xs.size());
+      elements.decode(got.data() + blocks, n, elementValues.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = kernels::blockScaledOutput(elementValues[i], got[static_cast<size_t>(i / 32)]);
+        ASSERT_EQ(std::bit_cast<uint32_t>(decoded[i]), std::bit_cast<uint32_t>(want)) << codec.name() << " " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace aps::precision::testing

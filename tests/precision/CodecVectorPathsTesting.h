@@ -1,0 +1,71 @@
+#pragma once
+
+// Shared by the codec vector-path tests (CodecVectorPathsTest.cpp, the default run's sweep, and
+// CodecExhaustiveTest.cpp, every fp32 input): the formats whose vector paths are checked and
+// the wire a codec must produce, built from the scalar core alone.
+#include "framework/core/Rng.h"
+#include "precision/FloatCodec.h"
+#include "precision/kernels/FloatRounding.h"
+
+#include <cstring>
+#include <vector>
+
+namespace aps::precision::testing {
+
+// The wire codecs' formats, plus layouts that take other branches of the kernels (no
+// subnormals, saturation, odd biases, no specials).
+inline std::vector<FloatFormat> vectorPathFormats() {
+  std::vector<FloatFormat> formats;
+  for (const char* name : {"fp16", "bf16", "e4m3", "e5m2", "e2m1", "e3m0", "e4m3_ieee", "e3m2", "e2m3"}) {
+    formats.push_back(FloatFormat::preset(name));
+  }
+  formats.push_back(FloatFormat::fromMap({{"preset", "e5m2"}, {"subnormals", "false"}}));
+  formats.push_back(FloatFormat::fromMap({{"preset", "e2m1"}, {"subnormals", "false"}}));
+  formats.push_back(FloatFormat::fromMap({{"preset", "e4m3"}, {"overflow", "saturate"}}));
+  formats.push_back(FloatFormat::fromMap({{"preset", "bf16"}, {"subnormals", "false"}, {"overflow", "saturate"}}));
+  formats.push_back(FloatFormat::fromMap({{"exponent_bits", "3"}, {"mantissa_bits", "4"}, {"bias", "2"}}));
+  formats.push_back(FloatFormat::fromMap({{"exponent_bits", "6"}, {"mantissa_bits", "5"}, {"bias", "40"}}));
+  formats.push_back(FloatFormat::fromMap(
+      {{"exponent_bits", "2"}, {"mantissa_bits", "2"}, {"specials", "none"}, {"overflow", "saturate"}}));
+  return formats;
+}
+
+// The bytes codec.encode(in, n, ctx) must write: kernels::roundCode of each value with
+// randomBits32(seed, stream, offset + i), packed by the codec's width.
+inline std::vector<uint8_t> scalarWire(const FloatCodec& codec, const float* in, int64_t n, const EncodeContext& ctx) {
+  std::vector<uint8_t> wire(codec.encodedBytes(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = codec.rounding() == RoundingMode::Stochastic
+                              ? randomBits32(ctx.seed, ctx.stream, static_cast<uint64_t>(ctx.offset + i))
+                              : 0u;
+    const uint32_t c = kernels::roundCode(in[i], codec.rounding(), bits, codec.roundingParams());
+    const auto k = static_cast<size_t>(i);
+    if (codec.bytesPerValue() == 0) {
+      wire[k / 2] = static_cast<uint8_t>(wire[k / 2] | (c << (4 * (k % 2))));
+    } else if (codec.bytesPerValue() == 1) {
+      wire[k] = static_cast<uint8_t>(c);
+    } else {
+      wire[2 * k] = static_cast<uint8_t>(c);
+      wire[2 * k + 1] = static_cast<uint8_t>(c >> 8);
+    }
+  }
+  return wire;
+}
+
+// Index of the first value whose encoded bytes differ from the scalar wire, or -1.
+inline int64_t firstEncodeMismatch(const FloatCodec& codec, const float* in, int64_t n, const EncodeContext& ctx) {
+  const std::vector<uint8_t> expected = scalarWire(codec, in, n, ctx);
+  std::vector<uint8_t> got(expected.size() + 1, 0xa5);  // a guard byte past the end
+  codec.encode(in, n, got.data(), ctx);
+  if (got.back() != 0xa5) return n;
+  if (std::memcmp(got.data(), expected.data(), expected.size()) == 0) return -1;
+  for (size_t k = 0; k < expected.size(); ++k) {
+    if (got[k] != expected[k]) {
+      const int64_t perValue = codec.bytesPerValue();
+      return perValue == 0 ? static_cast<int64_t>(2 * k) : static_cast<int64_t>(k) / perValue;
+    }
+  }
+  return -1;
+}
+
+}  // namespace aps::precision::testing
