@@ -8,8 +8,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace aps::precision {
 
@@ -20,12 +25,55 @@ FloatFormat saturating(FloatFormat f) {
   return f;
 }
 
+// Values per encode or decode step: whole blocks whose scaled values stay in L1 between the
+// scaling and the element codec.
+constexpr int64_t kStep = 2048;
+
 // Scratch for the scaled values of one call (codecs are shared by threads: one per thread).
 std::vector<float>& scratch(int which, int64_t n) {
   thread_local std::vector<float> buffers[2];
   auto& b = buffers[which];
   if (b.size() < static_cast<size_t>(n)) b.resize(static_cast<size_t>(n));
   return b;
+}
+
+// Values per step for blocks of `len`: a multiple of len, even (nibble elements start on a byte).
+int64_t stepLength(int64_t len, int64_t n) {
+  if (len > kStep) return n;
+  const int64_t step = (kStep / len) * len;
+  return step % 2 ? 2 * step : step;
+}
+
+// The block's largest magnitude as fp32 bits (integer max: inf or NaN makes it non-finite).
+uint32_t amaxBits(const float* x, int64_t m) {
+  uint32_t amax = 0;
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  __m512i acc = _mm512_setzero_si512();
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  for (; i < m; i += 16) {
+    const auto lanes = static_cast<__mmask16>(m - i >= 16 ? 0xffff : (1u << (m - i)) - 1);
+    acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes, x + i), magnitude));
+  }
+  amax = _mm512_reduce_max_epu32(acc);
+#endif
+  for (; i < m; ++i) amax = std::max(amax, kernels::absBits(x[i]));
+  return amax;
+}
+
+// dst[i] = kernels::scaleByPow2(x[i], shift) for shift != 0: the same double multiply and one
+// conversion back, eight lanes at a time.
+void scaleBlock(const float* x, int64_t m, int32_t shift, float* dst) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512d factor = _mm512_set1_pd(kernels::pow2Double(shift));
+  for (; i < m; i += 8) {
+    const auto lanes = static_cast<__mmask8>(m - i >= 8 ? 0xff : (1u << (m - i)) - 1);
+    const __m512d wide = _mm512_cvtps_pd(_mm256_maskz_loadu_ps(lanes, x + i));
+    _mm256_mask_storeu_ps(dst + i, lanes, _mm512_cvtpd_ps(_mm512_mul_pd(wide, factor)));
+  }
+#endif
+  for (; i < m; ++i) dst[i] = kernels::scaleByPow2(x[i], shift);
 }
 
 }  // namespace
@@ -56,25 +104,52 @@ uint8_t BlockScaledCodec::scaleCode(float amax) const {
 // CUDA codec; the elements are rounded by FloatCodec.
 void BlockScaledCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeContext& ctx) const {
   const int64_t len = blockLength(n);
-  std::vector<float>& scaled = scratch(0, n);
-  for (int64_t b = 0, begin = 0; begin < n; ++b, begin += len) {
-    const int64_t m = std::min(len, n - begin);
-    uint32_t amaxBits = 0;  // integer max: inf or NaN anywhere makes it non-finite
-    for (int64_t i = 0; i < m; ++i) amaxBits = std::max(amaxBits, kernels::absBits(in[begin + i]));
-    const uint32_t code = kernels::blockScaleCode(amaxBits, emax_);
-    out[b] = static_cast<uint8_t>(code);
-    for (int64_t i = 0; i < m; ++i)
-      scaled[static_cast<size_t>(begin + i)] = kernels::blockScaledInput(in[begin + i], code);
+  const int64_t step = stepLength(len, n);
+  std::vector<float>& scaled = scratch(0, std::min(step, n));
+  uint8_t* elementBytes = out + blocks(n);
+  for (int64_t begin = 0; begin < n; begin += step) {
+    const int64_t m = std::min(step, n - begin);
+    for (int64_t first = begin; first < begin + m; first += len) {
+      const int64_t count = std::min(len, n - first);
+      const uint32_t code = kernels::blockScaleCode(amaxBits(in + first, count), emax_);
+      out[first / len] = static_cast<uint8_t>(code);
+      float* dst = scaled.data() + (first - begin);
+      const int32_t shift = kernels::kScaleBias - static_cast<int32_t>(code);
+      if (code == kernels::kNanScale) {
+        std::fill(dst, dst + count, 0.0f);
+      } else if (shift == 0) {
+        std::memcpy(dst, in + first, static_cast<size_t>(count) * sizeof(float));
+      } else {
+        scaleBlock(in + first, count, shift, dst);
+      }
+    }
+    EncodeContext local = ctx;
+    local.offset = ctx.offset + begin;
+    elements_.encode(scaled.data(), m, elementBytes + elements_.encodedBytes(begin), local);
   }
-  elements_.encode(scaled.data(), n, out + blocks(n), ctx);
 }
 
 void BlockScaledCodec::decode(const uint8_t* in, int64_t n, float* out) const {
   const int64_t len = blockLength(n);
-  elements_.decode(in + blocks(n), n, out);
-  for (int64_t b = 0, begin = 0; begin < n; ++b, begin += len) {
-    const int64_t m = std::min(len, n - begin);
-    for (int64_t i = begin; i < begin + m; ++i) out[i] = kernels::blockScaledOutput(out[i], in[b]);
+  const int64_t step = stepLength(len, n);
+  std::vector<float>& values = scratch(0, std::min(step, n));
+  const uint8_t* elementBytes = in + blocks(n);
+  for (int64_t begin = 0; begin < n; begin += step) {
+    const int64_t m = std::min(step, n - begin);
+    elements_.decode(elementBytes + elements_.encodedBytes(begin), m, values.data());
+    for (int64_t first = begin; first < begin + m; first += len) {
+      const int64_t count = std::min(len, n - first);
+      const uint32_t code = in[first / len];
+      const float* src = values.data() + (first - begin);
+      const int32_t shift = static_cast<int32_t>(code) - kernels::kScaleBias;
+      if (code == kernels::kNanScale) {
+        std::fill(out + first, out + first + count, kernels::blockScaledOutput(0.0f, code));
+      } else if (shift == 0) {
+        std::memcpy(out + first, src, static_cast<size_t>(count) * sizeof(float));
+      } else {
+        scaleBlock(src, count, shift, out + first);
+      }
+    }
   }
 }
 
