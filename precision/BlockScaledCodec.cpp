@@ -102,69 +102,83 @@ uint8_t BlockScaledCodec::scaleCode(float amax) const {
 // The block's scale and each element's scaled value are kernels::blockScaleCode and
 // kernels::blockScaledInput / blockScaledOutput (precision/kernels/Scaling.h), shared with the
 // CUDA codec; the elements are rounded by FloatCodec.
-void BlockScaledCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeContext& ctx) const {
+// Elements [begin, begin + m) of an encoding of n values (begin a multiple of the block length
+// and even): their scale bytes and element bytes, from values x[0, m). `scaled` holds m floats.
+void BlockScaledCodec::encodeRange(const float* x, int64_t n, int64_t begin, int64_t m, uint8_t* out, float* scaled,
+                                   const EncodeContext& ctx) const {
   const int64_t len = blockLength(n);
-  const int64_t step = stepLength(len, n);
-  std::vector<float>& scaled = scratch(0, std::min(step, n));
-  uint8_t* elementBytes = out + blocks(n);
-  for (int64_t begin = 0; begin < n; begin += step) {
-    const int64_t m = std::min(step, n - begin);
-    for (int64_t first = begin; first < begin + m; first += len) {
-      const int64_t count = std::min(len, n - first);
-      const uint32_t code = kernels::blockScaleCode(amaxBits(in + first, count), emax_);
-      out[first / len] = static_cast<uint8_t>(code);
-      float* dst = scaled.data() + (first - begin);
-      const int32_t shift = kernels::kScaleBias - static_cast<int32_t>(code);
-      if (code == kernels::kNanScale) {
-        std::fill(dst, dst + count, 0.0f);
-      } else if (shift == 0) {
-        std::memcpy(dst, in + first, static_cast<size_t>(count) * sizeof(float));
-      } else {
-        scaleBlock(in + first, count, shift, dst);
-      }
+  for (int64_t first = 0; first < m; first += len) {
+    const int64_t count = std::min(len, m - first);
+    const uint32_t code = kernels::blockScaleCode(amaxBits(x + first, count), emax_);
+    out[(begin + first) / len] = static_cast<uint8_t>(code);
+    const int32_t shift = kernels::kScaleBias - static_cast<int32_t>(code);
+    if (code == kernels::kNanScale) {
+      std::fill(scaled + first, scaled + first + count, 0.0f);
+    } else if (shift == 0) {
+      std::memcpy(scaled + first, x + first, static_cast<size_t>(count) * sizeof(float));
+    } else {
+      scaleBlock(x + first, count, shift, scaled + first);
     }
-    EncodeContext local = ctx;
-    local.offset = ctx.offset + begin;
-    elements_.encode(scaled.data(), m, elementBytes + elements_.encodedBytes(begin), local);
+  }
+  EncodeContext local = ctx;
+  local.offset = ctx.offset + begin;
+  elements_.encode(scaled, m, out + blocks(n) + elements_.encodedBytes(begin), local);
+}
+
+// The decoded values [begin, begin + m) of an encoding of n values into out[0, m).
+void BlockScaledCodec::decodeRange(const uint8_t* in, int64_t n, int64_t begin, int64_t m, float* out) const {
+  const int64_t len = blockLength(n);
+  elements_.decode(in + blocks(n) + elements_.encodedBytes(begin), m, out);
+  for (int64_t first = 0; first < m; first += len) {
+    const int64_t count = std::min(len, m - first);
+    const uint32_t code = in[(begin + first) / len];
+    const int32_t shift = static_cast<int32_t>(code) - kernels::kScaleBias;
+    if (code == kernels::kNanScale) {
+      std::fill(out + first, out + first + count, kernels::blockScaledOutput(0.0f, code));
+    } else if (shift != 0) {
+      scaleBlock(out + first, count, shift, out + first);
+    }
+  }
+}
+
+// All four work in steps of whole blocks (stepLength), so intermediate values stay in L1.
+void BlockScaledCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeContext& ctx) const {
+  const int64_t step = stepLength(blockLength(n), n);
+  float* scaled = scratch(0, std::min(step, n)).data();
+  for (int64_t begin = 0; begin < n; begin += step) {
+    encodeRange(in + begin, n, begin, std::min(step, n - begin), out, scaled, ctx);
   }
 }
 
 void BlockScaledCodec::decode(const uint8_t* in, int64_t n, float* out) const {
-  const int64_t len = blockLength(n);
-  const int64_t step = stepLength(len, n);
-  std::vector<float>& values = scratch(0, std::min(step, n));
-  const uint8_t* elementBytes = in + blocks(n);
-  for (int64_t begin = 0; begin < n; begin += step) {
-    const int64_t m = std::min(step, n - begin);
-    elements_.decode(elementBytes + elements_.encodedBytes(begin), m, values.data());
-    for (int64_t first = begin; first < begin + m; first += len) {
-      const int64_t count = std::min(len, n - first);
-      const uint32_t code = in[first / len];
-      const float* src = values.data() + (first - begin);
-      const int32_t shift = static_cast<int32_t>(code) - kernels::kScaleBias;
-      if (code == kernels::kNanScale) {
-        std::fill(out + first, out + first + count, kernels::blockScaledOutput(0.0f, code));
-      } else if (shift == 0) {
-        std::memcpy(out + first, src, static_cast<size_t>(count) * sizeof(float));
-      } else {
-        scaleBlock(src, count, shift, out + first);
-      }
-    }
-  }
+  const int64_t step = stepLength(blockLength(n), n);
+  for (int64_t begin = 0; begin < n; begin += step) decodeRange(in, n, begin, std::min(step, n - begin), out + begin);
 }
 
 void BlockScaledCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc) const {
-  std::vector<float>& values = scratch(1, n);
-  decode(in, n, values.data());
-  for (int64_t i = 0; i < n; ++i) acc[i] += values[static_cast<size_t>(i)];
+  const int64_t step = stepLength(blockLength(n), n);
+  float* values = scratch(0, std::min(step, n)).data();
+  for (int64_t begin = 0; begin < n; begin += step) {
+    const int64_t m = std::min(step, n - begin);
+    decodeRange(in, n, begin, m, values);
+    for (int64_t i = 0; i < m; ++i) acc[begin + i] += values[i];
+  }
 }
 
 void BlockScaledCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
                                        const EncodeContext& ctx) const {
-  std::vector<float> sum(static_cast<size_t>(n));
-  decode(a, n, sum.data());
-  decodeAdd(b, n, sum.data());
-  encode(sum.data(), n, out, ctx);
+  // A step's bytes of a and b are read before the same step's bytes of out are written, so
+  // out may alias a or b.
+  const int64_t step = stepLength(blockLength(n), n);
+  float* va = scratch(0, std::min(step, n)).data();
+  float* vb = scratch(1, std::min(step, n)).data();
+  for (int64_t begin = 0; begin < n; begin += step) {
+    const int64_t m = std::min(step, n - begin);
+    decodeRange(a, n, begin, m, va);
+    decodeRange(b, n, begin, m, vb);
+    for (int64_t i = 0; i < m; ++i) va[i] += vb[i];
+    encodeRange(va, n, begin, m, out, vb, ctx);
+  }
 }
 
 }  // namespace aps::precision

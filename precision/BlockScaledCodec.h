@@ -47,6 +47,10 @@ class BlockScaledCodec : public Codec {
   int64_t blockLength(int64_t n) const { return blockSize_ > 0 ? blockSize_ : (n > 0 ? n : 1); }
   int64_t blocks(int64_t n) const { return n == 0 ? 0 : (n + blockLength(n) - 1) / blockLength(n); }
 
+  void encodeRange(const float* x, int64_t n, int64_t begin, int64_t m, uint8_t* out, float* scaled,
+                   const EncodeContext& ctx) const;
+  void decodeRange(const uint8_t* in, int64_t n, int64_t begin, int64_t m, float* out) const;
+
   FloatCodec elements_;  // the element format, saturating
   int64_t blockSize_;
   int emax_;

@@ -1,5 +1,6 @@
 // aps_bench_codec: encode and decode rates of wire codecs against the rate of copying the
-// same fp32 buffer (memcpy), measured in one run on one thread, printed as JSON. With
+// same fp32 buffer (memcpy), measured in one run on one thread, printed as JSON; on the CPU
+// also the reducers' decodeAdd and fused decodeAddEncode. With
 // --device cuda: the CUDA codecs (precision/cuda/DeviceCodec.h) on GPU 0 against
 // cudaMemcpy device to device, timed with CUDA events.
 #include "framework/core/Error.h"
@@ -16,6 +17,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -43,6 +45,17 @@ std::string codecEntry(const std::string& name, double encRate, double decRate, 
       "    {{\"codec\": \"{}\", \"encode_values_per_s\": {:.4g}, \"decode_values_per_s\": {:.4g}, "
       "\"encode_vs_copy\": {:.3f}, \"decode_vs_copy\": {:.3f}}}",
       name, encRate, decRate, encRate / copyRate, decRate / copyRate);
+}
+
+// The CPU entry adds the reducers' fused steps: decodeAdd (acc += decode) and decodeAddEncode
+// (one hop: encode(decode(a) + decode(b))), as rates and against the copy.
+std::string cpuCodecEntry(const std::string& name, const double rates[4], double copyRate) {
+  std::string entry = codecEntry(name, rates[0], rates[1], copyRate);
+  entry.pop_back();  // the closing brace
+  return entry + fmt::format(
+                     ", \"decode_add_values_per_s\": {:.4g}, \"decode_add_encode_values_per_s\": {:.4g}, "
+                     "\"decode_add_vs_copy\": {:.3f}, \"decode_add_encode_vs_copy\": {:.3f}}}",
+                     rates[2], rates[3], rates[2] / copyRate, rates[3] / copyRate);
 }
 
 #if defined(APS_WITH_CUDA)
@@ -146,28 +159,37 @@ int main(int argc, char** argv) {
     std::vector<std::unique_ptr<aps::precision::Codec>> list;
     std::stringstream names(codecs);
     for (std::string name; std::getline(names, name, ',');) list.push_back(aps::precision::makeCodec(name));
-    std::vector<std::vector<uint8_t>> bytes;
+    std::vector<std::vector<uint8_t>> bytes, sums;
     for (const auto& codec : list) {
       bytes.emplace_back(codec->encodedBytes(count));
       codec->encode(in.data(), count, bytes.back().data());
+      sums.emplace_back(bytes.back());
     }
     // Interleaved: every repeat times the copy and each codec back to back, so load from
     // other processes affects all of them alike; the best time of each counts.
     double copy = 1e30;
-    std::vector<double> enc(list.size(), 1e30), dec(list.size(), 1e30);
+    // Per codec: encode, decode, decodeAdd, decodeAddEncode.
+    std::vector<std::array<double, 4>> best(list.size(), {1e30, 1e30, 1e30, 1e30});
     for (int r = 0; r < repeats; ++r) {
       copy = std::min(copy, bestSeconds(1, [&] { std::memcpy(out.data(), in.data(), in.size() * sizeof(float)); }));
       for (size_t c = 0; c < list.size(); ++c) {
-        enc[c] = std::min(enc[c], bestSeconds(1, [&] { list[c]->encode(in.data(), count, bytes[c].data()); }));
-        dec[c] = std::min(dec[c], bestSeconds(1, [&] { list[c]->decode(bytes[c].data(), count, out.data()); }));
+        const auto& codec = *list[c];
+        auto& t = best[c];
+        t[0] = std::min(t[0], bestSeconds(1, [&] { codec.encode(in.data(), count, bytes[c].data()); }));
+        t[1] = std::min(t[1], bestSeconds(1, [&] { codec.decode(bytes[c].data(), count, out.data()); }));
+        t[2] = std::min(t[2], bestSeconds(1, [&] { codec.decodeAdd(bytes[c].data(), count, out.data()); }));
+        t[3] = std::min(t[3], bestSeconds(1, [&] {
+                          codec.decodeAddEncode(bytes[c].data(), bytes[c].data(), count, sums[c].data());
+                        }));
       }
     }
     const double copyRate = static_cast<double>(count) / copy;
     std::string entries;
     for (size_t c = 0; c < list.size(); ++c) {
-      const double encRate = static_cast<double>(count) / enc[c], decRate = static_cast<double>(count) / dec[c];
+      double rates[4];
+      for (int k = 0; k < 4; ++k) rates[k] = static_cast<double>(count) / best[c][static_cast<size_t>(k)];
       if (!entries.empty()) entries += ",\n";
-      entries += codecEntry(list[c]->name(), encRate, decRate, copyRate);
+      entries += cpuCodecEntry(list[c]->name(), rates, copyRate);
     }
     fmt::print(
         "{{\n  \"values\": {},\n  \"repeats\": {},\n  \"memcpy_values_per_s\": {:.4g},\n  \"codecs\": [\n{}\n  ]\n}}\n",
