@@ -1,22 +1,37 @@
 #!/usr/bin/env bash
 # Installs every Debian package aps builds, tests and runs with. Idempotent: packages
 # already installed are skipped, so a second run does nothing. Run as root on Debian 12.
+#   tools/install-deps.sh           everything (the test suite, the sanitizer build, Python)
+#   tools/install-deps.sh --train   only what building the C++ tree and training need (the
+#                                   quickstart): no clang/LLVM, PyTorch or matplotlib
 set -euo pipefail
 
-PACKAGES=(
+TRAIN_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libeigen3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   zlib1g-dev libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev
   libopenmpi-dev openmpi-bin
+  # small, and CMake's configure step needs them while the tests are part of the tree
   libgtest-dev libgmock-dev libbenchmark-dev
+  dataset-fashion-mnist
+)
+TEST_PACKAGES=(
   # the sanitizer and fuzzing build (tools/build-san.sh): clang, its sanitizer and libFuzzer
   # runtimes, its OpenMP, llvm-symbolizer for readable reports
   clang libclang-rt-14-dev libomp-dev llvm
-  dataset-fashion-mnist
   python3-matplotlib
   # the Python module aps and its PyTorch DDP comm hook (python/): built and tested when found
   python3-dev pybind11-dev python3-numpy python3-torch
 )
+
+case "${1:-}" in
+  "") PACKAGES=("${TRAIN_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  --train) PACKAGES=("${TRAIN_PACKAGES[@]}") ;;
+  *)
+    echo "install-deps.sh: unknown argument '$1' (expected nothing, or --train)" >&2
+    exit 2
+    ;;
+esac
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps.sh: must run as root (apt-get install needs it)" >&2
