@@ -1,6 +1,7 @@
 // 2D convolution, forward and backward, dispatched by shape:
-//  - unit stride on maps wide enough: the in-place panel kernel (PanelConv.h), for the
-//    forward pass and, through the flipped-filter identity below, for the input gradient;
+//  - maps wide enough, kernels at least as large as the stride: the in-place panel kernel
+//    (PanelConv.h), for the forward pass and, at unit stride through the flipped-filter
+//    identity below, for the input gradient;
 //  - otherwise im2col + Eigen GEMM (Chellapilla et al., "High Performance Convolutional
 //    Neural Networks for Document Processing", 2006), lowered over chunks of images so that
 //    one GEMM covers several images while its column matrix stays in cache;

@@ -52,10 +52,13 @@ void microKernel(float* tile, const float* a, const float* base, const int64_t* 
 
 struct Geometry {
   int64_t p, q, pq, cg, kg, kd, blocks;  // blocks: 4-filter blocks per group
-  int64_t hp, wp, planeSize;             // zero-padded input plane
-  bool direct;                           // stride 1 with little waste: read the padded input in place
-  int64_t directWidth;                   // direct path: tile width in vectors, 1 to kMaxWidth
-  int64_t directColumns;                 // direct path: columns per image (p * wp, rounded up to the tile)
+  // The zero-padded input, each plane split into strideH x strideW phases (a, b) holding its
+  // rows a, a + strideH, ... and columns b, b + strideW, ...: (phases, hp, wp) per channel, so
+  // that the pixels of an output row read consecutive floats at any stride.
+  int64_t hp, wp, planeSize;
+  bool direct;            // stride 1 with little waste: read the padded input in place
+  int64_t directWidth;    // direct path: tile width in vectors, 1 to kMaxWidth
+  int64_t directColumns;  // direct path: columns per image (p * wp, rounded up to the tile)
 };
 
 // packed (groups, blocks, kd, kRows) <- weight (K, kd), zero rows past each group's filters.
@@ -82,7 +85,10 @@ void tapOffsets(int64_t* offsets, const Conv2dShape& s, const Geometry& geo) {
   for (int64_t c = 0; c < geo.cg; ++c) {
     for (int64_t r = 0; r < s.r; ++r) {
       for (int64_t t = 0; t < s.s; ++t) {
-        offsets[(c * s.r + r) * s.s + t] = c * geo.planeSize + r * s.dilationH * geo.wp + t * s.dilationW;
+        const int64_t y = r * s.dilationH, x = t * s.dilationW;
+        const int64_t phase = y % s.strideH * s.strideW + x % s.strideW;
+        offsets[(c * s.r + r) * s.s + t] =
+            c * geo.planeSize + phase * geo.hp * geo.wp + y / s.strideH * geo.wp + x / s.strideW;
       }
     }
   }
@@ -144,9 +150,9 @@ Geometry makeGeometry(const Conv2dShape& s) {
   geo.kg = s.k / s.groups;
   geo.kd = geo.cg * s.r * s.s;
   geo.blocks = (geo.kg + kRows - 1) / kRows;
-  geo.hp = s.h + 2 * s.padH;
-  geo.wp = s.w + 2 * s.padW;
-  geo.planeSize = geo.hp * geo.wp;
+  geo.hp = (s.h + 2 * s.padH + s.strideH - 1) / s.strideH;
+  geo.wp = (s.w + 2 * s.padW + s.strideW - 1) / s.strideW;
+  geo.planeSize = s.strideH * s.strideW * geo.hp * geo.wp;
   // The direct path computes outputs over the padded width (wasting wp - Q columns per
   // row) and whole tiles per image; take it when that waste is small, since it packs nothing.
   // Packing short rows costs more than computing up to 60% extra columns (measured on
@@ -159,8 +165,39 @@ Geometry makeGeometry(const Conv2dShape& s) {
       geo.directColumns = columns;
     }
   }
-  geo.direct = s.strideH == 1 && s.strideW == 1 && geo.directColumns * 100 <= geo.pq * 160;
+  // Strided kernels narrower than the stride (1x1 projections) would copy phases they never
+  // read: im2col reads only the pixels it needs.
+  geo.direct = geo.directColumns * 100 <= geo.pq * 160 && s.r >= s.strideH && s.s >= s.strideW;
   return geo;
+}
+
+// padded <- the input's planes zero-padded and split into phases (Geometry), followed by
+// `tail` zeros.
+void padPhases(float* padded, const float* in, const Conv2dShape& s, const Geometry& geo, int64_t tail) {
+  const int64_t planes = s.n * s.c;
+  parallelFor(planes, 8, [&](int64_t plane0, int64_t plane1) {
+    for (int64_t plane = plane0; plane < plane1; ++plane) {
+      const float* src = in + plane * s.h * s.w;
+      float* dst = padded + plane * geo.planeSize;
+      for (int64_t a = 0; a < s.strideH; ++a) {
+        for (int64_t b = 0; b < s.strideW; ++b, dst += geo.hp * geo.wp) {
+          for (int64_t y = 0; y < geo.hp; ++y) {
+            float* row = dst + y * geo.wp;
+            const int64_t ih = y * s.strideH + a - s.padH;
+            if (ih < 0 || ih >= s.h) {
+              std::fill(row, row + geo.wp, 0.0f);
+              continue;
+            }
+            for (int64_t x = 0; x < geo.wp; ++x) {
+              const int64_t iw = x * s.strideW + b - s.padW;
+              row[x] = iw >= 0 && iw < s.w ? src[ih * s.w + iw] : 0.0f;
+            }
+          }
+        }
+      }
+    }
+  });
+  std::fill(padded + planes * geo.planeSize, padded + planes * geo.planeSize + tail, 0.0f);
 }
 
 }  // namespace
@@ -200,7 +237,11 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
   // Over-wide direct tiles read up to a tile (plus the filter's reach) past the last pixel.
   const int64_t tail = kSlack + geo.directColumns;
   float* padded = Workspace::get(kSlotPaddedInput, s.n * s.c * geo.planeSize + tail);
-  padPlanes(padded, in, s.n * s.c, s.h, s.w, s.padH, s.padW, tail);
+  if (s.strideH == 1 && s.strideW == 1) {
+    padPlanes(padded, in, s.n * s.c, s.h, s.w, s.padH, s.padW, tail);
+  } else {
+    padPhases(padded, in, s, geo, tail);
+  }
 
   const int64_t tilesPerImage = geo.directColumns / (geo.directWidth * kLanes);
   const int64_t tiles = s.n * tilesPerImage;
