@@ -16,8 +16,10 @@ using simd::kLanes;
 using simd::Vec;
 
 // Floats of transposed gradOut staged per chunk of images (at least one image): the batch
-// is walked chunk by chunk, every weight's FMA chain continuing from the last chunk.
-constexpr int64_t kChunkFloats = 256 * 1024;
+// is walked chunk by chunk, every weight's FMA chain continuing from the last chunk. Large,
+// so that most layers take one chunk: each chunk ends in a barrier, where a thread that the
+// machine's other work delays holds up the rest (measured on a loaded 2-core machine).
+constexpr int64_t kChunkFloats = 4 * 1024 * 1024;
 // Taps per tile are rounded up to a multiple of this; the extra taps repeat the last one
 // into accumulator rows past the real ones, which are dropped.
 constexpr int kTapStep = 2;

@@ -149,7 +149,7 @@ const Case kCases[] = {
     {2, 11, 7, 7, 80, 1, 1, 1, 0, 1, 1},
     {1, 130, 5, 5, 9, 1, 1, 1, 0, 1, 1},
     // Batches the weight gradient stages in more than one chunk of images.
-    {3, 2, 40, 40, 80, 3, 3, 1, 1, 1, 1},
+    {3, 1, 128, 128, 128, 1, 1, 1, 0, 1, 1},
     {5, 4, 36, 36, 64, 3, 3, 1, 1, 1, 2},
     // Strides (the panel kernel's stride phases), padding, dilation, groups, odd maps.
     {3, 6, 13, 11, 10, 3, 3, 2, 1, 1, 1},
