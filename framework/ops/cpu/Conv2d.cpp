@@ -1,13 +1,14 @@
 // 2D convolution, forward and backward, dispatched by shape:
-//  - unit stride on maps wide enough: the in-place panel kernel (PanelConv.h), for the
-//    forward pass and, through the flipped-filter identity below, for the input gradient;
+//  - maps wide enough, kernels at least as large as the stride: the in-place panel kernel
+//    (PanelConv.h), for the forward pass and, at unit stride through the flipped-filter
+//    identity below, for the input gradient;
 //  - otherwise im2col + Eigen GEMM (Chellapilla et al., "High Performance Convolutional
 //    Neural Networks for Document Processing", 2006), lowered over chunks of images so that
 //    one GEMM covers several images while its column matrix stays in cache;
-//  - weight gradients: blocked dot products (ConvWeightGrad.h) for unit stride, per-image
-//    Eigen GEMMs otherwise.
-// Chunks are sized from the shape alone, each GEMM runs on one thread, and partial sums are
-// combined in chunk order, so the bits do not depend on the thread count.
+//  - weight gradients: an outer-product micro-kernel over the pixels (ConvWeightGrad.h), for
+//    every shape.
+// Chunks are sized from the shape alone and each GEMM runs on one thread, so the bits do not
+// depend on the thread count.
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/core/Profile.h"
@@ -35,15 +36,11 @@ using ConstMatrixMap = Eigen::Map<const RowMatrix, Eigen::Unaligned, Eigen::Oute
 constexpr int64_t kTargetColumns = 1024;
 // At least this many forward chunks per batch (when the batch allows) to share the work.
 constexpr int64_t kMinChunks = 8;
-// Images per weight-gradient chunk are chosen so that a batch splits into at most this
-// many chunks (a function of N alone); chunk partials are added in chunk order.
-constexpr int64_t kWeightChunks = 16;
 
-// Workspace slots used inside the parallel loops; kSlotPartials and kSlotFlipped belong to
+// Workspace slots used inside the parallel loops; kSlotFlipped belongs to
 // the calling thread (slots 4 and 5 are taken by the panel convolution).
 constexpr int kSlotColumns = 0;
 constexpr int kSlotStaging = 1;
-constexpr int kSlotPartials = 2;
 constexpr int kSlotGradColumns = 3;
 constexpr int kSlotFlipped = 6;
 
@@ -204,46 +201,6 @@ void forwardByColumns(float* out, const float* in, const float* weight, const fl
   });
 }
 
-// gradWeight = sum over images of gradOut_n (K, PQ) * col_n^T (PQ, CRS), per group.
-void gradWeightByColumns(float* gradWeight, const float* gradOut, const float* in, const Conv2dShape& s,
-                         const ConvPlan& plan) {
-  const int64_t weightSize = s.k * plan.crs;
-  const int64_t imagesPerChunk = (s.n + kWeightChunks - 1) / kWeightChunks;
-  const int64_t chunks = (s.n + imagesPerChunk - 1) / imagesPerChunk;
-  float* partials = Workspace::get(kSlotPartials, chunks * weightSize);
-  forEachChunk(chunks, [&](int64_t chunk) {
-    float* partial = partials + chunk * weightSize;
-    float* col = plan.pointwise ? nullptr : Workspace::get(kSlotColumns, plan.crs * plan.pq);
-    const int64_t n1 = std::min(s.n, (chunk + 1) * imagesPerChunk);
-    for (int64_t n = chunk * imagesPerChunk; n < n1; ++n) {
-      const float* image = in + n * s.c * plan.hw;
-      for (int64_t g = 0; g < s.groups; ++g) {
-        const float* colG = col;
-        if (plan.pointwise) {
-          colG = image + g * plan.cg * plan.hw;
-        } else {
-          im2col(col, image, 1, g, s, plan);
-        }
-        ConstMatrixMap x(colG, plan.crs, plan.pq, Eigen::OuterStride<>(plan.pq));
-        ConstMatrixMap dy(gradOut + (n * s.k + g * plan.kg) * plan.pq, plan.kg, plan.pq, Eigen::OuterStride<>(plan.pq));
-        MatrixMap dw(partial + g * plan.kg * plan.crs, plan.kg, plan.crs, Eigen::OuterStride<>(plan.crs));
-        if (n == chunk * imagesPerChunk) {
-          dw.noalias() = dy * x.transpose();
-        } else {
-          dw.noalias() += dy * x.transpose();
-        }
-      }
-    }
-  });
-  parallelFor(weightSize, 1024, [&](int64_t i0, int64_t i1) {
-    std::copy(partials + i0, partials + i1, gradWeight + i0);
-    for (int64_t chunk = 1; chunk < chunks; ++chunk) {
-      const float* part = partials + chunk * weightSize;
-      for (int64_t i = i0; i < i1; ++i) gradWeight[i] += part[i];
-    }
-  });
-}
-
 // The input gradient of a stride-1 convolution is itself a convolution (the "full"
 // correlation of Dumoulin & Visin, "A guide to convolution arithmetic", 2016): of gradOut
 // with the filters flipped in space and transposed in channels, padded by
@@ -352,13 +309,7 @@ void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const flo
   }
   if (gradWeight != nullptr) {
     const profile::Scope scope("conv.backward_weight", convFlops(s), convBytes(s));
-    // Strided convolutions: Eigen's GEMM on per-image columns beats the dot products,
-    // whose im2col rows are gathered element by element.
-    if (s.strideH == 1 && s.strideW == 1) {
-      detail::convWeightGrad(gradWeight, gradOut, in, s);
-    } else {
-      gradWeightByColumns(gradWeight, gradOut, in, s, plan);
-    }
+    detail::convWeightGrad(gradWeight, gradOut, in, s);
   }
 }
 

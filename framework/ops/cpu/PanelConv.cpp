@@ -2,135 +2,63 @@
 
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/ops/cpu/Simd.h"
 #include "framework/ops/cpu/Workspace.h"
 
 #include <algorithm>
 #include <cstring>
 
-#if defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#define APS_PANEL_AVX2 1
-#endif
-
 namespace aps::cpu::detail {
 
 namespace {
 
-constexpr int64_t kRows = 4;   // filters per micro-tile
-constexpr int64_t kCols = 24;  // output pixels per micro-tile (three AVX registers)
-constexpr int64_t kSlack = 8;  // floats of zero tail past the padded input
+using simd::kLanes;
+using simd::Vec;
+
+// Register tile: kRows filters x W vectors of output pixels, W = 1 to kMaxWidth; each
+// broadcast weight meets W pixel vectors. Eight filters on AVX-512 (up to 24 of its 32
+// registers hold accumulators), four elsewhere (12 of 16).
+constexpr int64_t kRows = simd::kRegisters >= 32 ? 8 : 4;
+constexpr int kMaxWidth = 3;
+constexpr int64_t kMaxCols = kMaxWidth * kLanes;  // tile row stride
+constexpr int64_t kSlack = 8;                     // floats of zero tail past the padded input
 constexpr int64_t kTilesPerTask = 4;
 
 // Caller-thread workspace slots, read by every thread.
 constexpr int kSlotPaddedInput = 4;
 constexpr int kSlotPackedWeights = 5;
 
-// Where row d of the (depth, kCols) right-hand operand lives: the padded input itself at
-// base + offsets[d], so nothing is packed.
-struct InputRows {
-  const float* base;
-  const int64_t* offsets;
-  const float* row(int64_t d) const { return base + offsets[d]; }
-};
-
-// tile (kRows, kCols) <- a (depth, kRows)^T * b (depth, kCols).
-template <typename Rows>
-inline void microKernel(float* tile, const float* a, const Rows& rows, int64_t depth) {
-#ifdef APS_PANEL_AVX2
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00;
-  __m256 c20 = c00, c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
-  for (int64_t d = 0; d < depth; ++d, a += kRows) {
-    const float* b = rows.row(d);
-    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8), b2 = _mm256_loadu_ps(b + 16);
-    __m256 x = _mm256_broadcast_ss(a);
-    c00 = _mm256_fmadd_ps(x, b0, c00);
-    c01 = _mm256_fmadd_ps(x, b1, c01);
-    c02 = _mm256_fmadd_ps(x, b2, c02);
-    x = _mm256_broadcast_ss(a + 1);
-    c10 = _mm256_fmadd_ps(x, b0, c10);
-    c11 = _mm256_fmadd_ps(x, b1, c11);
-    c12 = _mm256_fmadd_ps(x, b2, c12);
-    x = _mm256_broadcast_ss(a + 2);
-    c20 = _mm256_fmadd_ps(x, b0, c20);
-    c21 = _mm256_fmadd_ps(x, b1, c21);
-    c22 = _mm256_fmadd_ps(x, b2, c22);
-    x = _mm256_broadcast_ss(a + 3);
-    c30 = _mm256_fmadd_ps(x, b0, c30);
-    c31 = _mm256_fmadd_ps(x, b1, c31);
-    c32 = _mm256_fmadd_ps(x, b2, c32);
+// tile (kRows, W * kLanes; row stride kMaxCols) <- a (depth, kRows)^T * b (depth, W * kLanes),
+// where row d of b is the padded input itself at base + offsets[d], so nothing is packed.
+template <int W>
+void microKernel(float* tile, const float* a, const float* base, const int64_t* offsets, int64_t depth) {
+  Vec c[kRows][W];
+  for (int64_t i = 0; i < kRows; ++i) {
+    for (int w = 0; w < W; ++w) c[i][w] = simd::zero();
   }
-  _mm256_storeu_ps(tile + 0, c00);
-  _mm256_storeu_ps(tile + 8, c01);
-  _mm256_storeu_ps(tile + 16, c02);
-  _mm256_storeu_ps(tile + 24, c10);
-  _mm256_storeu_ps(tile + 32, c11);
-  _mm256_storeu_ps(tile + 40, c12);
-  _mm256_storeu_ps(tile + 48, c20);
-  _mm256_storeu_ps(tile + 56, c21);
-  _mm256_storeu_ps(tile + 64, c22);
-  _mm256_storeu_ps(tile + 72, c30);
-  _mm256_storeu_ps(tile + 80, c31);
-  _mm256_storeu_ps(tile + 88, c32);
-#else
-  float acc[kRows][kCols] = {};
   for (int64_t d = 0; d < depth; ++d, a += kRows) {
-    const float* b = rows.row(d);
+    const float* b = base + offsets[d];
+    Vec x[W];
+    for (int w = 0; w < W; ++w) x[w] = simd::load(b + w * kLanes);
     for (int64_t i = 0; i < kRows; ++i) {
-      for (int64_t j = 0; j < kCols; ++j) acc[i][j] += a[i] * b[j];
+      const Vec f = simd::broadcast(a + i);
+      for (int w = 0; w < W; ++w) c[i][w] = simd::fma(f, x[w], c[i][w]);
     }
   }
-  std::memcpy(tile, acc, sizeof(acc));
-#endif
-}
-
-// tile (kRows, 16 of kCols) <- a (depth, kRows)^T * b (depth, 16): the narrower tile of the
-// direct path, which wastes fewer padded columns on small maps (14 x 16 = 224 = 14 tiles).
-template <typename Rows>
-inline void microKernel16(float* tile, const float* a, const Rows& rows, int64_t depth) {
-#ifdef APS_PANEL_AVX2
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-  for (int64_t d = 0; d < depth; ++d, a += kRows) {
-    const float* b = rows.row(d);
-    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-    __m256 x = _mm256_broadcast_ss(a);
-    c00 = _mm256_fmadd_ps(x, b0, c00);
-    c01 = _mm256_fmadd_ps(x, b1, c01);
-    x = _mm256_broadcast_ss(a + 1);
-    c10 = _mm256_fmadd_ps(x, b0, c10);
-    c11 = _mm256_fmadd_ps(x, b1, c11);
-    x = _mm256_broadcast_ss(a + 2);
-    c20 = _mm256_fmadd_ps(x, b0, c20);
-    c21 = _mm256_fmadd_ps(x, b1, c21);
-    x = _mm256_broadcast_ss(a + 3);
-    c30 = _mm256_fmadd_ps(x, b0, c30);
-    c31 = _mm256_fmadd_ps(x, b1, c31);
+  for (int64_t i = 0; i < kRows; ++i) {
+    for (int w = 0; w < W; ++w) simd::store(tile + i * kMaxCols + w * kLanes, c[i][w]);
   }
-  _mm256_storeu_ps(tile + 0, c00);
-  _mm256_storeu_ps(tile + 8, c01);
-  _mm256_storeu_ps(tile + 24, c10);
-  _mm256_storeu_ps(tile + 32, c11);
-  _mm256_storeu_ps(tile + 48, c20);
-  _mm256_storeu_ps(tile + 56, c21);
-  _mm256_storeu_ps(tile + 72, c30);
-  _mm256_storeu_ps(tile + 80, c31);
-#else
-  float acc[kRows][kCols] = {};
-  for (int64_t d = 0; d < depth; ++d, a += kRows) {
-    const float* b = rows.row(d);
-    for (int64_t i = 0; i < kRows; ++i) {
-      for (int64_t j = 0; j < 16; ++j) acc[i][j] += a[i] * b[j];
-    }
-  }
-  std::memcpy(tile, acc, sizeof(acc));
-#endif
 }
 
 struct Geometry {
   int64_t p, q, pq, cg, kg, kd, blocks;  // blocks: 4-filter blocks per group
-  int64_t hp, wp, planeSize;             // zero-padded input plane
-  bool direct;                           // stride 1 with little waste: read the padded input in place
-  int64_t directWidth;                   // direct path: tile width, 16 or kCols
-  int64_t directColumns;                 // direct path: columns per image (p * wp, rounded up to the width)
+  // The zero-padded input, each plane split into strideH x strideW phases (a, b) holding its
+  // rows a, a + strideH, ... and columns b, b + strideW, ...: (phases, hp, wp) per channel, so
+  // that the pixels of an output row read consecutive floats at any stride.
+  int64_t hp, wp, planeSize;
+  bool direct;            // stride 1 with little waste: read the padded input in place
+  int64_t directWidth;    // direct path: tile width in vectors, 1 to kMaxWidth
+  int64_t directColumns;  // direct path: columns per image (p * wp, rounded up to the tile)
 };
 
 // packed (groups, blocks, kd, kRows) <- weight (K, kd), zero rows past each group's filters.
@@ -157,7 +85,10 @@ void tapOffsets(int64_t* offsets, const Conv2dShape& s, const Geometry& geo) {
   for (int64_t c = 0; c < geo.cg; ++c) {
     for (int64_t r = 0; r < s.r; ++r) {
       for (int64_t t = 0; t < s.s; ++t) {
-        offsets[(c * s.r + r) * s.s + t] = c * geo.planeSize + r * s.dilationH * geo.wp + t * s.dilationW;
+        const int64_t y = r * s.dilationH, x = t * s.dilationW;
+        const int64_t phase = y % s.strideH * s.strideW + x % s.strideW;
+        offsets[(c * s.r + r) * s.s + t] =
+            c * geo.planeSize + phase * geo.hp * geo.wp + y / s.strideH * geo.wp + x / s.strideW;
       }
     }
   }
@@ -170,7 +101,7 @@ inline void storeRun(float* out, const float* tile, int64_t first, int64_t colum
                      const float* bias, int64_t planeStride) {
   for (int64_t i = 0; i < rows; ++i) {
     float* dst = out + i * planeStride;
-    const float* src = tile + i * kCols + first;
+    const float* src = tile + i * kMaxCols + first;
     const float b = bias != nullptr ? bias[kFirst + i] : 0.0f;
     for (int64_t x = 0; x < columns; ++x) dst[x] = src[x] + b;
   }
@@ -180,17 +111,19 @@ inline void storeRun(float* out, const float* tile, int64_t first, int64_t colum
 // p * wp + q, of which q < Q are real outputs.
 void directTile(float* out, const float* padded, const float* packed, const float* bias, const int64_t* offsets,
                 int64_t n, int64_t tileInImage, const Conv2dShape& s, const Geometry& geo) {
-  alignas(32) float tile[kRows * kCols];
-  const int64_t width = geo.directWidth;
+  alignas(64) float tile[kRows * kMaxCols];
+  const int64_t width = geo.directWidth * kLanes;
   const int64_t j0 = tileInImage * width;
   for (int64_t g = 0; g < s.groups; ++g) {
-    const InputRows rows{padded + (n * s.c + g * geo.cg) * geo.planeSize + j0, offsets};
+    const float* base = padded + (n * s.c + g * geo.cg) * geo.planeSize + j0;
     for (int64_t block = 0; block < geo.blocks; ++block) {
       const float* a = packed + (g * geo.blocks + block) * geo.kd * kRows;
-      if (width == kCols) {
-        microKernel(tile, a, rows, geo.kd);
+      if (geo.directWidth == 3) {
+        microKernel<3>(tile, a, base, offsets, geo.kd);
+      } else if (geo.directWidth == 2) {
+        microKernel<2>(tile, a, base, offsets, geo.kd);
       } else {
-        microKernel16(tile, a, rows, geo.kd);
+        microKernel<1>(tile, a, base, offsets, geo.kd);
       }
       const int64_t kFirst = g * geo.kg + block * kRows;
       const int64_t count = std::min(kRows, geo.kg - block * kRows);
@@ -217,19 +150,54 @@ Geometry makeGeometry(const Conv2dShape& s) {
   geo.kg = s.k / s.groups;
   geo.kd = geo.cg * s.r * s.s;
   geo.blocks = (geo.kg + kRows - 1) / kRows;
-  geo.hp = s.h + 2 * s.padH;
-  geo.wp = s.w + 2 * s.padW;
-  geo.planeSize = geo.hp * geo.wp;
+  geo.hp = (s.h + 2 * s.padH + s.strideH - 1) / s.strideH;
+  geo.wp = (s.w + 2 * s.padW + s.strideW - 1) / s.strideW;
+  geo.planeSize = s.strideH * s.strideW * geo.hp * geo.wp;
   // The direct path computes outputs over the padded width (wasting wp - Q columns per
   // row) and whole tiles per image; take it when that waste is small, since it packs nothing.
   // Packing short rows costs more than computing up to 60% extra columns (measured on
   // ResNet-20's 7x7 maps: direct with 64 columns for 49 pixels beats packing).
-  const int64_t columns24 = (geo.p * geo.wp + kCols - 1) / kCols * kCols;
-  const int64_t columns16 = (geo.p * geo.wp + 15) / 16 * 16;
-  geo.directWidth = columns16 < columns24 ? 16 : kCols;
-  geo.directColumns = std::min(columns16, columns24);
-  geo.direct = s.strideH == 1 && s.strideW == 1 && geo.directColumns * 100 <= geo.pq * 160;
+  // Among the tile widths wasting the fewest columns, the widest (fewest loads per FMA).
+  for (int width = 1; width <= kMaxWidth; ++width) {
+    const int64_t columns = (geo.p * geo.wp + width * kLanes - 1) / (width * kLanes) * (width * kLanes);
+    if (width == 1 || columns <= geo.directColumns) {
+      geo.directWidth = width;
+      geo.directColumns = columns;
+    }
+  }
+  // Strided kernels narrower than the stride (1x1 projections) would copy phases they never
+  // read: im2col reads only the pixels it needs.
+  geo.direct = geo.directColumns * 100 <= geo.pq * 160 && s.r >= s.strideH && s.s >= s.strideW;
   return geo;
+}
+
+// padded <- the input's planes zero-padded and split into phases (Geometry), followed by
+// `tail` zeros.
+void padPhases(float* padded, const float* in, const Conv2dShape& s, const Geometry& geo, int64_t tail) {
+  const int64_t planes = s.n * s.c;
+  parallelFor(planes, 8, [&](int64_t plane0, int64_t plane1) {
+    for (int64_t plane = plane0; plane < plane1; ++plane) {
+      const float* src = in + plane * s.h * s.w;
+      float* dst = padded + plane * geo.planeSize;
+      for (int64_t a = 0; a < s.strideH; ++a) {
+        for (int64_t b = 0; b < s.strideW; ++b, dst += geo.hp * geo.wp) {
+          for (int64_t y = 0; y < geo.hp; ++y) {
+            float* row = dst + y * geo.wp;
+            const int64_t ih = y * s.strideH + a - s.padH;
+            if (ih < 0 || ih >= s.h) {
+              std::fill(row, row + geo.wp, 0.0f);
+              continue;
+            }
+            for (int64_t x = 0; x < geo.wp; ++x) {
+              const int64_t iw = x * s.strideW + b - s.padW;
+              row[x] = iw >= 0 && iw < s.w ? src[ih * s.w + iw] : 0.0f;
+            }
+          }
+        }
+      }
+    }
+  });
+  std::fill(padded + planes * geo.planeSize, padded + planes * geo.planeSize + tail, 0.0f);
 }
 
 }  // namespace
@@ -269,9 +237,13 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
   // Over-wide direct tiles read up to a tile (plus the filter's reach) past the last pixel.
   const int64_t tail = kSlack + geo.directColumns;
   float* padded = Workspace::get(kSlotPaddedInput, s.n * s.c * geo.planeSize + tail);
-  padPlanes(padded, in, s.n * s.c, s.h, s.w, s.padH, s.padW, tail);
+  if (s.strideH == 1 && s.strideW == 1) {
+    padPlanes(padded, in, s.n * s.c, s.h, s.w, s.padH, s.padW, tail);
+  } else {
+    padPhases(padded, in, s, geo, tail);
+  }
 
-  const int64_t tilesPerImage = geo.directColumns / geo.directWidth;
+  const int64_t tilesPerImage = geo.directColumns / (geo.directWidth * kLanes);
   const int64_t tiles = s.n * tilesPerImage;
   const int64_t tasks = (tiles + kTilesPerTask - 1) / kTilesPerTask;
   const int threads = static_cast<int>(std::min<int64_t>(numThreads(), tasks));

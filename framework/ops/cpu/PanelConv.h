@@ -9,15 +9,17 @@ namespace aps::cpu::detail {
 void padPlanes(float* padded, const float* in, int64_t planes, int64_t h, int64_t w, int64_t padH, int64_t padW,
                int64_t tail);
 
-// Whether panelConvForward handles this shape: unit stride, and few enough padded columns
-// wasted (it computes over the padded row width) that reading the input in place pays.
+// Whether panelConvForward handles this shape: few enough padded columns wasted (it
+// computes over the padded row width) that reading the input in place pays, and a kernel at
+// least as large as the stride.
 bool panelConvSupported(const Conv2dShape& shape);
 
 // out (N, K, P, Q) <- conv(in (N, C, H, W), weight (K, C/g, R, S)) + bias (K, may be null),
-// for unit stride, without im2col. Output pixels are indexed over the zero-padded input's
-// row width (p * Wp + q), so the im2col row of filter tap (c, r, t) for a run of pixels is
-// simply the padded input at offset c*Hp*Wp + r*dH*Wp + t*dW: a 4-filter x 24 (or 16)
-// pixel register-tiled FMA micro-kernel (Goto & van de Geijn, "Anatomy of High-Performance
+// without im2col. The zero-padded input is split into stride phases (row y % strideH, column
+// x % strideW; one phase at unit stride) and output pixels are indexed over a phase's row
+// width (p * Wp + q), so the im2col row of filter tap (c, r, t) for a run of pixels is simply
+// the split input at a fixed offset: a register-tiled FMA micro-kernel (8 filters x 16 to 48
+// pixels on AVX-512, 4 x 8 to 24 on AVX2; Goto & van de Geijn, "Anatomy of High-Performance
 // Matrix Multiplication", 2008) reads it in place, and the columns with q >= Q are dropped.
 // Every output is one fixed-order FMA chain, so its bits do not depend on the thread count.
 void panelConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape);
