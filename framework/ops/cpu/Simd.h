@@ -3,7 +3,8 @@
 // The float vector the convolution micro-kernels are written in: 16 lanes of AVX-512, 8 of
 // AVX2 + FMA, or 8 plain floats elsewhere (chosen at compile time; the build targets the
 // host CPU). Every lane is its own multiply-add chain, so a kernel's result does not depend
-// on the width, only on the order in which it feeds the lanes.
+// on the width, only on the order in which it feeds the lanes (and, on the plain fallback,
+// on the multiply and the add rounding separately where the vector paths fuse them).
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
