@@ -13,7 +13,36 @@
 #include <limits>
 #include <vector>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace aps::precision {
+
+namespace {
+
+// The block's largest magnitude as fp32 bits (kernels::absBits, an integer max: NaN > inf >
+// finite in this order).
+uint32_t absmaxBits(const float* in, int64_t n) {
+  uint32_t maxBits = 0;
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  __m512i acc = _mm512_setzero_si512();
+  for (; i < n; i += 16) {
+    const auto lanes = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+    acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes, in + i), magnitude));
+  }
+  // Through memory: GCC 12 reports its own _mm512_reduce_max_epu32 as reading an uninitialised value.
+  alignas(64) uint32_t lanes[16];
+  _mm512_store_si512(lanes, acc);
+  for (uint32_t lane : lanes) maxBits = std::max(maxBits, lane);
+#endif
+  for (; i < n; ++i) maxBits = std::max(maxBits, kernels::absBits(in[i]));
+  return maxBits;
+}
+
+}  // namespace
 
 std::array<float, 256> DettmersCodec::dynamicTreeCodeBook() {
   // docs/ALGORITHMS.md, Dettmers' 8-bit types: for i = 0..6, the midpoints of linspace(0.1, 1, 2^i + 1) scaled by
@@ -75,6 +104,10 @@ DettmersCodec::DettmersCodec(Type type, int64_t blockSize) : type_(type), blockS
     }
     bucketBase_[b] = static_cast<uint8_t>(below);
   }
+  for (int level = 0; level < 8; ++level) {
+    const int step = 128 >> level;
+    for (int j = 0; j < (1 << level); ++j) searchLevels_[(1 << level) - 1 + j] = midpoints_[j * 2 * step + step - 1];
+  }
 }
 
 std::string DettmersCodec::name() const {
@@ -108,16 +141,111 @@ uint8_t DettmersCodec::nearestCodeBySearch(float v) const {
   return static_cast<uint8_t>(kernels::dettmersNearestCode(v, midpoints_.data(), topCode()));
 }
 
+#if defined(__AVX512F__)
+namespace {
+
+// kernels::dettmersNearestCode in sixteen lanes: the same eight comparisons, each level's
+// midpoint found by permutes over that level's table (DettmersCodec::searchLevels_). After
+// each level, j counts the midpoints below v among those compared, as idx / step does.
+struct SearchTables {
+  __m512 first, small[4], l5[2], l6[4], l7[8];
+  explicit SearchTables(const float* levels) {
+    first = _mm512_set1_ps(levels[0]);
+    for (int k = 0; k < 4; ++k) small[k] = _mm512_loadu_ps(levels + (2 << k) - 1);
+    for (int k = 0; k < 2; ++k) l5[k] = _mm512_loadu_ps(levels + 31 + 16 * k);
+    for (int k = 0; k < 4; ++k) l6[k] = _mm512_loadu_ps(levels + 63 + 16 * k);
+    for (int k = 0; k < 8; ++k) l7[k] = _mm512_loadu_ps(levels + 127 + 16 * k);
+  }
+};
+
+// Entry j (< 16 * count) of `count` registers, by two-source permutes (an index's low five
+// bits) and blends on bits 5 and 6.
+template <int kCount>
+inline __m512 lookup(const __m512* t, __m512i j) {
+  if constexpr (kCount == 2) {
+    return _mm512_permutex2var_ps(t[0], j, t[1]);
+  } else {
+    const __mmask16 high = _mm512_test_epi32_mask(j, _mm512_set1_epi32(16 * kCount / 2));
+    return _mm512_mask_mov_ps(lookup<kCount / 2>(t, j), high, lookup<kCount / 2>(t + kCount / 2, j));
+  }
+}
+
+// Four vectors side by side, level by level: each level waits on the previous one's
+// comparison, so the four chains hide one another's latency.
+inline void searchCodes64(const __m512 v[4], const SearchTables& t, __m512i j[4]) {
+  const auto level = [&](int k, __m512 mid) {
+    // j = 2j + (mid < v); NaN compares false everywhere and ends at 0.
+    const __m512i twice = _mm512_add_epi32(j[k], j[k]);
+    j[k] = _mm512_mask_sub_epi32(twice, _mm512_cmp_ps_mask(mid, v[k], _CMP_LT_OQ), twice, _mm512_set1_epi32(-1));
+  };
+  for (int k = 0; k < 4; ++k)
+    j[k] = _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(t.first, v[k], _CMP_LT_OQ), _mm512_set1_epi32(1));
+  for (int s = 0; s < 4; ++s) {
+    for (int k = 0; k < 4; ++k) level(k, _mm512_permutexvar_ps(j[k], t.small[s]));
+  }
+  for (int k = 0; k < 4; ++k) level(k, lookup<2>(t.l5, j[k]));
+  for (int k = 0; k < 4; ++k) level(k, lookup<4>(t.l6, j[k]));
+  for (int k = 0; k < 4; ++k) level(k, lookup<8>(t.l7, j[k]));
+}
+
+// Sixteen lanes' codes (< 256) of each of four vectors to 64 bytes in element order (packus
+// works within 128-bit lanes; the permute restores the order).
+inline __m512i packBytes64(const __m512i c[4]) {
+  const __m512i packed = _mm512_packus_epi16(_mm512_packus_epi32(c[0], c[1]), _mm512_packus_epi32(c[2], c[3]));
+  return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), packed);
+}
+
+}  // namespace
+
+// codes[i] = the nearest code of in[i] * inv, capped at topCode().
+void DettmersCodec::encodeBlock16(const float* in, int64_t n, float inv, uint8_t* codes) const {
+  const SearchTables tables(searchLevels_.data());
+  const __m512 scale = _mm512_set1_ps(inv);
+  const __m512i top = _mm512_set1_epi32(static_cast<int32_t>(topCode()));
+  for (int64_t i = 0; i < n; i += 64) {
+    __m512 v[4];
+    __m512i c[4];
+    for (int k = 0; k < 4; ++k) {
+      const int64_t left = std::clamp<int64_t>(n - i - 16 * k, 0, 16);
+      const auto lanes = static_cast<__mmask16>((uint32_t{1} << left) - 1);
+      v[k] = _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, in + i + 16 * k), scale);
+    }
+    searchCodes64(v, tables, c);
+    for (int k = 0; k < 4; ++k) c[k] = _mm512_min_epu32(c[k], top);
+    const int64_t left = std::min<int64_t>(n - i, 64);
+    _mm512_mask_storeu_epi8(codes + i, left == 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1, packBytes64(c));
+  }
+}
+
+// out[i] (+)= codes_[codes[i]] * absmax: the code book's 256 entries by permutes; the product
+// rounded on its own before the add (no fused multiply-add), as the scalar loops have it.
+void DettmersCodec::decodeBlock16(const uint8_t* codes, int64_t n, float absmax, float* out, bool add) const {
+  __m512 book[16];
+  for (int k = 0; k < 16; ++k) book[k] = _mm512_loadu_ps(codes_.data() + 16 * k);
+  const __m512 scale = _mm512_set1_ps(absmax);
+  for (int64_t i = 0; i < n; i += 16) {
+    const auto lanes = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+    const __m512i c = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(lanes, codes + i));
+    const __mmask16 high = _mm512_test_epi32_mask(c, _mm512_set1_epi32(128));
+    const __m512 code = _mm512_mask_mov_ps(lookup<8>(book, c), high, lookup<8>(book + 8, c));
+    __m512 v = _mm512_mul_round_ps(code, scale, _MM_FROUND_CUR_DIRECTION);
+    if (add) v = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, out + i), v);
+    _mm512_mask_storeu_ps(out + i, lanes, v);
+  }
+}
+#endif
+
 void DettmersCodec::encodeBlock(const float* in, int64_t n, uint8_t* out) const {
-  // absmax as the integer max of |bits| (vectorises; NaN > inf > finite in this order, so
-  // a non-finite value makes the scale non-finite, the block decodes non-finite and the
-  // overflow stays visible to the receiver).
-  uint32_t maxBits = 0;
-  for (int64_t i = 0; i < n; ++i) maxBits = std::max(maxBits, kernels::absBits(in[i]));
-  const float absmax = std::bit_cast<float>(maxBits);
+  // absmax as the integer max of |bits| (NaN > inf > finite in this order, so a non-finite
+  // value makes the scale non-finite, the block decodes non-finite and the overflow stays
+  // visible to the receiver).
+  const float absmax = std::bit_cast<float>(absmaxBits(in, n));
   std::memcpy(out, &absmax, 4);
   uint8_t* codes = out + 4;
   const float inv = kernels::dettmersInverse(absmax);
+#if defined(__AVX512F__)
+  encodeBlock16(in, n, inv, codes);
+#else
   if (bucketBase_.empty()) {
     for (int64_t i = 0; i < n; ++i) codes[i] = nearestCode(in[i] * inv);
     return;
@@ -133,13 +261,28 @@ void DettmersCodec::encodeBlock(const float* in, int64_t n, uint8_t* out) const 
     const uint32_t idx = b + (mid[b] < v ? 1u : 0u);
     codes[i] = static_cast<uint8_t>(std::min(idx, top));
   }
+#endif
 }
 
-void DettmersCodec::decodeBlock(const uint8_t* in, int64_t n, float* out) const {
+void DettmersCodec::decodeBlock(const uint8_t* in, int64_t n, float* out, bool add) const {
   float absmax;
   std::memcpy(&absmax, in, 4);
   const uint8_t* codes = in + 4;
-  for (int64_t i = 0; i < n; ++i) out[i] = kernels::dettmersDecode(codes_[codes[i]], absmax);
+#if defined(__AVX512F__)
+  decodeBlock16(codes, n, absmax, out, add);
+#else
+  if (!add) {
+    for (int64_t i = 0; i < n; ++i) out[i] = kernels::dettmersDecode(codes_[codes[i]], absmax);
+    return;
+  }
+  // The products in a buffer first, so the compiler cannot fuse them with the add.
+  float values[256];
+  for (int64_t begin = 0; begin < n; begin += 256) {
+    const int64_t m = std::min<int64_t>(256, n - begin);
+    for (int64_t i = 0; i < m; ++i) values[i] = kernels::dettmersDecode(codes_[codes[begin + i]], absmax);
+    for (int64_t i = 0; i < m; ++i) out[begin + i] += values[i];
+  }
+#endif
 }
 
 void DettmersCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeContext&) const {
@@ -154,17 +297,15 @@ void DettmersCodec::decode(const uint8_t* in, int64_t n, float* out) const {
   const int64_t block = blockLength(n);
   for (int64_t begin = 0; begin < n; begin += block) {
     const int64_t m = std::min(block, n - begin);
-    decodeBlock(in + begin + 4 * (begin / block), m, out + begin);
+    decodeBlock(in + begin + 4 * (begin / block), m, out + begin, false);
   }
 }
 
 void DettmersCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc) const {
   const int64_t block = blockLength(n);
-  std::vector<float> values(static_cast<size_t>(std::min(block, n)));
   for (int64_t begin = 0; begin < n; begin += block) {
     const int64_t m = std::min(block, n - begin);
-    decodeBlock(in + begin + 4 * (begin / block), m, values.data());
-    for (int64_t i = 0; i < m; ++i) acc[begin + i] += values[i];
+    decodeBlock(in + begin + 4 * (begin / block), m, acc + begin, true);
   }
 }
 
@@ -172,15 +313,13 @@ void DettmersCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t 
                                     const EncodeContext&) const {
   // Block by block (both inputs read before the output is written: out may alias).
   const int64_t block = blockLength(n);
-  std::vector<float> va(static_cast<size_t>(std::min(block, n)));
-  std::vector<float> vb(va.size());
+  std::vector<float> sum(static_cast<size_t>(std::min(block, n)));
   for (int64_t begin = 0; begin < n; begin += block) {
     const int64_t m = std::min(block, n - begin);
     const int64_t off = begin + 4 * (begin / block);
-    decodeBlock(a + off, m, va.data());
-    decodeBlock(b + off, m, vb.data());
-    for (int64_t i = 0; i < m; ++i) va[i] += vb[i];
-    encodeBlock(va.data(), m, out + off);
+    decodeBlock(a + off, m, sum.data(), false);
+    decodeBlock(b + off, m, sum.data(), true);
+    encodeBlock(sum.data(), m, out + off);
   }
 }
 

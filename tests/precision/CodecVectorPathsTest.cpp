@@ -6,10 +6,13 @@
 
 #include "framework/core/Rng.h"
 #include "precision/BlockScaledCodec.h"
+#include "precision/DettmersCodec.h"
+#include "precision/kernels/Dettmers.h"
 #include "precision/kernels/Scaling.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -159,6 +162,129 @@ TEST(CodecVectorPaths, BlockScaledAgreesWithTheSharedScaleArithmetic) {
         const float want = kernels::blockScaledOutput(elementValues[i], got[static_cast<size_t>(i / 32)]);
         ASSERT_EQ(std::bit_cast<uint32_t>(decoded[i]), std::bit_cast<uint32_t>(want)) << codec.name() << " " << i;
       }
+    }
+  }
+}
+
+// Dettmers' wire from the shared kernels alone: per block the integer max of |bits|, its
+// inverse, and the binary search over the midpoints for each scaled value.
+std::vector<uint8_t> dettmersWire(const DettmersCodec& codec, const float* in, int64_t n) {
+  std::vector<uint8_t> wire(codec.encodedBytes(n));
+  const int64_t block = codec.blockSize() > 0 ? codec.blockSize() : std::max<int64_t>(n, 1);
+  for (int64_t begin = 0; begin < n; begin += block) {
+    const int64_t m = std::min(block, n - begin);
+    uint8_t* out = wire.data() + begin + 4 * (begin / block);
+    uint32_t maxBits = 0;
+    for (int64_t i = 0; i < m; ++i) maxBits = std::max(maxBits, kernels::absBits(in[begin + i]));
+    std::memcpy(out, &maxBits, 4);
+    const float inv = kernels::dettmersInverse(std::bit_cast<float>(maxBits));
+    for (int64_t i = 0; i < m; ++i) {
+      const float v = in[begin + i] * inv;
+      out[4 + i] = static_cast<uint8_t>(kernels::dettmersNearestCode(v, codec.midpoints().data(), codec.topCode()));
+    }
+  }
+  return wire;
+}
+
+// Blocks of 64 a vector path is most likely to get wrong: every code value and midpoint (ties
+// between codes) and their neighbours at absmax 1, at 3 and at the smallest normal; zeros;
+// one huge value among small ones; NaN; infinities; subnormal absmax (the inverse is inf);
+// random normals.
+std::vector<float> dettmersInputs(const DettmersCodec& codec) {
+  std::vector<float> xs;
+  const auto block = [&](std::vector<float> b) {
+    b.resize(64, 0.0f);
+    xs.insert(xs.end(), b.begin(), b.end());
+  };
+  for (float scale : {1.0f, 3.0f, std::numeric_limits<float>::min()}) {
+    std::vector<float> probes;
+    for (int k = 0; k < 256; ++k) {
+      for (float c : {codec.codeBook()[k], k < 255 ? codec.midpoints()[k] : 1.0f}) {
+        for (float y : {c, std::nextafter(c, -2.0f), std::nextafter(c, 2.0f)}) probes.push_back(y * scale);
+      }
+    }
+    for (size_t k = 0; k < probes.size(); k += 63) {
+      std::vector<float> b(probes.begin() + static_cast<int64_t>(k),
+                           probes.begin() + static_cast<int64_t>(std::min(probes.size(), k + 63)));
+      b.push_back(scale);  // the block's absmax is exactly the scale
+      block(b);
+    }
+  }
+  block({});
+  block({0.0f, -0.0f});
+  block({1e-30f, -2e-30f, std::numeric_limits<float>::max(), 5e-31f});
+  block({std::numeric_limits<float>::quiet_NaN(), 1.0f, -0.5f});
+  block({std::numeric_limits<float>::infinity(), 1.0f, -0.5f});
+  block({-std::numeric_limits<float>::infinity(), 1.0f, 0.0f});
+  block({std::bit_cast<float>(0x00000003u), -std::bit_cast<float>(0x00000002u), std::bit_cast<float>(0x00000001u)});
+  block({std::bit_cast<float>(0x007fffffu), -std::bit_cast<float>(0x00400000u), 0.0f, 1e-44f});
+  Rng rng(11);
+  for (int k = 0; k < 64 * 40; ++k) xs.push_back(std::ldexp(rng.normal(0.0f, 1.0f), k / 64 * 3 - 60));
+  return xs;
+}
+
+TEST(CodecVectorPaths, DettmersEncodeAgreesWithTheSharedKernels) {
+  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear}) {
+    for (int64_t blockSize : {int64_t{64}, int64_t{256}, int64_t{100}, int64_t{0}}) {
+      const DettmersCodec codec(type, blockSize);
+      const std::vector<float> xs = dettmersInputs(codec);
+      for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{64}, int64_t{255}, static_cast<int64_t>(xs.size())}) {
+        const std::vector<uint8_t> expected = dettmersWire(codec, xs.data(), n);
+        std::vector<uint8_t> got(expected.size() + 1, 0xa5);  // a guard byte past the end
+        codec.encode(xs.data(), n, got.data());
+        ASSERT_EQ(got.back(), 0xa5) << codec.name() << " n " << n;
+        got.pop_back();
+        const auto bad = std::mismatch(got.begin(), got.end(), expected.begin()).first - got.begin();
+        ASSERT_EQ(got, expected) << codec.name() << " n " << n << " first difference at byte " << bad;
+      }
+    }
+  }
+}
+
+TEST(CodecVectorPaths, DettmersDecodeGivesEveryCodeTimesTheScale) {
+  // Every code in every position of a 16-lane step, a tail, and scales that are ordinary,
+  // zero, subnormal, infinite or NaN; decodeAdd adds the separately rounded product.
+  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear}) {
+    const DettmersCodec codec(type, 0);
+    const int64_t n = 256 * 17 + 5;
+    for (float absmax : {1.0f, 3.7f, 0.0f, std::bit_cast<float>(0x00000101u), std::numeric_limits<float>::infinity(),
+                         std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max()}) {
+      std::vector<uint8_t> wire(codec.encodedBytes(n));
+      std::memcpy(wire.data(), &absmax, 4);
+      for (int64_t i = 0; i < n; ++i) wire[static_cast<size_t>(4 + i)] = static_cast<uint8_t>(i + i / 256);
+      std::vector<float> out(static_cast<size_t>(n)), acc(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) acc[static_cast<size_t>(i)] = static_cast<float>(i % 7) - 3.3f;
+      std::vector<float> sum = acc;
+      codec.decode(wire.data(), n, out.data());
+      codec.decodeAdd(wire.data(), n, sum.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const auto k = static_cast<size_t>(i);
+        volatile float product = kernels::dettmersDecode(codec.codeBook()[wire[4 + k]], absmax);
+        const float want = product;
+        ASSERT_EQ(std::bit_cast<uint32_t>(out[k]), std::bit_cast<uint32_t>(want)) << codec.name() << " " << i;
+        const float wantSum = acc[k] + want;
+        ASSERT_EQ(std::bit_cast<uint32_t>(sum[k]), std::bit_cast<uint32_t>(wantSum)) << codec.name() << " " << i;
+      }
+    }
+  }
+}
+
+TEST(CodecVectorPaths, DettmersDecodeAddEncodeIsEncodeOfTheDecodedSum) {
+  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear}) {
+    for (int64_t blockSize : {int64_t{256}, int64_t{100}, int64_t{0}}) {
+      const DettmersCodec codec(type, blockSize);
+      const std::vector<float> xs = dettmersInputs(codec);
+      const auto n = static_cast<int64_t>(xs.size());
+      std::vector<float> ys(xs.rbegin(), xs.rend());
+      const std::vector<uint8_t> a = dettmersWire(codec, xs.data(), n), b = dettmersWire(codec, ys.data(), n);
+      std::vector<float> da(xs.size()), db(xs.size());
+      codec.decode(a.data(), n, da.data());
+      codec.decode(b.data(), n, db.data());
+      for (size_t i = 0; i < da.size(); ++i) da[i] += db[i];
+      const std::vector<uint8_t> expected = dettmersWire(codec, da.data(), n);
+      std::vector<uint8_t> got = a;  // out aliases a
+      codec.decodeAddEncode(got.data(), b.data(), n, got.data());
+      ASSERT_EQ(got, expected) << codec.name();
     }
   }
 }
