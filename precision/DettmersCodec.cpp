@@ -195,44 +195,45 @@ inline __m512i packBytes64(const __m512i c[4]) {
   return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), packed);
 }
 
-}  // namespace
+// Lanes (fewer than 16 at the end of n) from i on.
+inline __mmask16 lanesFrom(int64_t i, int64_t n) {
+  return static_cast<__mmask16>((uint32_t{1} << std::clamp<int64_t>(n - i, 0, 16)) - 1);
+}
 
-// codes[i] = the nearest code of in[i] * inv, capped at topCode().
-void DettmersCodec::encodeBlock16(const float* in, int64_t n, float inv, uint8_t* codes) const {
-  const SearchTables tables(searchLevels_.data());
+// codes[i] = the nearest code of load(i, lanes) * inv, capped at top, 64 values per step.
+template <typename Load>
+void encodeLanes(int64_t n, float inv, const float* levels, uint32_t top, uint8_t* codes, Load load) {
+  const SearchTables tables(levels);
   const __m512 scale = _mm512_set1_ps(inv);
-  const __m512i top = _mm512_set1_epi32(static_cast<int32_t>(topCode()));
+  const __m512i cap = _mm512_set1_epi32(static_cast<int32_t>(top));
   for (int64_t i = 0; i < n; i += 64) {
     __m512 v[4];
     __m512i c[4];
-    for (int k = 0; k < 4; ++k) {
-      const int64_t left = std::clamp<int64_t>(n - i - 16 * k, 0, 16);
-      const auto lanes = static_cast<__mmask16>((uint32_t{1} << left) - 1);
-      v[k] = _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, in + i + 16 * k), scale);
-    }
+    for (int k = 0; k < 4; ++k) v[k] = _mm512_mul_ps(load(i + 16 * k, lanesFrom(i + 16 * k, n)), scale);
     searchCodes64(v, tables, c);
-    for (int k = 0; k < 4; ++k) c[k] = _mm512_min_epu32(c[k], top);
+    for (int k = 0; k < 4; ++k) c[k] = _mm512_min_epu32(c[k], cap);
     const int64_t left = std::min<int64_t>(n - i, 64);
     _mm512_mask_storeu_epi8(codes + i, left == 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1, packBytes64(c));
   }
 }
 
-// out[i] (+)= codes_[codes[i]] * absmax: the code book's 256 entries by permutes; the product
-// rounded on its own before the add (no fused multiply-add), as the scalar loops have it.
-void DettmersCodec::decodeBlock16(const uint8_t* codes, int64_t n, float absmax, float* out, bool add) const {
-  __m512 book[16];
-  for (int k = 0; k < 16; ++k) book[k] = _mm512_loadu_ps(codes_.data() + 16 * k);
-  const __m512 scale = _mm512_set1_ps(absmax);
-  for (int64_t i = 0; i < n; i += 16) {
-    const auto lanes = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
-    const __m512i c = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(lanes, codes + i));
-    const __mmask16 high = _mm512_test_epi32_mask(c, _mm512_set1_epi32(128));
-    const __m512 code = _mm512_mask_mov_ps(lookup<8>(book, c), high, lookup<8>(book + 8, c));
-    __m512 v = _mm512_mul_round_ps(code, scale, _MM_FROUND_CUR_DIRECTION);
-    if (add) v = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, out + i), v);
-    _mm512_mask_storeu_ps(out + i, lanes, v);
+// The values of sixteen codes (masked lanes 0): book[c] * absmax by permutes over the 256
+// entries, the product rounded on its own (a builtin, so the compiler cannot fuse it with a
+// following add into a multiply-add, which the scalar loops never do).
+struct CodeBook {
+  __m512 t[16];
+  explicit CodeBook(const float* book) {
+    for (int k = 0; k < 16; ++k) t[k] = _mm512_loadu_ps(book + 16 * k);
   }
-}
+  __m512 decode(const uint8_t* codes, __mmask16 lanes, __m512 scale) const {
+    const __m512i c = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(lanes, codes));
+    const __mmask16 high = _mm512_test_epi32_mask(c, _mm512_set1_epi32(128));
+    const __m512 code = _mm512_mask_mov_ps(lookup<8>(t, c), high, lookup<8>(t + 8, c));
+    return _mm512_maskz_mul_round_ps(lanes, code, scale, _MM_FROUND_CUR_DIRECTION);
+  }
+};
+
+}  // namespace
 #endif
 
 void DettmersCodec::encodeBlock(const float* in, int64_t n, uint8_t* out) const {
@@ -244,7 +245,8 @@ void DettmersCodec::encodeBlock(const float* in, int64_t n, uint8_t* out) const 
   uint8_t* codes = out + 4;
   const float inv = kernels::dettmersInverse(absmax);
 #if defined(__AVX512F__)
-  encodeBlock16(in, n, inv, codes);
+  encodeLanes(n, inv, searchLevels_.data(), topCode(), codes,
+              [in](int64_t i, __mmask16 lanes) { return _mm512_maskz_loadu_ps(lanes, in + i); });
 #else
   if (bucketBase_.empty()) {
     for (int64_t i = 0; i < n; ++i) codes[i] = nearestCode(in[i] * inv);
@@ -269,7 +271,14 @@ void DettmersCodec::decodeBlock(const uint8_t* in, int64_t n, float* out, bool a
   std::memcpy(&absmax, in, 4);
   const uint8_t* codes = in + 4;
 #if defined(__AVX512F__)
-  decodeBlock16(codes, n, absmax, out, add);
+  const CodeBook book(codes_.data());
+  const __m512 scale = _mm512_set1_ps(absmax);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = lanesFrom(i, n);
+    __m512 v = book.decode(codes + i, lanes, scale);
+    if (add) v = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, out + i), v);
+    _mm512_mask_storeu_ps(out + i, lanes, v);
+  }
 #else
   if (!add) {
     for (int64_t i = 0; i < n; ++i) out[i] = kernels::dettmersDecode(codes_[codes[i]], absmax);
@@ -309,10 +318,53 @@ void DettmersCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc) const {
   }
 }
 
+#if defined(__AVX512F__)
+// encodeBlock of decodeBlock(a) + decodeBlock(b): one pass for the sums' absmax, one to encode
+// them. Blocks that fit keep their sums in an L1 buffer between the passes; longer ones (a
+// whole chunk as one block) recompute them in registers rather than go through memory. Both
+// scales are read first and each step reads its codes before writing, so out may alias a or b.
+void DettmersCodec::sumEncodeBlock(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out) const {
+  constexpr int64_t kBuffered = 2048;
+  alignas(64) float buffer[kBuffered];
+  float absA, absB;
+  std::memcpy(&absA, a, 4);
+  std::memcpy(&absB, b, 4);
+  const CodeBook book(codes_.data());
+  const __m512 scaleA = _mm512_set1_ps(absA), scaleB = _mm512_set1_ps(absB);
+  const auto sum = [&](int64_t i, __mmask16 lanes) {
+    return _mm512_add_ps(book.decode(a + 4 + i, lanes, scaleA), book.decode(b + 4 + i, lanes, scaleB));
+  };
+  const bool buffered = n <= kBuffered;
+  __m512i acc = _mm512_setzero_si512();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 v = sum(i, lanesFrom(i, n));
+    if (buffered) _mm512_store_ps(buffer + i, v);
+    acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
+  }
+  alignas(64) uint32_t lanes[16];
+  _mm512_store_si512(lanes, acc);
+  const float absmax = std::bit_cast<float>(*std::max_element(lanes, lanes + 16));
+  const float inv = kernels::dettmersInverse(absmax);
+  if (buffered) {
+    encodeLanes(n, inv, searchLevels_.data(), topCode(), out + 4,
+                [&](int64_t i, __mmask16 m) { return _mm512_maskz_load_ps(m, buffer + i); });
+  } else {
+    encodeLanes(n, inv, searchLevels_.data(), topCode(), out + 4, sum);
+  }
+  std::memcpy(out, &absmax, 4);
+}
+#endif
+
 void DettmersCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
                                     const EncodeContext&) const {
   // Block by block (both inputs read before the output is written: out may alias).
   const int64_t block = blockLength(n);
+#if defined(__AVX512F__)
+  for (int64_t begin = 0; begin < n; begin += block) {
+    const int64_t off = begin + 4 * (begin / block);
+    sumEncodeBlock(a + off, b + off, std::min(block, n - begin), out + off);
+  }
+#else
   std::vector<float> sum(static_cast<size_t>(std::min(block, n)));
   for (int64_t begin = 0; begin < n; begin += block) {
     const int64_t m = std::min(block, n - begin);
@@ -321,6 +373,7 @@ void DettmersCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t 
     decodeBlock(b + off, m, sum.data(), true);
     encodeBlock(sum.data(), m, out + off);
   }
+#endif
 }
 
 }  // namespace aps::precision

@@ -54,9 +54,8 @@ class DettmersCodec : public Codec {
   void decodeBlock(const uint8_t* in, int64_t n, float* out, bool add) const;
 
 #if defined(__AVX512F__)
-  // AVX-512 block loops (the same arithmetic, every lane as the scalar loop computes it).
-  void encodeBlock16(const float* in, int64_t n, float inv, uint8_t* codes) const;
-  void decodeBlock16(const uint8_t* codes, int64_t n, float absmax, float* out, bool add) const;
+  // encodeBlock of the decoded sum of blocks a and b, the sums kept in registers.
+  void sumEncodeBlock(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out) const;
 #endif
 
   Type type_;
