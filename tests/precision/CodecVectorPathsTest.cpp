@@ -7,7 +7,6 @@
 #include "framework/core/Rng.h"
 #include "precision/BlockScaledCodec.h"
 #include "precision/DettmersCodec.h"
-#include "precision/kernels/Dettmers.h"
 #include "precision/kernels/Scaling.h"
 
 #include <gtest/gtest.h>
@@ -166,24 +165,58 @@ TEST(CodecVectorPaths, BlockScaledAgreesWithTheSharedScaleArithmetic) {
   }
 }
 
-// Dettmers' wire from the shared kernels alone: per block the integer max of |bits|, its
-// inverse, and the binary search over the midpoints for each scaled value.
-std::vector<uint8_t> dettmersWire(const DettmersCodec& codec, const float* in, int64_t n) {
-  std::vector<uint8_t> wire(codec.encodedBytes(n));
-  const int64_t block = codec.blockSize() > 0 ? codec.blockSize() : std::max<int64_t>(n, 1);
-  for (int64_t begin = 0; begin < n; begin += block) {
-    const int64_t m = std::min(block, n - begin);
-    uint8_t* out = wire.data() + begin + 4 * (begin / block);
-    uint32_t maxBits = 0;
-    for (int64_t i = 0; i < m; ++i) maxBits = std::max(maxBits, kernels::absBits(in[begin + i]));
-    std::memcpy(out, &maxBits, 4);
-    const float inv = kernels::dettmersInverse(std::bit_cast<float>(maxBits));
-    for (int64_t i = 0; i < m; ++i) {
-      const float v = in[begin + i] * inv;
-      out[4 + i] = static_cast<uint8_t>(kernels::dettmersNearestCode(v, codec.midpoints().data(), codec.topCode()));
+// The code of element i of a FloatCodec wire.
+uint32_t codeAt(const FloatCodec& codec, const std::vector<uint8_t>& wire, int64_t i) {
+  const auto k = static_cast<size_t>(i);
+  if (codec.bytesPerValue() == 0) return (wire[k / 2] >> (4 * (k % 2))) & 15u;
+  if (codec.bytesPerValue() == 1) return wire[k];
+  return wire[2 * k] | (uint32_t{wire[2 * k + 1]} << 8);
+}
+
+TEST(CodecVectorPaths, DecodeAddAndDecodeAddEncodeAgreeWithTheSharedDecodeAndRounding) {
+  // decodeAdd: acc + kernels::decodeCode of every code; decodeAddEncode: the scalar wire of
+  // the sum of both decoded inputs (its rounding seeded from the context), out aliasing a.
+  Rng rng(9);
+  for (const auto& f : vectorPathFormats()) {
+    for (auto mode : {RoundingMode::NearestEven, RoundingMode::Stochastic}) {
+      const FloatCodec codec(f, mode);
+      const uint32_t mask = (1u << f.bits()) - 1;
+      const int64_t n = (codec.bytesPerValue() == 2 ? 65536 : 512) * 2 + 37;
+      std::vector<uint8_t> a(codec.encodedBytes(n)), b(a.size());
+      for (size_t k = 0; k < a.size(); ++k) {
+        a[k] = static_cast<uint8_t>(k * 7 + k / 256);
+        b[k] = static_cast<uint8_t>(rng.nextU32());
+      }
+      std::vector<float> acc(static_cast<size_t>(n)), sums(static_cast<size_t>(n));
+      std::vector<bool> bothNan(static_cast<size_t>(n));
+      for (auto& x : acc) x = rng.normal(0.0f, 3.0f);
+      std::vector<float> got = acc;
+      codec.decodeAdd(a.data(), n, got.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const auto k = static_cast<size_t>(i);
+        const float va = kernels::decodeCode(codeAt(codec, a, i) & mask, codec.decodeParams());
+        const float vb = kernels::decodeCode(codeAt(codec, b, i) & mask, codec.decodeParams());
+        const float want = acc[k] + va;
+        if (!std::isnan(want)) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[k]), std::bit_cast<uint32_t>(want)) << codec.name() << " " << i;
+        } else {
+          ASSERT_TRUE(std::isnan(got[k])) << codec.name() << " " << i;
+        }
+        sums[k] = va + vb;
+        // Two NaNs: which one's sign the sum keeps depends on the operand order the compiler
+        // picks (it treats the add as commutative), for the scalar loops as for the vector ones.
+        bothNan[k] = std::isnan(va) && std::isnan(vb);
+      }
+      const EncodeContext ctx{5, 6, (int64_t{1} << 32) - 1000};
+      std::vector<uint8_t> expected = scalarWire(codec, sums.data(), n, ctx);
+      std::vector<uint8_t> out = a;
+      codec.decodeAddEncode(out.data(), b.data(), n, out.data(), ctx);
+      for (int64_t i = 0; i < n; ++i) {
+        if (bothNan[static_cast<size_t>(i)]) continue;
+        ASSERT_EQ(codeAt(codec, out, i), codeAt(codec, expected, i)) << codec.name() << " " << f.describe() << " " << i;
+      }
     }
   }
-  return wire;
 }
 
 // Blocks of 64 a vector path is most likely to get wrong: every code value and midpoint (ties
