@@ -61,16 +61,16 @@ uint32_t amaxBits(const float* x, int64_t m) {
   return amax;
 }
 
-// dst[i] = kernels::scaleByPow2(x[i], shift) for shift != 0: the same double multiply and one
-// conversion back, eight lanes at a time.
+// dst[i] = kernels::scaleByPow2(x[i], shift) for shift != 0. vscalefps gives x * 2^shift with
+// one rounding (the exact product rounded to fp32, subnormals and overflow included) as the
+// double multiply and conversion do; NaNs keep their payload, quieted, in both.
 void scaleBlock(const float* x, int64_t m, int32_t shift, float* dst) {
   int64_t i = 0;
 #if defined(__AVX512F__)
-  const __m512d factor = _mm512_set1_pd(kernels::pow2Double(shift));
-  for (; i < m; i += 8) {
-    const auto lanes = static_cast<__mmask8>(m - i >= 8 ? 0xff : (1u << (m - i)) - 1);
-    const __m512d wide = _mm512_cvtps_pd(_mm256_maskz_loadu_ps(lanes, x + i));
-    _mm256_mask_storeu_ps(dst + i, lanes, _mm512_cvtpd_ps(_mm512_mul_pd(wide, factor)));
+  const __m512 exponent = _mm512_set1_ps(static_cast<float>(shift));
+  for (; i < m; i += 16) {
+    const auto lanes = static_cast<__mmask16>(m - i >= 16 ? 0xffff : (1u << (m - i)) - 1);
+    _mm512_mask_storeu_ps(dst + i, lanes, _mm512_scalef_ps(_mm512_maskz_loadu_ps(lanes, x + i), exponent));
   }
 #endif
   for (; i < m; ++i) dst[i] = kernels::scaleByPow2(x[i], shift);

@@ -130,6 +130,9 @@ TEST(CodecVectorPaths, BlockScaledAgreesWithTheSharedScaleArithmetic) {
   for (size_t i = 0; i < 32; ++i) xs[32 * 3 + i] = 0.0f;
   xs[32 * 5 + 3] = std::numeric_limits<float>::infinity();
   xs[32 * 6 + 30] = std::numeric_limits<float>::quiet_NaN();
+  // Then every 4099th fp32 bit pattern: blocks of neighbours in bit order, so the scales cover
+  // every exponent and the scaled values every rounding case, subnormal results included.
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
   for (const char* element : {"e2m1", "e3m0", "e4m3"}) {
     const FloatFormat f = FloatFormat::preset(element);
     for (auto mode : {RoundingMode::NearestEven, RoundingMode::Stochastic}) {
