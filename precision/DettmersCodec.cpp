@@ -106,7 +106,11 @@ DettmersCodec::DettmersCodec(Type type, int64_t blockSize) : type_(type), blockS
   }
   for (int level = 0; level < 8; ++level) {
     const int step = 128 >> level;
-    for (int j = 0; j < (1 << level); ++j) searchLevels_[(1 << level) - 1 + j] = midpoints_[j * 2 * step + step - 1];
+    for (int r = 0; r < (1 << level); ++r) {
+      int j = 0;  // r's low `level` bits reversed
+      for (int bit = 0; bit < level; ++bit) j |= ((r >> bit) & 1) << (level - 1 - bit);
+      searchLevels_[(1 << level) - 1 + r] = midpoints_[j * 2 * step + step - 1];
+    }
   }
 }
 
@@ -145,8 +149,9 @@ uint8_t DettmersCodec::nearestCodeBySearch(float v) const {
 namespace {
 
 // kernels::dettmersNearestCode in sixteen lanes: the same eight comparisons, each level's
-// midpoint found by permutes over that level's table (DettmersCodec::searchLevels_). After
-// each level, j counts the midpoints below v among those compared, as idx / step does.
+// midpoint found by permutes over that level's table (DettmersCodec::searchLevels_). The
+// search's index is kept bit-reversed: level L's comparison sets bit L of r (bit 7 - L of the
+// index), one masked or, and r's low L bits index the level's table, stored in that order.
 struct SearchTables {
   __m512 first, small[4], l5[2], l6[4], l7[8];
   explicit SearchTables(const float* levels) {
@@ -171,28 +176,38 @@ inline __m512 lookup(const __m512* t, __m512i j) {
 }
 
 // Four vectors side by side, level by level: each level waits on the previous one's
-// comparison, so the four chains hide one another's latency.
-inline void searchCodes64(const __m512 v[4], const SearchTables& t, __m512i j[4]) {
+// comparison, so the four chains hide one another's latency. NaN compares false everywhere
+// and ends at 0.
+inline void searchCodes64(const __m512 v[4], const SearchTables& t, __m512i r[4]) {
+  int bit = 2;  // level 1's; level 0 sets 1
   const auto level = [&](int k, __m512 mid) {
-    // j = 2j + (mid < v); NaN compares false everywhere and ends at 0.
-    const __m512i twice = _mm512_add_epi32(j[k], j[k]);
-    j[k] = _mm512_mask_sub_epi32(twice, _mm512_cmp_ps_mask(mid, v[k], _CMP_LT_OQ), twice, _mm512_set1_epi32(-1));
+    r[k] = _mm512_mask_or_epi32(r[k], _mm512_cmp_ps_mask(mid, v[k], _CMP_LT_OQ), r[k], _mm512_set1_epi32(bit));
   };
   for (int k = 0; k < 4; ++k)
-    j[k] = _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(t.first, v[k], _CMP_LT_OQ), _mm512_set1_epi32(1));
-  for (int s = 0; s < 4; ++s) {
-    for (int k = 0; k < 4; ++k) level(k, _mm512_permutexvar_ps(j[k], t.small[s]));
+    r[k] = _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(t.first, v[k], _CMP_LT_OQ), _mm512_set1_epi32(1));
+  for (int s = 0; s < 4; ++s, bit <<= 1) {
+    for (int k = 0; k < 4; ++k) level(k, _mm512_permutexvar_ps(r[k], t.small[s]));
   }
-  for (int k = 0; k < 4; ++k) level(k, lookup<2>(t.l5, j[k]));
-  for (int k = 0; k < 4; ++k) level(k, lookup<4>(t.l6, j[k]));
-  for (int k = 0; k < 4; ++k) level(k, lookup<8>(t.l7, j[k]));
+  for (int k = 0; k < 4; ++k) level(k, lookup<2>(t.l5, r[k]));
+  bit <<= 1;
+  for (int k = 0; k < 4; ++k) level(k, lookup<4>(t.l6, r[k]));
+  bit <<= 1;
+  for (int k = 0; k < 4; ++k) level(k, lookup<8>(t.l7, r[k]));
 }
 
-// Sixteen lanes' codes (< 256) of each of four vectors to 64 bytes in element order (packus
-// works within 128-bit lanes; the permute restores the order).
-inline __m512i packBytes64(const __m512i c[4]) {
-  const __m512i packed = _mm512_packus_epi16(_mm512_packus_epi32(c[0], c[1]), _mm512_packus_epi32(c[2], c[3]));
-  return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), packed);
+// Sixteen lanes' bit-reversed indices (< 256) of each of four vectors to 64 code bytes in
+// element order: packus works within 128-bit lanes (the permute restores the order), and each
+// byte's bits are reversed back by two nibble lookups.
+inline __m512i packCodes64(const __m512i r[4]) {
+  const __m512i packed = _mm512_packus_epi16(_mm512_packus_epi32(r[0], r[1]), _mm512_packus_epi32(r[2], r[3]));
+  const __m512i bytes =
+      _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), packed);
+  const __m128i reversed = _mm_setr_epi8(0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15);
+  const __m512i low = _mm512_broadcast_i32x4(_mm_slli_epi16(reversed, 4));  // reversed low nibble, moved up
+  const __m512i high = _mm512_broadcast_i32x4(reversed);
+  const __m512i nibble = _mm512_set1_epi8(15);
+  return _mm512_or_si512(_mm512_shuffle_epi8(low, _mm512_and_si512(bytes, nibble)),
+                         _mm512_shuffle_epi8(high, _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble)));
 }
 
 // Lanes (fewer than 16 at the end of n) from i on.
@@ -205,15 +220,15 @@ template <typename Load>
 void encodeLanes(int64_t n, float inv, const float* levels, uint32_t top, uint8_t* codes, Load load) {
   const SearchTables tables(levels);
   const __m512 scale = _mm512_set1_ps(inv);
-  const __m512i cap = _mm512_set1_epi32(static_cast<int32_t>(top));
+  const __m512i cap = _mm512_set1_epi8(static_cast<char>(top));
   for (int64_t i = 0; i < n; i += 64) {
     __m512 v[4];
     __m512i c[4];
     for (int k = 0; k < 4; ++k) v[k] = _mm512_mul_ps(load(i + 16 * k, lanesFrom(i + 16 * k, n)), scale);
     searchCodes64(v, tables, c);
-    for (int k = 0; k < 4; ++k) c[k] = _mm512_min_epu32(c[k], cap);
     const int64_t left = std::min<int64_t>(n - i, 64);
-    _mm512_mask_storeu_epi8(codes + i, left == 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1, packBytes64(c));
+    _mm512_mask_storeu_epi8(codes + i, left == 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1,
+                            _mm512_min_epu8(packCodes64(c), cap));
   }
 }
 

@@ -68,7 +68,7 @@ class DettmersCodec : public Codec {
   std::vector<uint8_t> bucketBase_;
   // The binary search's midpoints level by level, for table lookups in vector lanes: level L
   // (step 128 >> L) holds midpoints_[j * 2 * step + step - 1] for its 2^L possible j, from
-  // offset 2^L - 1; [255] is padding.
+  // offset 2^L - 1, entry j at the position of j's L bits reversed; [255] is padding.
   alignas(64) std::array<float, 256> searchLevels_{};
 };
 
