@@ -76,6 +76,20 @@ void scaleBlock(const float* x, int64_t m, int32_t shift, float* dst) {
   for (; i < m; ++i) dst[i] = kernels::scaleByPow2(x[i], shift);
 }
 
+// acc[i] += kernels::scaleByPow2(v[i], shift): each scaled value rounded on its own, then added.
+void scaleAddBlock(const float* v, int64_t m, int32_t shift, float* acc) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 exponent = _mm512_set1_ps(static_cast<float>(shift));
+  for (; i < m; i += 16) {
+    const auto lanes = static_cast<__mmask16>(m - i >= 16 ? 0xffff : (1u << (m - i)) - 1);
+    const __m512 scaled = _mm512_scalef_ps(_mm512_maskz_loadu_ps(lanes, v + i), exponent);
+    _mm512_mask_storeu_ps(acc + i, lanes, _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, acc + i), scaled));
+  }
+#endif
+  for (; i < m; ++i) acc[i] += kernels::scaleByPow2(v[i], shift);
+}
+
 #if defined(__AVX512F__) && defined(__AVX512CD__)
 // GCC 12 reports its own unmasked AVX-512 intrinsics here as reading an uninitialised value
 // (the deliberate `__Y = __Y` of _mm512_undefined_epi32; see aps_target_warnings): a false
@@ -203,8 +217,10 @@ void BlockScaledCodec::encodeRange(const float* x, int64_t n, int64_t begin, int
   elements_.encode(scaled, m, out + blocks(n) + elements_.encodedBytes(begin), local);
 }
 
-// The decoded values [begin, begin + m) of an encoding of n values into out[0, m).
-void BlockScaledCodec::decodeRange(const uint8_t* in, int64_t n, int64_t begin, int64_t m, float* out) const {
+// The decoded values [begin, begin + m) of an encoding of n values into out[0, m); with acc,
+// added to acc[0, m) instead (out then holds the unscaled element values).
+void BlockScaledCodec::decodeRange(const uint8_t* in, int64_t n, int64_t begin, int64_t m, float* out,
+                                   float* acc) const {
   const int64_t len = blockLength(n);
   elements_.decode(in + blocks(n) + elements_.encodedBytes(begin), m, out);
   for (int64_t first = 0; first < m; first += len) {
@@ -212,7 +228,14 @@ void BlockScaledCodec::decodeRange(const uint8_t* in, int64_t n, int64_t begin, 
     const uint32_t code = in[(begin + first) / len];
     const int32_t shift = static_cast<int32_t>(code) - kernels::kScaleBias;
     if (code == kernels::kNanScale) {
-      std::fill(out + first, out + first + count, kernels::blockScaledOutput(0.0f, code));
+      const float nan = kernels::blockScaledOutput(0.0f, code);
+      if (acc) {
+        for (int64_t i = first; i < first + count; ++i) acc[i] += nan;
+      } else {
+        std::fill(out + first, out + first + count, nan);
+      }
+    } else if (acc) {
+      scaleAddBlock(out + first, count, shift, acc + first);
     } else if (shift != 0) {
       scaleBlock(out + first, count, shift, out + first);
     }
@@ -238,8 +261,7 @@ void BlockScaledCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc) const
   float* values = scratch(0, std::min(step, n)).data();
   for (int64_t begin = 0; begin < n; begin += step) {
     const int64_t m = std::min(step, n - begin);
-    decodeRange(in, n, begin, m, values);
-    for (int64_t i = 0; i < m; ++i) acc[begin + i] += values[i];
+    decodeRange(in, n, begin, m, values, acc + begin);
   }
 }
 
@@ -253,8 +275,7 @@ void BlockScaledCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64
   for (int64_t begin = 0; begin < n; begin += step) {
     const int64_t m = std::min(step, n - begin);
     decodeRange(a, n, begin, m, va);
-    decodeRange(b, n, begin, m, vb);
-    for (int64_t i = 0; i < m; ++i) va[i] += vb[i];
+    decodeRange(b, n, begin, m, vb, va);
     encodeRange(va, n, begin, m, out, vb, ctx);
   }
 }

@@ -164,6 +164,37 @@ TEST(CodecVectorPaths, BlockScaledAgreesWithTheSharedScaleArithmetic) {
         const float want = kernels::blockScaledOutput(elementValues[i], got[static_cast<size_t>(i / 32)]);
         ASSERT_EQ(std::bit_cast<uint32_t>(decoded[i]), std::bit_cast<uint32_t>(want)) << codec.name() << " " << i;
       }
+      // decodeAdd adds the decoded values (checked above) to finite sums; decodeAddEncode of the
+      // wire with itself reversed is the encoding (checked above) of the decoded sums.
+      std::vector<float> acc(xs.size()), sums(xs.size());
+      for (size_t i = 0; i < acc.size(); ++i) acc[i] = static_cast<float>(i % 13) - 6.5f;
+      std::vector<float> added = acc;
+      codec.decodeAdd(got.data(), n, added.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = acc[i] + decoded[i];
+        ASSERT_EQ(std::bit_cast<uint32_t>(added[i]), std::bit_cast<uint32_t>(want)) << codec.name() << " " << i;
+      }
+      std::vector<float> reversed(xs.rbegin(), xs.rend()), other(xs.size());
+      std::vector<uint8_t> b(got.size());
+      codec.encode(reversed.data(), n, b.data(), ctx);
+      codec.decode(b.data(), n, other.data());
+      std::vector<bool> bothNan(xs.size());
+      for (size_t i = 0; i < sums.size(); ++i) {
+        sums[i] = decoded[i] + other[i];
+        bothNan[i] = std::isnan(decoded[i]) && std::isnan(other[i]);  // the sum's sign: either NaN's
+      }
+      std::vector<uint8_t> wantWire(got.size()), fused = got;
+      codec.encode(sums.data(), n, wantWire.data(), ctx);
+      codec.decodeAddEncode(fused.data(), b.data(), n, fused.data(), ctx);
+      for (int64_t i = 0; i < n; ++i) {
+        if (bothNan[static_cast<size_t>(i)]) continue;
+        const auto k = static_cast<size_t>(blocks + (f.bits() <= 4 ? i / 2 : i));
+        const int shift = f.bits() <= 4 ? 4 * static_cast<int>(i % 2) : 0;
+        ASSERT_EQ((fused[k] >> shift) & (f.bits() <= 4 ? 15 : 255), (wantWire[k] >> shift) & (f.bits() <= 4 ? 15 : 255))
+            << codec.name() << " " << i;
+      }
+      for (int64_t blk = 0; blk < blocks; ++blk)
+        ASSERT_EQ(fused[blk], wantWire[blk]) << codec.name() << " block " << blk;
     }
   }
 }
