@@ -164,14 +164,15 @@ struct SearchTables {
 };
 
 // Entry j (< 16 * count) of `count` registers, by two-source permutes (an index's low five
-// bits) and blends on bits 5 and 6.
+// bits) and blends on bits 5 and 6 of j, given as masks.
 template <int kCount>
-inline __m512 lookup(const __m512* t, __m512i j) {
+inline __m512 lookup(const __m512* t, __m512i j, __mmask16 bit5, __mmask16 bit6) {
   if constexpr (kCount == 2) {
     return _mm512_permutex2var_ps(t[0], j, t[1]);
   } else {
-    const __mmask16 high = _mm512_test_epi32_mask(j, _mm512_set1_epi32(16 * kCount / 2));
-    return _mm512_mask_mov_ps(lookup<kCount / 2>(t, j), high, lookup<kCount / 2>(t + kCount / 2, j));
+    const __mmask16 high = kCount == 4 ? bit5 : bit6;
+    return _mm512_mask_mov_ps(lookup<kCount / 2>(t, j, bit5, bit6), high,
+                              lookup<kCount / 2>(t + kCount / 2, j, bit5, bit6));
   }
 }
 
@@ -181,18 +182,22 @@ inline __m512 lookup(const __m512* t, __m512i j) {
 inline void searchCodes64(const __m512 v[4], const SearchTables& t, __m512i r[4]) {
   int bit = 2;  // level 1's; level 0 sets 1
   const auto level = [&](int k, __m512 mid) {
-    r[k] = _mm512_mask_or_epi32(r[k], _mm512_cmp_ps_mask(mid, v[k], _CMP_LT_OQ), r[k], _mm512_set1_epi32(bit));
+    const __mmask16 below = _mm512_cmp_ps_mask(mid, v[k], _CMP_LT_OQ);
+    r[k] = _mm512_mask_or_epi32(r[k], below, r[k], _mm512_set1_epi32(bit));
+    return below;
   };
   for (int k = 0; k < 4; ++k)
     r[k] = _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(t.first, v[k], _CMP_LT_OQ), _mm512_set1_epi32(1));
   for (int s = 0; s < 4; ++s, bit <<= 1) {
     for (int k = 0; k < 4; ++k) level(k, _mm512_permutexvar_ps(r[k], t.small[s]));
   }
-  for (int k = 0; k < 4; ++k) level(k, lookup<2>(t.l5, r[k]));
+  // Levels 5 and 6 set bits 5 and 6 of r: their comparisons are the last levels' blend masks.
+  __mmask16 bit5[4], bit6[4];
+  for (int k = 0; k < 4; ++k) bit5[k] = level(k, lookup<2>(t.l5, r[k], 0, 0));
   bit <<= 1;
-  for (int k = 0; k < 4; ++k) level(k, lookup<4>(t.l6, r[k]));
+  for (int k = 0; k < 4; ++k) bit6[k] = level(k, lookup<4>(t.l6, r[k], bit5[k], 0));
   bit <<= 1;
-  for (int k = 0; k < 4; ++k) level(k, lookup<8>(t.l7, r[k]));
+  for (int k = 0; k < 4; ++k) level(k, lookup<8>(t.l7, r[k], bit5[k], bit6[k]));
 }
 
 // Sixteen lanes' bit-reversed indices (< 256) of each of four vectors to 64 code bytes in
@@ -242,8 +247,10 @@ struct CodeBook {
   }
   __m512 decode(const uint8_t* codes, __mmask16 lanes, __m512 scale) const {
     const __m512i c = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(lanes, codes));
-    const __mmask16 high = _mm512_test_epi32_mask(c, _mm512_set1_epi32(128));
-    const __m512 code = _mm512_mask_mov_ps(lookup<8>(t, c), high, lookup<8>(t + 8, c));
+    const __mmask16 bit5 = _mm512_test_epi32_mask(c, _mm512_set1_epi32(32));
+    const __mmask16 bit6 = _mm512_test_epi32_mask(c, _mm512_set1_epi32(64));
+    const __mmask16 bit7 = _mm512_test_epi32_mask(c, _mm512_set1_epi32(128));
+    const __m512 code = _mm512_mask_mov_ps(lookup<8>(t, c, bit5, bit6), bit7, lookup<8>(t + 8, c, bit5, bit6));
     return _mm512_maskz_mul_round_ps(lanes, code, scale, _MM_FROUND_CUR_DIRECTION);
   }
 };
