@@ -13,7 +13,7 @@
 #include <limits>
 #include <vector>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
 #endif
 
@@ -26,7 +26,7 @@ namespace {
 uint32_t absmaxBits(const float* in, int64_t n) {
   uint32_t maxBits = 0;
   int64_t i = 0;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
   __m512i acc = _mm512_setzero_si512();
   for (; i < n; i += 16) {
@@ -145,7 +145,7 @@ uint8_t DettmersCodec::nearestCodeBySearch(float v) const {
   return static_cast<uint8_t>(kernels::dettmersNearestCode(v, midpoints_.data(), topCode()));
 }
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 namespace {
 
 // kernels::dettmersNearestCode in sixteen lanes: the same eight comparisons, each level's
@@ -266,7 +266,7 @@ void DettmersCodec::encodeBlock(const float* in, int64_t n, uint8_t* out) const 
   std::memcpy(out, &absmax, 4);
   uint8_t* codes = out + 4;
   const float inv = kernels::dettmersInverse(absmax);
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   encodeLanes(n, inv, searchLevels_.data(), topCode(), codes,
               [in](int64_t i, __mmask16 lanes) { return _mm512_maskz_loadu_ps(lanes, in + i); });
 #else
@@ -292,7 +292,7 @@ void DettmersCodec::decodeBlock(const uint8_t* in, int64_t n, float* out, bool a
   float absmax;
   std::memcpy(&absmax, in, 4);
   const uint8_t* codes = in + 4;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   const CodeBook book(codes_.data());
   const __m512 scale = _mm512_set1_ps(absmax);
   for (int64_t i = 0; i < n; i += 16) {
@@ -340,7 +340,7 @@ void DettmersCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc) const {
   }
 }
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 // encodeBlock of decodeBlock(a) + decodeBlock(b): one pass for the sums' absmax, one to encode
 // them. Blocks that fit keep their sums in an L1 buffer between the passes; longer ones (a
 // whole chunk as one block) recompute them in registers rather than go through memory. Both
@@ -381,7 +381,7 @@ void DettmersCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t 
                                     const EncodeContext&) const {
   // Block by block (both inputs read before the output is written: out may alias).
   const int64_t block = blockLength(n);
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   for (int64_t begin = 0; begin < n; begin += block) {
     const int64_t off = begin + 4 * (begin / block);
     sumEncodeBlock(a + off, b + off, std::min(block, n - begin), out + off);

@@ -53,7 +53,7 @@ class DettmersCodec : public Codec {
   // out[i] = decoded value, or out[i] += it with `add`.
   void decodeBlock(const uint8_t* in, int64_t n, float* out, bool add) const;
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   // encodeBlock of the decoded sum of blocks a and b, the sums kept in registers.
   void sumEncodeBlock(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out) const;
 #endif

@@ -62,8 +62,8 @@ int64_t encodeHalf32(const float* in, int64_t n, bool bf16, const kernels::Round
     const __m512 x0 = _mm512_loadu_ps(in + i), x1 = _mm512_loadu_ps(in + i + 16);
     const auto both = [](__mmask16 lo, __mmask16 hi) { return _mm512_kunpackw(hi, lo); };
     const __mmask32 nan = both(_mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q), _mm512_cmp_ps_mask(x1, x1, _CMP_UNORD_Q));
-    const __mmask32 negative =
-        both(_mm512_movepi32_mask(_mm512_castps_si512(x0)), _mm512_movepi32_mask(_mm512_castps_si512(x1)));
+    const __mmask32 negative = both(_mm512_cmplt_epi32_mask(_mm512_castps_si512(x0), _mm512_setzero_si512()),
+                                    _mm512_cmplt_epi32_mask(_mm512_castps_si512(x1), _mm512_setzero_si512()));
     __m512i c = _mm512_inserti64x4(_mm512_castsi256_si512(codes16(x0)), codes16(x1), 1);
     c = _mm512_mask_mov_epi16(c, _mm512_cmpgt_epu16_mask(_mm512_andnot_si512(signBit, c), maxFinite), overflowCode);
     c = _mm512_mask_mov_epi16(c, nan, nanCode);  // bf16's add may have carried a NaN into the sign
