@@ -61,20 +61,105 @@ uint32_t amaxBits(const float* x, int64_t m) {
   return amax;
 }
 
-// dst[i] = kernels::scaleByPow2(x[i], shift) for shift != 0: the same double multiply and one
-// conversion back, eight lanes at a time.
+// dst[i] = kernels::scaleByPow2(x[i], shift) for shift != 0. vscalefps gives x * 2^shift with
+// one rounding (the exact product rounded to fp32, subnormals and overflow included) as the
+// double multiply and conversion do; NaNs keep their payload, quieted, in both.
 void scaleBlock(const float* x, int64_t m, int32_t shift, float* dst) {
   int64_t i = 0;
 #if defined(__AVX512F__)
-  const __m512d factor = _mm512_set1_pd(kernels::pow2Double(shift));
-  for (; i < m; i += 8) {
-    const auto lanes = static_cast<__mmask8>(m - i >= 8 ? 0xff : (1u << (m - i)) - 1);
-    const __m512d wide = _mm512_cvtps_pd(_mm256_maskz_loadu_ps(lanes, x + i));
-    _mm256_mask_storeu_ps(dst + i, lanes, _mm512_cvtpd_ps(_mm512_mul_pd(wide, factor)));
+  const __m512 exponent = _mm512_set1_ps(static_cast<float>(shift));
+  for (; i < m; i += 16) {
+    const auto lanes = static_cast<__mmask16>(m - i >= 16 ? 0xffff : (1u << (m - i)) - 1);
+    _mm512_mask_storeu_ps(dst + i, lanes, _mm512_scalef_ps(_mm512_maskz_loadu_ps(lanes, x + i), exponent));
   }
 #endif
   for (; i < m; ++i) dst[i] = kernels::scaleByPow2(x[i], shift);
 }
+
+// acc[i] += kernels::scaleByPow2(v[i], shift): each scaled value rounded on its own, then added.
+void scaleAddBlock(const float* v, int64_t m, int32_t shift, float* acc) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 exponent = _mm512_set1_ps(static_cast<float>(shift));
+  for (; i < m; i += 16) {
+    const auto lanes = static_cast<__mmask16>(m - i >= 16 ? 0xffff : (1u << (m - i)) - 1);
+    const __m512 scaled = _mm512_scalef_ps(_mm512_maskz_loadu_ps(lanes, v + i), exponent);
+    _mm512_mask_storeu_ps(acc + i, lanes, _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, acc + i), scaled));
+  }
+#endif
+  for (; i < m; ++i) acc[i] += kernels::scaleByPow2(v[i], shift);
+}
+
+#if defined(__AVX512F__) && defined(__AVX512CD__)
+// GCC 12 reports its own unmasked AVX-512 intrinsics here as reading an uninitialised value
+// (the deliberate `__Y = __Y` of _mm512_undefined_epi32; see aps_target_warnings): a false
+// positive in a system header.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// The largest lane of each of sixteen vectors (unsigned), lane b of the result from m[b]: a
+// tree of 128-bit and dword shuffles halving the candidates each level.
+__m512i laneMaxima(const __m512i m[16]) {
+  __m512i s1[8], s2[4], s3[2];
+  for (int p = 0; p < 8; ++p) {  // 128-bit lanes: [2p | 2p | 2p+1 | 2p+1], 8 candidates each
+    s1[p] = _mm512_max_epu32(_mm512_shuffle_i32x4(m[2 * p], m[2 * p + 1], 0x44),
+                             _mm512_shuffle_i32x4(m[2 * p], m[2 * p + 1], 0xEE));
+  }
+  for (int q = 0; q < 4; ++q) {  // 128-bit lane j: vector 4q + j, 4 candidates
+    s2[q] = _mm512_max_epu32(_mm512_shuffle_i32x4(s1[2 * q], s1[2 * q + 1], 0x88),
+                             _mm512_shuffle_i32x4(s1[2 * q], s1[2 * q + 1], 0xDD));
+  }
+  for (int r = 0; r < 2; ++r) {  // 128-bit lane j: dwords 0-1 vector 8r + j, 2-3 vector 8r + 4 + j
+    s3[r] = _mm512_max_epu32(_mm512_unpacklo_epi64(s2[2 * r], s2[2 * r + 1]),
+                             _mm512_unpackhi_epi64(s2[2 * r], s2[2 * r + 1]));
+  }
+  // Dword pairs: 128-bit lane j holds vectors j, 8 + j, 4 + j, 12 + j.
+  const __m512i a = _mm512_max_epu32(s3[0], _mm512_shuffle_epi32(s3[0], _MM_PERM_CDAB));
+  const __m512i c = _mm512_max_epu32(s3[1], _mm512_shuffle_epi32(s3[1], _MM_PERM_CDAB));
+  const __m512i mixed = _mm512_mask_mov_epi32(a, 0xAAAA, c);
+  return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15), mixed);
+}
+
+// kernels::blockScaleCode of sixteen blocks' amax bits at once.
+__m512i blockScaleCodes(__m512i amax, int32_t emax) {
+  const __m512i fe = _mm512_srli_epi32(amax, 23);
+  // floorLog2Bits: fe - 127 for normals, (31 - clz(mantissa)) - 149 for subnormals.
+  const __m512i subLog2 = _mm512_sub_epi32(_mm512_set1_epi32(-118),
+                                           _mm512_lzcnt_epi32(_mm512_and_si512(amax, _mm512_set1_epi32(0x7fffff))));
+  const __m512i log2 = _mm512_mask_mov_epi32(_mm512_sub_epi32(fe, _mm512_set1_epi32(127)),
+                                             _mm512_cmpeq_epi32_mask(fe, _mm512_setzero_si512()), subLog2);
+  const __m512i e = _mm512_min_epi32(
+      _mm512_max_epi32(_mm512_sub_epi32(log2, _mm512_set1_epi32(emax)), _mm512_set1_epi32(-kernels::kScaleBias)),
+      _mm512_set1_epi32(kernels::kScaleBias));
+  __m512i code = _mm512_add_epi32(e, _mm512_set1_epi32(kernels::kScaleBias));
+  code = _mm512_mask_mov_epi32(code, _mm512_cmpeq_epi32_mask(amax, _mm512_setzero_si512()),
+                               _mm512_set1_epi32(kernels::kScaleBias));
+  return _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(amax, _mm512_set1_epi32(kernels::kMaxFiniteBits)),
+                               _mm512_set1_epi32(static_cast<int32_t>(kernels::kNanScale)));
+}
+
+// Sixteen blocks of 32 values from x: their scale codes into codes[0, 16) and their scaled
+// values (kernels::blockScaledInput) into scaled[0, 512).
+void scaleBlocks32x16(const float* x, int32_t emax, uint8_t* codes, float* scaled) {
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  __m512i m[16];
+  for (int b = 0; b < 16; ++b) {
+    m[b] = _mm512_max_epu32(_mm512_and_si512(_mm512_loadu_si512(x + 32 * b), magnitude),
+                            _mm512_and_si512(_mm512_loadu_si512(x + 32 * b + 16), magnitude));
+  }
+  const __m512i code = blockScaleCodes(laneMaxima(m), emax);
+  _mm512_mask_cvtepi32_storeu_epi8(codes, 0xffff, code);
+  const __m512 exponent = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_set1_epi32(kernels::kScaleBias), code));
+  const auto nanBlocks =
+      static_cast<uint32_t>(_mm512_cmpeq_epi32_mask(code, _mm512_set1_epi32(static_cast<int32_t>(kernels::kNanScale))));
+  for (int b = 0; b < 16; ++b) {
+    const __m512 e = _mm512_permutexvar_ps(_mm512_set1_epi32(b), exponent);
+    const auto keep = static_cast<__mmask16>((nanBlocks >> b) & 1u ? 0 : 0xffff);  // NaN scale: zeros
+    _mm512_storeu_ps(scaled + 32 * b, _mm512_maskz_scalef_ps(keep, _mm512_loadu_ps(x + 32 * b), e));
+    _mm512_storeu_ps(scaled + 32 * b + 16, _mm512_maskz_scalef_ps(keep, _mm512_loadu_ps(x + 32 * b + 16), e));
+  }
+}
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace
 
@@ -107,7 +192,14 @@ uint8_t BlockScaledCodec::scaleCode(float amax) const {
 void BlockScaledCodec::encodeRange(const float* x, int64_t n, int64_t begin, int64_t m, uint8_t* out, float* scaled,
                                    const EncodeContext& ctx) const {
   const int64_t len = blockLength(n);
-  for (int64_t first = 0; first < m; first += len) {
+  int64_t first = 0;
+#if defined(__AVX512F__) && defined(__AVX512CD__)
+  if (len == 32) {  // sixteen whole blocks at a time (begin is a multiple of 32)
+    for (; first + 512 <= m; first += 512)
+      scaleBlocks32x16(x + first, emax_, out + (begin + first) / 32, scaled + first);
+  }
+#endif
+  for (; first < m; first += len) {
     const int64_t count = std::min(len, m - first);
     const uint32_t code = kernels::blockScaleCode(amaxBits(x + first, count), emax_);
     out[(begin + first) / len] = static_cast<uint8_t>(code);
@@ -125,8 +217,10 @@ void BlockScaledCodec::encodeRange(const float* x, int64_t n, int64_t begin, int
   elements_.encode(scaled, m, out + blocks(n) + elements_.encodedBytes(begin), local);
 }
 
-// The decoded values [begin, begin + m) of an encoding of n values into out[0, m).
-void BlockScaledCodec::decodeRange(const uint8_t* in, int64_t n, int64_t begin, int64_t m, float* out) const {
+// The decoded values [begin, begin + m) of an encoding of n values into out[0, m); with acc,
+// added to acc[0, m) instead (out then holds the unscaled element values).
+void BlockScaledCodec::decodeRange(const uint8_t* in, int64_t n, int64_t begin, int64_t m, float* out,
+                                   float* acc) const {
   const int64_t len = blockLength(n);
   elements_.decode(in + blocks(n) + elements_.encodedBytes(begin), m, out);
   for (int64_t first = 0; first < m; first += len) {
@@ -134,7 +228,14 @@ void BlockScaledCodec::decodeRange(const uint8_t* in, int64_t n, int64_t begin, 
     const uint32_t code = in[(begin + first) / len];
     const int32_t shift = static_cast<int32_t>(code) - kernels::kScaleBias;
     if (code == kernels::kNanScale) {
-      std::fill(out + first, out + first + count, kernels::blockScaledOutput(0.0f, code));
+      const float nan = kernels::blockScaledOutput(0.0f, code);
+      if (acc) {
+        for (int64_t i = first; i < first + count; ++i) acc[i] += nan;
+      } else {
+        std::fill(out + first, out + first + count, nan);
+      }
+    } else if (acc) {
+      scaleAddBlock(out + first, count, shift, acc + first);
     } else if (shift != 0) {
       scaleBlock(out + first, count, shift, out + first);
     }
@@ -160,8 +261,7 @@ void BlockScaledCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc) const
   float* values = scratch(0, std::min(step, n)).data();
   for (int64_t begin = 0; begin < n; begin += step) {
     const int64_t m = std::min(step, n - begin);
-    decodeRange(in, n, begin, m, values);
-    for (int64_t i = 0; i < m; ++i) acc[begin + i] += values[i];
+    decodeRange(in, n, begin, m, values, acc + begin);
   }
 }
 
@@ -175,8 +275,7 @@ void BlockScaledCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64
   for (int64_t begin = 0; begin < n; begin += step) {
     const int64_t m = std::min(step, n - begin);
     decodeRange(a, n, begin, m, va);
-    decodeRange(b, n, begin, m, vb);
-    for (int64_t i = 0; i < m; ++i) va[i] += vb[i];
+    decodeRange(b, n, begin, m, vb, va);
     encodeRange(va, n, begin, m, out, vb, ctx);
   }
 }

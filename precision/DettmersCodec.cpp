@@ -13,7 +13,36 @@
 #include <limits>
 #include <vector>
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#endif
+
 namespace aps::precision {
+
+namespace {
+
+// The block's largest magnitude as fp32 bits (kernels::absBits, an integer max: NaN > inf >
+// finite in this order).
+uint32_t absmaxBits(const float* in, int64_t n) {
+  uint32_t maxBits = 0;
+  int64_t i = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  __m512i acc = _mm512_setzero_si512();
+  for (; i < n; i += 16) {
+    const auto lanes = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+    acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes, in + i), magnitude));
+  }
+  // Through memory: GCC 12 reports its own _mm512_reduce_max_epu32 as reading an uninitialised value.
+  alignas(64) uint32_t lanes[16];
+  _mm512_store_si512(lanes, acc);
+  for (uint32_t lane : lanes) maxBits = std::max(maxBits, lane);
+#endif
+  for (; i < n; ++i) maxBits = std::max(maxBits, kernels::absBits(in[i]));
+  return maxBits;
+}
+
+}  // namespace
 
 std::array<float, 256> DettmersCodec::dynamicTreeCodeBook() {
   // docs/ALGORITHMS.md, Dettmers' 8-bit types: for i = 0..6, the midpoints of linspace(0.1, 1, 2^i + 1) scaled by
@@ -75,6 +104,14 @@ DettmersCodec::DettmersCodec(Type type, int64_t blockSize) : type_(type), blockS
     }
     bucketBase_[b] = static_cast<uint8_t>(below);
   }
+  for (int level = 0; level < 8; ++level) {
+    const int step = 128 >> level;
+    for (int r = 0; r < (1 << level); ++r) {
+      int j = 0;  // r's low `level` bits reversed
+      for (int bit = 0; bit < level; ++bit) j |= ((r >> bit) & 1) << (level - 1 - bit);
+      searchLevels_[(1 << level) - 1 + r] = midpoints_[j * 2 * step + step - 1];
+    }
+  }
 }
 
 std::string DettmersCodec::name() const {
@@ -108,16 +145,131 @@ uint8_t DettmersCodec::nearestCodeBySearch(float v) const {
   return static_cast<uint8_t>(kernels::dettmersNearestCode(v, midpoints_.data(), topCode()));
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+namespace {
+
+// kernels::dettmersNearestCode in sixteen lanes: the same eight comparisons, each level's
+// midpoint found by permutes over that level's table (DettmersCodec::searchLevels_). The
+// search's index is kept bit-reversed: level L's comparison sets bit L of r (bit 7 - L of the
+// index), one masked or, and r's low L bits index the level's table, stored in that order.
+struct SearchTables {
+  __m512 first, small[4], l5[2], l6[4], l7[8];
+  explicit SearchTables(const float* levels) {
+    first = _mm512_set1_ps(levels[0]);
+    for (int k = 0; k < 4; ++k) small[k] = _mm512_loadu_ps(levels + (2 << k) - 1);
+    for (int k = 0; k < 2; ++k) l5[k] = _mm512_loadu_ps(levels + 31 + 16 * k);
+    for (int k = 0; k < 4; ++k) l6[k] = _mm512_loadu_ps(levels + 63 + 16 * k);
+    for (int k = 0; k < 8; ++k) l7[k] = _mm512_loadu_ps(levels + 127 + 16 * k);
+  }
+};
+
+// Entry j (< 16 * count) of `count` registers, by two-source permutes (an index's low five
+// bits) and blends on bits 5 and 6 of j, given as masks.
+template <int kCount>
+inline __m512 lookup(const __m512* t, __m512i j, __mmask16 bit5, __mmask16 bit6) {
+  if constexpr (kCount == 2) {
+    return _mm512_permutex2var_ps(t[0], j, t[1]);
+  } else {
+    const __mmask16 high = kCount == 4 ? bit5 : bit6;
+    return _mm512_mask_mov_ps(lookup<kCount / 2>(t, j, bit5, bit6), high,
+                              lookup<kCount / 2>(t + kCount / 2, j, bit5, bit6));
+  }
+}
+
+// Four vectors side by side, level by level: each level waits on the previous one's
+// comparison, so the four chains hide one another's latency. NaN compares false everywhere
+// and ends at 0.
+inline void searchCodes64(const __m512 v[4], const SearchTables& t, __m512i r[4]) {
+  int bit = 2;  // level 1's; level 0 sets 1
+  const auto level = [&](int k, __m512 mid) {
+    const __mmask16 below = _mm512_cmp_ps_mask(mid, v[k], _CMP_LT_OQ);
+    r[k] = _mm512_mask_or_epi32(r[k], below, r[k], _mm512_set1_epi32(bit));
+    return below;
+  };
+  for (int k = 0; k < 4; ++k)
+    r[k] = _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(t.first, v[k], _CMP_LT_OQ), _mm512_set1_epi32(1));
+  for (int s = 0; s < 4; ++s, bit <<= 1) {
+    for (int k = 0; k < 4; ++k) level(k, _mm512_permutexvar_ps(r[k], t.small[s]));
+  }
+  // Levels 5 and 6 set bits 5 and 6 of r: their comparisons are the last levels' blend masks.
+  __mmask16 bit5[4], bit6[4];
+  for (int k = 0; k < 4; ++k) bit5[k] = level(k, lookup<2>(t.l5, r[k], 0, 0));
+  bit <<= 1;
+  for (int k = 0; k < 4; ++k) bit6[k] = level(k, lookup<4>(t.l6, r[k], bit5[k], 0));
+  bit <<= 1;
+  for (int k = 0; k < 4; ++k) level(k, lookup<8>(t.l7, r[k], bit5[k], bit6[k]));
+}
+
+// Sixteen lanes' bit-reversed indices (< 256) of each of four vectors to 64 code bytes in
+// element order: packus works within 128-bit lanes (the permute restores the order), and each
+// byte's bits are reversed back by two nibble lookups.
+inline __m512i packCodes64(const __m512i r[4]) {
+  const __m512i packed = _mm512_packus_epi16(_mm512_packus_epi32(r[0], r[1]), _mm512_packus_epi32(r[2], r[3]));
+  const __m512i bytes =
+      _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), packed);
+  const __m128i reversed = _mm_setr_epi8(0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15);
+  const __m512i low = _mm512_broadcast_i32x4(_mm_slli_epi16(reversed, 4));  // reversed low nibble, moved up
+  const __m512i high = _mm512_broadcast_i32x4(reversed);
+  const __m512i nibble = _mm512_set1_epi8(15);
+  return _mm512_or_si512(_mm512_shuffle_epi8(low, _mm512_and_si512(bytes, nibble)),
+                         _mm512_shuffle_epi8(high, _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble)));
+}
+
+// Lanes (fewer than 16 at the end of n) from i on.
+inline __mmask16 lanesFrom(int64_t i, int64_t n) {
+  return static_cast<__mmask16>((uint32_t{1} << std::clamp<int64_t>(n - i, 0, 16)) - 1);
+}
+
+// codes[i] = the nearest code of load(i, lanes) * inv, capped at top, 64 values per step.
+template <typename Load>
+void encodeLanes(int64_t n, float inv, const float* levels, uint32_t top, uint8_t* codes, Load load) {
+  const SearchTables tables(levels);
+  const __m512 scale = _mm512_set1_ps(inv);
+  const __m512i cap = _mm512_set1_epi8(static_cast<char>(top));
+  for (int64_t i = 0; i < n; i += 64) {
+    __m512 v[4];
+    __m512i c[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm512_mul_ps(load(i + 16 * k, lanesFrom(i + 16 * k, n)), scale);
+    searchCodes64(v, tables, c);
+    const int64_t left = std::min<int64_t>(n - i, 64);
+    _mm512_mask_storeu_epi8(codes + i, left == 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1,
+                            _mm512_min_epu8(packCodes64(c), cap));
+  }
+}
+
+// The values of sixteen codes (masked lanes 0): book[c] * absmax by permutes over the 256
+// entries, the product rounded on its own (a builtin, so the compiler cannot fuse it with a
+// following add into a multiply-add, which the scalar loops never do).
+struct CodeBook {
+  __m512 t[16];
+  explicit CodeBook(const float* book) {
+    for (int k = 0; k < 16; ++k) t[k] = _mm512_loadu_ps(book + 16 * k);
+  }
+  __m512 decode(const uint8_t* codes, __mmask16 lanes, __m512 scale) const {
+    const __m512i c = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(lanes, codes));
+    const __mmask16 bit5 = _mm512_test_epi32_mask(c, _mm512_set1_epi32(32));
+    const __mmask16 bit6 = _mm512_test_epi32_mask(c, _mm512_set1_epi32(64));
+    const __mmask16 bit7 = _mm512_test_epi32_mask(c, _mm512_set1_epi32(128));
+    const __m512 code = _mm512_mask_mov_ps(lookup<8>(t, c, bit5, bit6), bit7, lookup<8>(t + 8, c, bit5, bit6));
+    return _mm512_maskz_mul_round_ps(lanes, code, scale, _MM_FROUND_CUR_DIRECTION);
+  }
+};
+
+}  // namespace
+#endif
+
 void DettmersCodec::encodeBlock(const float* in, int64_t n, uint8_t* out) const {
-  // absmax as the integer max of |bits| (vectorises; NaN > inf > finite in this order, so
-  // a non-finite value makes the scale non-finite, the block decodes non-finite and the
-  // overflow stays visible to the receiver).
-  uint32_t maxBits = 0;
-  for (int64_t i = 0; i < n; ++i) maxBits = std::max(maxBits, kernels::absBits(in[i]));
-  const float absmax = std::bit_cast<float>(maxBits);
+  // absmax as the integer max of |bits| (NaN > inf > finite in this order, so a non-finite
+  // value makes the scale non-finite, the block decodes non-finite and the overflow stays
+  // visible to the receiver).
+  const float absmax = std::bit_cast<float>(absmaxBits(in, n));
   std::memcpy(out, &absmax, 4);
   uint8_t* codes = out + 4;
   const float inv = kernels::dettmersInverse(absmax);
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  encodeLanes(n, inv, searchLevels_.data(), topCode(), codes,
+              [in](int64_t i, __mmask16 lanes) { return _mm512_maskz_loadu_ps(lanes, in + i); });
+#else
   if (bucketBase_.empty()) {
     for (int64_t i = 0; i < n; ++i) codes[i] = nearestCode(in[i] * inv);
     return;
@@ -133,13 +285,35 @@ void DettmersCodec::encodeBlock(const float* in, int64_t n, uint8_t* out) const 
     const uint32_t idx = b + (mid[b] < v ? 1u : 0u);
     codes[i] = static_cast<uint8_t>(std::min(idx, top));
   }
+#endif
 }
 
-void DettmersCodec::decodeBlock(const uint8_t* in, int64_t n, float* out) const {
+void DettmersCodec::decodeBlock(const uint8_t* in, int64_t n, float* out, bool add) const {
   float absmax;
   std::memcpy(&absmax, in, 4);
   const uint8_t* codes = in + 4;
-  for (int64_t i = 0; i < n; ++i) out[i] = kernels::dettmersDecode(codes_[codes[i]], absmax);
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  const CodeBook book(codes_.data());
+  const __m512 scale = _mm512_set1_ps(absmax);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = lanesFrom(i, n);
+    __m512 v = book.decode(codes + i, lanes, scale);
+    if (add) v = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, out + i), v);
+    _mm512_mask_storeu_ps(out + i, lanes, v);
+  }
+#else
+  if (!add) {
+    for (int64_t i = 0; i < n; ++i) out[i] = kernels::dettmersDecode(codes_[codes[i]], absmax);
+    return;
+  }
+  // The products in a buffer first, so the compiler cannot fuse them with the add.
+  float values[256];
+  for (int64_t begin = 0; begin < n; begin += 256) {
+    const int64_t m = std::min<int64_t>(256, n - begin);
+    for (int64_t i = 0; i < m; ++i) values[i] = kernels::dettmersDecode(codes_[codes[begin + i]], absmax);
+    for (int64_t i = 0; i < m; ++i) out[begin + i] += values[i];
+  }
+#endif
 }
 
 void DettmersCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeContext&) const {
@@ -154,34 +328,74 @@ void DettmersCodec::decode(const uint8_t* in, int64_t n, float* out) const {
   const int64_t block = blockLength(n);
   for (int64_t begin = 0; begin < n; begin += block) {
     const int64_t m = std::min(block, n - begin);
-    decodeBlock(in + begin + 4 * (begin / block), m, out + begin);
+    decodeBlock(in + begin + 4 * (begin / block), m, out + begin, false);
   }
 }
 
 void DettmersCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc) const {
   const int64_t block = blockLength(n);
-  std::vector<float> values(static_cast<size_t>(std::min(block, n)));
   for (int64_t begin = 0; begin < n; begin += block) {
     const int64_t m = std::min(block, n - begin);
-    decodeBlock(in + begin + 4 * (begin / block), m, values.data());
-    for (int64_t i = 0; i < m; ++i) acc[begin + i] += values[i];
+    decodeBlock(in + begin + 4 * (begin / block), m, acc + begin, true);
   }
 }
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// encodeBlock of decodeBlock(a) + decodeBlock(b): one pass for the sums' absmax, one to encode
+// them. Blocks that fit keep their sums in an L1 buffer between the passes; longer ones (a
+// whole chunk as one block) recompute them in registers rather than go through memory. Both
+// scales are read first and each step reads its codes before writing, so out may alias a or b.
+void DettmersCodec::sumEncodeBlock(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out) const {
+  constexpr int64_t kBuffered = 2048;
+  alignas(64) float buffer[kBuffered];
+  float absA, absB;
+  std::memcpy(&absA, a, 4);
+  std::memcpy(&absB, b, 4);
+  const CodeBook book(codes_.data());
+  const __m512 scaleA = _mm512_set1_ps(absA), scaleB = _mm512_set1_ps(absB);
+  const auto sum = [&](int64_t i, __mmask16 lanes) {
+    return _mm512_add_ps(book.decode(a + 4 + i, lanes, scaleA), book.decode(b + 4 + i, lanes, scaleB));
+  };
+  const bool buffered = n <= kBuffered;
+  __m512i acc = _mm512_setzero_si512();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 v = sum(i, lanesFrom(i, n));
+    if (buffered) _mm512_store_ps(buffer + i, v);
+    acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
+  }
+  alignas(64) uint32_t lanes[16];
+  _mm512_store_si512(lanes, acc);
+  const float absmax = std::bit_cast<float>(*std::max_element(lanes, lanes + 16));
+  const float inv = kernels::dettmersInverse(absmax);
+  if (buffered) {
+    encodeLanes(n, inv, searchLevels_.data(), topCode(), out + 4,
+                [&](int64_t i, __mmask16 m) { return _mm512_maskz_load_ps(m, buffer + i); });
+  } else {
+    encodeLanes(n, inv, searchLevels_.data(), topCode(), out + 4, sum);
+  }
+  std::memcpy(out, &absmax, 4);
+}
+#endif
 
 void DettmersCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
                                     const EncodeContext&) const {
   // Block by block (both inputs read before the output is written: out may alias).
   const int64_t block = blockLength(n);
-  std::vector<float> va(static_cast<size_t>(std::min(block, n)));
-  std::vector<float> vb(va.size());
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  for (int64_t begin = 0; begin < n; begin += block) {
+    const int64_t off = begin + 4 * (begin / block);
+    sumEncodeBlock(a + off, b + off, std::min(block, n - begin), out + off);
+  }
+#else
+  std::vector<float> sum(static_cast<size_t>(std::min(block, n)));
   for (int64_t begin = 0; begin < n; begin += block) {
     const int64_t m = std::min(block, n - begin);
     const int64_t off = begin + 4 * (begin / block);
-    decodeBlock(a + off, m, va.data());
-    decodeBlock(b + off, m, vb.data());
-    for (int64_t i = 0; i < m; ++i) va[i] += vb[i];
-    encodeBlock(va.data(), m, out + off);
+    decodeBlock(a + off, m, sum.data(), false);
+    decodeBlock(b + off, m, sum.data(), true);
+    encodeBlock(sum.data(), m, out + off);
   }
+#endif
 }
 
 }  // namespace aps::precision

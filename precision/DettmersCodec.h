@@ -50,7 +50,13 @@ class DettmersCodec : public Codec {
  private:
   int64_t blockLength(int64_t n) const { return blockSize_ > 0 ? blockSize_ : (n > 0 ? n : 1); }
   void encodeBlock(const float* in, int64_t n, uint8_t* out) const;
-  void decodeBlock(const uint8_t* in, int64_t n, float* out) const;
+  // out[i] = decoded value, or out[i] += it with `add`.
+  void decodeBlock(const uint8_t* in, int64_t n, float* out, bool add) const;
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  // encodeBlock of the decoded sum of blocks a and b, the sums kept in registers.
+  void sumEncodeBlock(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out) const;
+#endif
 
   Type type_;
   int64_t blockSize_;
@@ -60,6 +66,10 @@ class DettmersCodec : public Codec {
   // midpoints below the bucket's smallest value; every bucket holds at most one midpoint
   // (checked), so the search ends with one comparison. Empty: binary search only.
   std::vector<uint8_t> bucketBase_;
+  // The binary search's midpoints level by level, for table lookups in vector lanes: level L
+  // (step 128 >> L) holds midpoints_[j * 2 * step + step - 1] for its 2^L possible j, from
+  // offset 2^L - 1, entry j at the position of j's L bits reversed; [255] is padding.
+  alignas(64) std::array<float, 256> searchLevels_{};
 };
 
 }  // namespace aps::precision

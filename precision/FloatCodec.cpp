@@ -21,6 +21,59 @@ bool sameLayout(const FloatFormat& a, const FloatFormat& b) {
          a.subnormals == b.subnormals && a.specials == b.specials;
 }
 
+// Stores a decoded value, or adds it to what is there (decodeAdd).
+template <bool kAdd>
+inline void put(float* p, float v) {
+  if constexpr (kAdd) {
+    *p += v;
+  } else {
+    *p = v;
+  }
+}
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+template <bool kAdd>
+inline void put16(float* p, __m512 v) {
+  if constexpr (kAdd) v = _mm512_add_ps(_mm512_loadu_ps(p), v);
+  _mm512_storeu_ps(p, v);
+}
+
+// fp16 (F16C) and bf16 codes with round-to-nearest-even, 32 values per step: the rounding of
+// the hardware conversion (fp16) or of the integer add (bf16), then roundOne's overflow policy
+// (a rounded magnitude above the largest finite code becomes overflowCode) and its NaN code,
+// both with the value's sign. Returns the count encoded (a multiple of 32).
+int64_t encodeHalf32(const float* in, int64_t n, bool bf16, const kernels::RoundingParams& p, uint8_t* out) {
+  const __m512i signBit = _mm512_set1_epi16(static_cast<int16_t>(0x8000));
+  const __m512i maxFinite = _mm512_set1_epi16(static_cast<int16_t>(p.maxFiniteCode));
+  const __m512i overflowCode = _mm512_set1_epi16(static_cast<int16_t>(p.overflowCode));
+  const __m512i nanCode = _mm512_set1_epi16(static_cast<int16_t>(p.nanCode));
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i half = _mm512_set1_epi32(0x7fff);
+  const auto codes16 = [&](__m512 x) {
+    if (bf16) {  // bits + 0x7fff + (bit 16), the carry rounding up into the kept half
+      const __m512i u = _mm512_castps_si512(x);
+      const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+      return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, half), odd), 16));
+    }
+    return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  };
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 x0 = _mm512_loadu_ps(in + i), x1 = _mm512_loadu_ps(in + i + 16);
+    const auto both = [](__mmask16 lo, __mmask16 hi) { return _mm512_kunpackw(hi, lo); };
+    const __mmask32 nan = both(_mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q), _mm512_cmp_ps_mask(x1, x1, _CMP_UNORD_Q));
+    const __mmask32 negative = both(_mm512_cmplt_epi32_mask(_mm512_castps_si512(x0), _mm512_setzero_si512()),
+                                    _mm512_cmplt_epi32_mask(_mm512_castps_si512(x1), _mm512_setzero_si512()));
+    __m512i c = _mm512_inserti64x4(_mm512_castsi256_si512(codes16(x0)), codes16(x1), 1);
+    c = _mm512_mask_mov_epi16(c, _mm512_cmpgt_epu16_mask(_mm512_andnot_si512(signBit, c), maxFinite), overflowCode);
+    c = _mm512_mask_mov_epi16(c, nan, nanCode);  // bf16's add may have carried a NaN into the sign
+    c = _mm512_mask_mov_epi16(c, negative, _mm512_or_si512(c, signBit));
+    _mm512_storeu_si512(out + 2 * i, c);
+  }
+  return i;
+}
+#endif
+
 }  // namespace
 
 FloatCodec::FloatCodec(const FloatFormat& format, RoundingMode rounding)
@@ -53,19 +106,13 @@ FloatCodec::FloatCodec(const FloatFormat& format, RoundingMode rounding)
       bit7Symmetric_ = bit7Symmetric_ && (lo ^ hi) == bit7Flip_;
     }
   }
-  if (width_ == 0) {
-    pairs_.resize(512);
-    for (uint32_t byte = 0; byte < 256; ++byte) {
-      pairs_[2 * byte] = table_[byte & 15u];
-      pairs_[2 * byte + 1] = table_[byte >> 4];
-    }
-  }
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 // Nibble codes, 64 values per step: each byte is doubled (b b), widened to two lanes and the
 // odd lane shifted right by 4; vpermps reads only an index's low four bits, so the 16-entry
 // table needs no masking. Returns the count decoded (a multiple of 64).
+template <bool kAdd>
 int64_t FloatCodec::decodeNibbles16(const uint8_t* in, int64_t n, float* out) const {
   const __m512 table = _mm512_loadu_ps(table_.data());
   const __m512i shifts = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
@@ -78,8 +125,8 @@ int64_t FloatCodec::decodeNibbles16(const uint8_t* in, int64_t n, float* out) co
       const __m128i hi = _mm_unpackhi_epi8(halves[h], halves[h]);
       const __m512i c0 = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(lo), shifts);
       const __m512i c1 = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(hi), shifts);
-      _mm512_storeu_ps(out + i + 32 * h, _mm512_permutexvar_ps(c0, table));
-      _mm512_storeu_ps(out + i + 32 * h + 16, _mm512_permutexvar_ps(c1, table));
+      put16<kAdd>(out + i + 32 * h, _mm512_permutexvar_ps(c0, table));
+      put16<kAdd>(out + i + 32 * h + 16, _mm512_permutexvar_ps(c1, table));
     }
   }
   return i;
@@ -88,6 +135,7 @@ int64_t FloatCodec::decodeNibbles16(const uint8_t* in, int64_t n, float* out) co
 // Byte codes, 16 values per step: the table's first 128 entries by two-source permutes (each
 // reads an index's low five bits) and blends on bits 5 and 6; bit 7 flips the result by
 // `bit7Flip_` (the sign bit for 8-bit formats, nothing for narrower ones, whose table repeats).
+template <bool kAdd>
 int64_t FloatCodec::decodeBytes16(const uint8_t* in, int64_t n, float* out) const {
   if (!bit7Symmetric_) return 0;
   __m512 t[8];
@@ -102,7 +150,8 @@ int64_t FloatCodec::decodeBytes16(const uint8_t* in, int64_t n, float* out) cons
     const __m512 q1 =
         _mm512_mask_mov_ps(_mm512_permutex2var_ps(t[4], c, t[5]), bit5, _mm512_permutex2var_ps(t[6], c, t[7]));
     const __m512i v = _mm512_castps_si512(_mm512_mask_mov_ps(q0, _mm512_test_epi32_mask(c, _mm512_set1_epi32(64)), q1));
-    _mm512_storeu_si512(out + i, _mm512_mask_xor_epi32(v, _mm512_test_epi32_mask(c, _mm512_set1_epi32(128)), v, flip));
+    const __m512i value = _mm512_mask_xor_epi32(v, _mm512_test_epi32_mask(c, _mm512_set1_epi32(128)), v, flip);
+    put16<kAdd>(out + i, _mm512_castsi512_ps(value));
   }
   return i;
 }
@@ -130,10 +179,16 @@ void FloatCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeCo
     quantizer_.encode(in, out, n, rounding_, ctx);
     return;
   }
-  // Wider codes: a chunk in a local buffer, then copied to the (unaligned) output.
+  int64_t done = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  if (rounding_ == RoundingMode::NearestEven && (decoder_ == Decoder::Bf16 || decoder_ == Decoder::Fp16)) {
+    done = encodeHalf32(in, n, decoder_ == Decoder::Bf16, quantizer_.params(), out);
+  }
+#endif
+  // The rest: a chunk in a local buffer, then copied to the (unaligned) output.
   alignas(64) uint16_t codes16[kChunk];
   alignas(64) float values[kChunk];
-  for (int64_t begin = 0; begin < n; begin += kChunk) {
+  for (int64_t begin = done; begin < n; begin += kChunk) {
     const int64_t m = std::min(kChunk, n - begin);
     EncodeContext local = ctx;
     local.offset = ctx.offset + begin;
@@ -148,107 +203,107 @@ void FloatCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeCo
   }
 }
 
-void FloatCodec::decode(const uint8_t* in, int64_t n, float* out) const {
+template <bool kAdd>
+void FloatCodec::decodeInto(const uint8_t* in, int64_t n, float* out) const {
   switch (width_) {
     case 0: {
       int64_t done = 0;
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-      done = decodeNibbles16(in, n, out);
+      done = decodeNibbles16<kAdd>(in, n, out);
 #endif
-      in += done / 2;
-      out += done;
-      n -= done;
-      const int64_t pairs = n / 2;
-      for (int64_t i = 0; i < pairs; ++i) std::memcpy(out + 2 * i, &pairs_[2 * in[i]], 2 * sizeof(float));
-      if (n % 2) out[n - 1] = table_[in[pairs] & 15u];
+      for (int64_t i = done; i < n; ++i) put<kAdd>(out + i, table_[(in[i / 2] >> (4 * (i % 2))) & 15u]);
       return;
     }
     case 1: {
       int64_t i = 0;
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-      i = decodeBytes16(in, n, out);
+      i = decodeBytes16<kAdd>(in, n, out);
 #endif
       const float* table = table_.data();
-      for (; i < n; ++i) out[i] = table[in[i]];
+      for (; i < n; ++i) put<kAdd>(out + i, table[in[i]]);
       return;
     }
-    case 2: {
-      if (decoder_ == Decoder::Bf16) {
-        int64_t i = 0;
-#if defined(__AVX512F__) && defined(__AVX512BW__)
-        for (; i + 16 <= n; i += 16) {
-          const __m512i c = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 2 * i)));
-          _mm512_storeu_si512(out + i, _mm512_slli_epi32(c, 16));
-        }
-#endif
-        for (; i < n; ++i) {
-          uint16_t c;
-          std::memcpy(&c, in + 2 * i, 2);
-          const uint32_t bits = uint32_t{c} << 16;
-          std::memcpy(out + i, &bits, 4);
-        }
-        return;
-      }
-#if defined(__F16C__)
-      if (decoder_ == Decoder::Fp16) {
-        int64_t i = 0;
-#if defined(__AVX512F__)
-        for (; i + 16 <= n; i += 16) {
-          const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 2 * i));
-          _mm512_storeu_ps(out + i, _mm512_cvtph_ps(h));
-        }
-#endif
-        for (; i + 8 <= n; i += 8) {
-          const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i));
-          _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
-        }
-        for (; i < n; ++i) {
-          uint16_t c;
-          std::memcpy(&c, in + 2 * i, 2);
-          out[i] = _cvtsh_ss(c);
-        }
-        return;
-      }
-#endif
-      const float* table = table_.data();
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t c;
-        std::memcpy(&c, in + 2 * i, 2);
-        out[i] = table[c];
-      }
+    case 2:
+      decodeWide<kAdd>(in, n, out);
       return;
-    }
     default:
-      std::memcpy(out, in, static_cast<size_t>(n) * 4);
+      for (int64_t i = 0; i < n; ++i) {
+        float v;
+        std::memcpy(&v, in + 4 * i, 4);
+        put<kAdd>(out + i, v);
+      }
       return;
   }
 }
 
-void FloatCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc) const {
-  alignas(64) float values[kChunk];
-  for (int64_t begin = 0; begin < n; begin += kChunk) {
-    const int64_t m = std::min(kChunk, n - begin);
-    decode(in + byteOffset(begin), m, values);
-    float* dst = acc + begin;
-    for (int64_t i = 0; i < m; ++i) dst[i] += values[i];
+template <bool kAdd>
+void FloatCodec::decodeWide(const uint8_t* in, int64_t n, float* out) const {
+  int64_t i = 0;
+  if (decoder_ == Decoder::Bf16) {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    for (; i + 16 <= n; i += 16) {
+      const __m512i c = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 2 * i)));
+      put16<kAdd>(out + i, _mm512_castsi512_ps(_mm512_slli_epi32(c, 16)));
+    }
+#endif
+    for (; i < n; ++i) {
+      uint16_t c;
+      std::memcpy(&c, in + 2 * i, 2);
+      put<kAdd>(out + i, std::bit_cast<float>(uint32_t{c} << 16));
+    }
+    return;
+  }
+#if defined(__F16C__)
+  if (decoder_ == Decoder::Fp16) {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    for (; i + 16 <= n; i += 16) {
+      put16<kAdd>(out + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 2 * i))));
+    }
+#endif
+    for (; i + 8 <= n; i += 8) {
+      __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i)));
+      if constexpr (kAdd) v = _mm256_add_ps(_mm256_loadu_ps(out + i), v);
+      _mm256_storeu_ps(out + i, v);
+    }
+    for (; i < n; ++i) {
+      uint16_t c;
+      std::memcpy(&c, in + 2 * i, 2);
+      put<kAdd>(out + i, _cvtsh_ss(c));
+    }
+    return;
+  }
+#endif
+  const float* table = table_.data();
+  for (; i < n; ++i) {
+    uint16_t c;
+    std::memcpy(&c, in + 2 * i, 2);
+    put<kAdd>(out + i, table[c]);
   }
 }
+
+void FloatCodec::decode(const uint8_t* in, int64_t n, float* out) const {
+  if (width_ == 4) {
+    std::memcpy(out, in, static_cast<size_t>(n) * 4);
+    return;
+  }
+  decodeInto<false>(in, n, out);
+}
+
+void FloatCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc) const { decodeInto<true>(in, n, acc); }
 
 void FloatCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
                                  const EncodeContext& ctx) const {
-  // Chunk by chunk: both inputs of a chunk are read before its output is written, so out
-  // may alias a or b.
-  alignas(64) float va[kChunk];
-  alignas(64) float vb[kChunk];
+  // Chunk by chunk in L1: a decoded, b decoded and added in registers, the sums encoded. Both
+  // inputs of a chunk are read before its output is written, so out may alias a or b.
+  alignas(64) float sums[kChunk];
   for (int64_t begin = 0; begin < n; begin += kChunk) {
     const int64_t m = std::min(kChunk, n - begin);
     const size_t off = byteOffset(begin);
-    decode(a + off, m, va);
-    decode(b + off, m, vb);
-    for (int64_t i = 0; i < m; ++i) va[i] += vb[i];
+    decodeInto<false>(a + off, m, sums);
+    decodeInto<true>(b + off, m, sums);
     EncodeContext local = ctx;
     local.offset = ctx.offset + begin;
-    encode(va, m, out + off, local);
+    encode(sums, m, out + off, local);
   }
 }
 

@@ -37,9 +37,16 @@ class FloatCodec : public Codec {
   // Byte offset of element i (i even for packed nibbles).
   size_t byteOffset(int64_t i) const;
 
+  // decode (out = value) or decodeAdd (out += value) of n values; decodeWide for 2-byte codes.
+  template <bool kAdd>
+  void decodeInto(const uint8_t* in, int64_t n, float* out) const;
+  template <bool kAdd>
+  void decodeWide(const uint8_t* in, int64_t n, float* out) const;
 #if defined(__AVX512F__) && defined(__AVX512BW__)
   // AVX-512 decoders of nibble and byte codes: the count they decoded, the rest is the caller's.
+  template <bool kAdd>
   int64_t decodeNibbles16(const uint8_t* in, int64_t n, float* out) const;
+  template <bool kAdd>
   int64_t decodeBytes16(const uint8_t* in, int64_t n, float* out) const;
 #endif
 
@@ -49,7 +56,6 @@ class FloatCodec : public Codec {
   enum class Decoder : uint8_t { Table, Bf16, Fp16, Fp32 } decoder_;
   kernels::CodeDecodeParams decodeParams_;
   std::vector<float> table_;  // value of every code (<= 16 bits), kernels::decodeCode's
-  std::vector<float> pairs_;  // nibble formats: values of both nibbles of every byte
   // Byte codes: table_[c | 128] has table_[c]'s bits xor bit7Flip_ for every c (checked, not assumed).
   bool bit7Symmetric_ = false;
   uint32_t bit7Flip_ = 0;

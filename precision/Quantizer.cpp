@@ -180,48 +180,57 @@ inline __m512i roundCodes16(__m512i u, __m512i rnd, const CodeParams16& p) {
   return _mm512_ternarylogic_epi32(code, _mm512_srl_epi32(u, p.signShift), p.signBit, 0xF8);  // code | (s & bit)
 }
 
-// Philox4x32-10 (framework/core/Rng.cpp) in sixteen lanes: lane j is counter first + j, and only
-// output word 0 is kept, as randomBits32 does. The low product words come from one mullo; the
-// high ones from the even and odd 64-bit products, the even lanes' moved down by a shuffle.
-struct PhiloxKeys16 {
-  __m512i k0[10], k1[10], c2, c3;
-  PhiloxKeys16(uint64_t seed, uint64_t stream) {
+// Philox4x32-10 (framework/core/Rng.cpp), 32 counters at a time: lane j is counter first + j,
+// and only output word 0 is kept, as randomBits32 does. Each 32-bit state word lives in the
+// low half of a 64-bit lane, so one vpmuludq gives a lane's whole product (the low word in
+// place, the high word one shift away) and the 64-bit counter add carries into the high
+// counter word by itself; high halves hold garbage that vpmuludq never reads. Four groups of
+// eight lanes go through the rounds together to hide the multiplies' latency.
+struct PhiloxKeys {
+  __m512i k0[10], k1[10], c3, round0Hi, round0Lo;
+  PhiloxKeys(uint64_t seed, uint64_t stream) {
     uint32_t a = static_cast<uint32_t>(seed), b = static_cast<uint32_t>(seed >> 32);
     for (int round = 0; round < 10; ++round, a += 0x9E3779B9u, b += 0xBB67AE85u) {
       k0[round] = _mm512_set1_epi32(static_cast<int32_t>(a));
       k1[round] = _mm512_set1_epi32(static_cast<int32_t>(b));
     }
-    c2 = _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(stream)));
-    c3 = _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(stream >> 32)));
+    // The first round's product of counter word 2 (the stream's low word) is the same in every lane.
+    const uint64_t product = uint64_t{static_cast<uint32_t>(stream)} * 0xCD9E8D57u;
+    round0Hi = _mm512_set1_epi64(static_cast<int64_t>((product >> 32) ^ static_cast<uint32_t>(seed)));
+    round0Lo = _mm512_set1_epi64(static_cast<int64_t>(product));
+    c3 = _mm512_set1_epi64(static_cast<int64_t>(stream >> 32));
   }
 };
 
-inline __m512i philox16(uint64_t first, const PhiloxKeys16& k) {
-  const __m512i baseLo = _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first)));
-  __m512i c0 = _mm512_add_epi32(baseLo, _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-  // The high counter word gains one where the low word wrapped.
-  __m512i c1 = _mm512_mask_add_epi32(
-      _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first >> 32))), _mm512_cmplt_epu32_mask(c0, baseLo),
-      _mm512_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(first >> 32))), _mm512_set1_epi32(1));
-  __m512i c2 = k.c2, c3 = k.c3;
-  const __m512i mul0 = _mm512_set1_epi32(static_cast<int32_t>(0xD2511F53u));
-  const __m512i mul1 = _mm512_set1_epi32(static_cast<int32_t>(0xCD9E8D57u));
-  const auto hi = [](__m512i x, __m512i m) {
-    const __m512i even = _mm512_mul_epu32(x, m);
-    const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), m);
-    return _mm512_mask_shuffle_epi32(odd, 0x5555, even, _MM_PERM_CDAB);
-  };
-  for (int round = 0; round < 10; ++round) {
-    const __m512i lo0 = _mm512_mullo_epi32(c0, mul0);
-    const __m512i lo1 = _mm512_mullo_epi32(c2, mul1);
-    const __m512i n0 = _mm512_ternarylogic_epi32(hi(c2, mul1), c1, k.k0[round], 0x96);  // three-way xor
-    const __m512i n2 = _mm512_ternarylogic_epi32(hi(c0, mul0), c3, k.k1[round], 0x96);
-    c0 = n0;
-    c1 = lo1;
-    c2 = n2;
-    c3 = lo0;
+// Random bits of counters first .. first + 31: lanes 0-15 in out[0], 16-31 in out[1].
+inline void philox32(uint64_t first, const PhiloxKeys& k, __m512i out[2]) {
+  constexpr int kGroups = 4;
+  const __m512i mul0 = _mm512_set1_epi64(0xD2511F53);
+  const __m512i mul1 = _mm512_set1_epi64(0xCD9E8D57);
+  const __m512i base =
+      _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(first)), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+  __m512i c0[kGroups], c1[kGroups], c2[kGroups], c3[kGroups];
+  for (int g = 0; g < kGroups; ++g) {
+    const __m512i counter = _mm512_add_epi64(base, _mm512_set1_epi64(8 * g));
+    const __m512i p0 = _mm512_mul_epu32(counter, mul0);
+    c0[g] = _mm512_xor_si512(_mm512_srli_epi64(counter, 32), k.round0Hi);  // round 0, word 0
+    c1[g] = k.round0Lo;
+    c2[g] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), k.c3, k.k1[0], 0x96);  // three-way xor
+    c3[g] = p0;
   }
-  return c0;
+  for (int round = 1; round < 10; ++round) {
+    for (int g = 0; g < kGroups; ++g) {
+      const __m512i p0 = _mm512_mul_epu32(c0[g], mul0);
+      const __m512i p1 = _mm512_mul_epu32(c2[g], mul1);
+      c0[g] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), c1[g], k.k0[round], 0x96);
+      c1[g] = p1;
+      c2[g] = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), c3[g], k.k1[round], 0x96);
+      c3[g] = p0;
+    }
+  }
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  out[0] = _mm512_permutex2var_epi32(c0[0], evens, c0[1]);
+  out[1] = _mm512_permutex2var_epi32(c0[2], evens, c0[3]);
 }
 
 // Sixteen lanes' codes to 1, 2 or 4 bytes each (64 values per call), or two nibbles per byte
@@ -251,18 +260,15 @@ template <RoundingMode kMode, typename CodeT>
 int64_t encode64(const float* in, int64_t n, const Quantizer::Params& params, const EncodeContext& ctx, CodeT* out,
                  bool nibbles) {
   const CodeParams16 p(params);
-  const PhiloxKeys16 keys(ctx.seed, ctx.stream);
+  const PhiloxKeys keys(ctx.seed, ctx.stream);
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
-    __m512i c[4];
-    for (int j = 0; j < 4; ++j) {
-      const __m512i u = _mm512_loadu_si512(in + i + 16 * j);
-      __m512i rnd = _mm512_setzero_si512();
-      if constexpr (kMode == RoundingMode::Stochastic) {
-        rnd = philox16(static_cast<uint64_t>(ctx.offset + i + 16 * j), keys);
-      }
-      c[j] = roundCodes16<kMode>(u, rnd, p);
+    __m512i c[4], rnd[4] = {};
+    if constexpr (kMode == RoundingMode::Stochastic) {
+      philox32(static_cast<uint64_t>(ctx.offset + i), keys, rnd);
+      philox32(static_cast<uint64_t>(ctx.offset + i + 32), keys, rnd + 2);
     }
+    for (int j = 0; j < 4; ++j) c[j] = roundCodes16<kMode>(_mm512_loadu_si512(in + i + 16 * j), rnd[j], p);
     storeCodes64(c, nibbles ? out + i / 2 : out + i, nibbles);
   }
   return i;
@@ -329,9 +335,14 @@ void kernel(const float* in, int64_t n, const uint32_t* rnd, const Quantizer::Pa
 void randomBitsBlock(uint32_t* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t first) {
   int64_t i = 0;
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-  if (n >= 16) {
-    const PhiloxKeys16 keys(seed, stream);
-    for (; i + 16 <= n; i += 16) _mm512_storeu_si512(out + i, philox16(first + static_cast<uint64_t>(i), keys));
+  if (n >= 32) {
+    const PhiloxKeys keys(seed, stream);
+    for (; i + 32 <= n; i += 32) {
+      __m512i bits[2];
+      philox32(first + static_cast<uint64_t>(i), keys, bits);
+      _mm512_storeu_si512(out + i, bits[0]);
+      _mm512_storeu_si512(out + i + 16, bits[1]);
+    }
   }
 #endif
 #if defined(__AVX2__)

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <string>
@@ -17,8 +18,15 @@ namespace {
 
 class CodecExhaustive : public ::testing::TestWithParam<std::tuple<std::string, RoundingMode>> {};
 
+// A preset, or "<preset>_saturate" for its saturating variant.
+FloatFormat formatNamed(const std::string& name) {
+  const auto cut = name.find("_saturate");
+  if (cut == std::string::npos) return FloatFormat::preset(name);
+  return FloatFormat::fromMap({{"preset", name.substr(0, cut)}, {"overflow", "saturate"}});
+}
+
 TEST_P(CodecExhaustive, EveryFloatEncodesAsTheScalarCore) {
-  const FloatCodec codec(FloatFormat::preset(std::get<0>(GetParam())), std::get<1>(GetParam()));
+  const FloatCodec codec(formatNamed(std::get<0>(GetParam())), std::get<1>(GetParam()));
   constexpr int64_t kChunk = int64_t{1} << 20;
   constexpr int64_t kChunks = (int64_t{1} << 32) / kChunk;
   std::atomic<int64_t> firstBad{-1};
@@ -38,11 +46,47 @@ TEST_P(CodecExhaustive, EveryFloatEncodesAsTheScalarCore) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, CodecExhaustive,
-                         ::testing::Combine(::testing::Values("fp16", "bf16", "e4m3", "e5m2", "e2m1", "e3m0"),
+                         ::testing::Combine(::testing::Values("fp16", "bf16", "e4m3", "e5m2", "e2m1", "e3m0",
+                                                              "fp16_saturate", "bf16_saturate"),
                                             ::testing::Values(RoundingMode::NearestEven, RoundingMode::Stochastic,
                                                               RoundingMode::TowardZero)),
                          [](const auto& param) {
                            return std::get<0>(param.param) + "_" + roundingModeName(std::get<1>(param.param));
+                         });
+
+// Dettmers' codes of every fp32 input: blocks of 64 holding 1.0 and 63 consecutive bit patterns,
+// so every value of magnitude <= 1 is searched as itself (the scale is 1) and the others set
+// their block's scale, against the shared kernels.
+class DettmersExhaustive : public ::testing::TestWithParam<DettmersCodec::Type> {};
+
+TEST_P(DettmersExhaustive, EveryFloatEncodesAsTheSharedKernels) {
+  const DettmersCodec codec(GetParam(), 64);
+  constexpr int64_t kPerChunk = 63 * (int64_t{1} << 14);
+  constexpr int64_t kChunks = ((int64_t{1} << 32) + kPerChunk - 1) / kPerChunk;
+  std::atomic<int64_t> firstBad{-1};
+  parallelFor(kChunks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> xs;
+    std::vector<uint8_t> got;
+    for (int64_t chunk = begin; chunk < end && firstBad.load() < 0; ++chunk) {
+      xs.clear();
+      for (int64_t p = chunk * kPerChunk; p < std::min((chunk + 1) * kPerChunk, int64_t{1} << 32); ++p) {
+        if (xs.size() % 64 == 0) xs.push_back(1.0f);
+        xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(p)));
+      }
+      const auto n = static_cast<int64_t>(xs.size());
+      const std::vector<uint8_t> expected = dettmersWire(codec, xs.data(), n);
+      got.assign(expected.size(), 0);
+      codec.encode(xs.data(), n, got.data());
+      if (got != expected) firstBad.store(chunk);
+    }
+  });
+  EXPECT_EQ(firstBad.load(), -1) << codec.name() << ": first mismatch in chunk " << firstBad.load();
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, DettmersExhaustive,
+                         ::testing::Values(DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear),
+                         [](const auto& param) {
+                           return std::string(param.param == DettmersCodec::Type::DynamicTree ? "dynamic" : "linear");
                          });
 
 }  // namespace

@@ -6,10 +6,12 @@
 
 #include "framework/core/Rng.h"
 #include "precision/BlockScaledCodec.h"
+#include "precision/DettmersCodec.h"
 #include "precision/kernels/Scaling.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -128,6 +130,9 @@ TEST(CodecVectorPaths, BlockScaledAgreesWithTheSharedScaleArithmetic) {
   for (size_t i = 0; i < 32; ++i) xs[32 * 3 + i] = 0.0f;
   xs[32 * 5 + 3] = std::numeric_limits<float>::infinity();
   xs[32 * 6 + 30] = std::numeric_limits<float>::quiet_NaN();
+  // Then every 4099th fp32 bit pattern: blocks of neighbours in bit order, so the scales cover
+  // every exponent and the scaled values every rounding case, subnormal results included.
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
   for (const char* element : {"e2m1", "e3m0", "e4m3"}) {
     const FloatFormat f = FloatFormat::preset(element);
     for (auto mode : {RoundingMode::NearestEven, RoundingMode::Stochastic}) {
@@ -159,6 +164,194 @@ TEST(CodecVectorPaths, BlockScaledAgreesWithTheSharedScaleArithmetic) {
         const float want = kernels::blockScaledOutput(elementValues[i], got[static_cast<size_t>(i / 32)]);
         ASSERT_EQ(std::bit_cast<uint32_t>(decoded[i]), std::bit_cast<uint32_t>(want)) << codec.name() << " " << i;
       }
+      // decodeAdd adds the decoded values (checked above) to finite sums; decodeAddEncode of the
+      // wire with itself reversed is the encoding (checked above) of the decoded sums.
+      std::vector<float> acc(xs.size()), sums(xs.size());
+      for (size_t i = 0; i < acc.size(); ++i) acc[i] = static_cast<float>(i % 13) - 6.5f;
+      std::vector<float> added = acc;
+      codec.decodeAdd(got.data(), n, added.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = acc[i] + decoded[i];
+        ASSERT_EQ(std::bit_cast<uint32_t>(added[i]), std::bit_cast<uint32_t>(want)) << codec.name() << " " << i;
+      }
+      std::vector<float> reversed(xs.rbegin(), xs.rend()), other(xs.size());
+      std::vector<uint8_t> b(got.size());
+      codec.encode(reversed.data(), n, b.data(), ctx);
+      codec.decode(b.data(), n, other.data());
+      std::vector<bool> bothNan(xs.size());
+      for (size_t i = 0; i < sums.size(); ++i) {
+        sums[i] = decoded[i] + other[i];
+        bothNan[i] = std::isnan(decoded[i]) && std::isnan(other[i]);  // the sum's sign: either NaN's
+      }
+      std::vector<uint8_t> wantWire(got.size()), fused = got;
+      codec.encode(sums.data(), n, wantWire.data(), ctx);
+      codec.decodeAddEncode(fused.data(), b.data(), n, fused.data(), ctx);
+      for (int64_t i = 0; i < n; ++i) {
+        if (bothNan[static_cast<size_t>(i)]) continue;
+        const auto k = static_cast<size_t>(blocks + (f.bits() <= 4 ? i / 2 : i));
+        const int shift = f.bits() <= 4 ? 4 * static_cast<int>(i % 2) : 0;
+        ASSERT_EQ((fused[k] >> shift) & (f.bits() <= 4 ? 15 : 255), (wantWire[k] >> shift) & (f.bits() <= 4 ? 15 : 255))
+            << codec.name() << " " << i;
+      }
+      for (int64_t blk = 0; blk < blocks; ++blk)
+        ASSERT_EQ(fused[blk], wantWire[blk]) << codec.name() << " block " << blk;
+    }
+  }
+}
+
+// The code of element i of a FloatCodec wire.
+uint32_t codeAt(const FloatCodec& codec, const std::vector<uint8_t>& wire, int64_t i) {
+  const auto k = static_cast<size_t>(i);
+  if (codec.bytesPerValue() == 0) return (wire[k / 2] >> (4 * (k % 2))) & 15u;
+  if (codec.bytesPerValue() == 1) return wire[k];
+  return wire[2 * k] | (uint32_t{wire[2 * k + 1]} << 8);
+}
+
+TEST(CodecVectorPaths, DecodeAddAndDecodeAddEncodeAgreeWithTheSharedDecodeAndRounding) {
+  // decodeAdd: acc + kernels::decodeCode of every code; decodeAddEncode: the scalar wire of
+  // the sum of both decoded inputs (its rounding seeded from the context), out aliasing a.
+  Rng rng(9);
+  for (const auto& f : vectorPathFormats()) {
+    for (auto mode : {RoundingMode::NearestEven, RoundingMode::Stochastic}) {
+      const FloatCodec codec(f, mode);
+      const uint32_t mask = (1u << f.bits()) - 1;
+      const int64_t n = (codec.bytesPerValue() == 2 ? 65536 : 512) * 2 + 37;
+      std::vector<uint8_t> a(codec.encodedBytes(n)), b(a.size());
+      for (size_t k = 0; k < a.size(); ++k) {
+        a[k] = static_cast<uint8_t>(k * 7 + k / 256);
+        b[k] = static_cast<uint8_t>(rng.nextU32());
+      }
+      std::vector<float> acc(static_cast<size_t>(n)), sums(static_cast<size_t>(n));
+      std::vector<bool> bothNan(static_cast<size_t>(n));
+      for (auto& x : acc) x = rng.normal(0.0f, 3.0f);
+      std::vector<float> got = acc;
+      codec.decodeAdd(a.data(), n, got.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const auto k = static_cast<size_t>(i);
+        const float va = kernels::decodeCode(codeAt(codec, a, i) & mask, codec.decodeParams());
+        const float vb = kernels::decodeCode(codeAt(codec, b, i) & mask, codec.decodeParams());
+        const float want = acc[k] + va;
+        if (!std::isnan(want)) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[k]), std::bit_cast<uint32_t>(want)) << codec.name() << " " << i;
+        } else {
+          ASSERT_TRUE(std::isnan(got[k])) << codec.name() << " " << i;
+        }
+        sums[k] = va + vb;
+        // Two NaNs: which one's sign the sum keeps depends on the operand order the compiler
+        // picks (it treats the add as commutative), for the scalar loops as for the vector ones.
+        bothNan[k] = std::isnan(va) && std::isnan(vb);
+      }
+      const EncodeContext ctx{5, 6, (int64_t{1} << 32) - 1000};
+      std::vector<uint8_t> expected = scalarWire(codec, sums.data(), n, ctx);
+      std::vector<uint8_t> out = a;
+      codec.decodeAddEncode(out.data(), b.data(), n, out.data(), ctx);
+      for (int64_t i = 0; i < n; ++i) {
+        if (bothNan[static_cast<size_t>(i)]) continue;
+        ASSERT_EQ(codeAt(codec, out, i), codeAt(codec, expected, i)) << codec.name() << " " << f.describe() << " " << i;
+      }
+    }
+  }
+}
+
+// Blocks of 64 a vector path is most likely to get wrong: every code value and midpoint (ties
+// between codes) and their neighbours at absmax 1, at 3 and at the smallest normal; zeros;
+// one huge value among small ones; NaN; infinities; subnormal absmax (the inverse is inf);
+// random normals.
+std::vector<float> dettmersInputs(const DettmersCodec& codec) {
+  std::vector<float> xs;
+  const auto block = [&](std::vector<float> b) {
+    b.resize(64, 0.0f);
+    xs.insert(xs.end(), b.begin(), b.end());
+  };
+  for (float scale : {1.0f, 3.0f, std::numeric_limits<float>::min()}) {
+    std::vector<float> probes;
+    for (int k = 0; k < 256; ++k) {
+      for (float c : {codec.codeBook()[k], k < 255 ? codec.midpoints()[k] : 1.0f}) {
+        for (float y : {c, std::nextafter(c, -2.0f), std::nextafter(c, 2.0f)}) probes.push_back(y * scale);
+      }
+    }
+    for (size_t k = 0; k < probes.size(); k += 63) {
+      std::vector<float> b(probes.begin() + static_cast<int64_t>(k),
+                           probes.begin() + static_cast<int64_t>(std::min(probes.size(), k + 63)));
+      b.push_back(scale);  // the block's absmax is exactly the scale
+      block(b);
+    }
+  }
+  block({});
+  block({0.0f, -0.0f});
+  block({1e-30f, -2e-30f, std::numeric_limits<float>::max(), 5e-31f});
+  block({std::numeric_limits<float>::quiet_NaN(), 1.0f, -0.5f});
+  block({std::numeric_limits<float>::infinity(), 1.0f, -0.5f});
+  block({-std::numeric_limits<float>::infinity(), 1.0f, 0.0f});
+  block({std::bit_cast<float>(0x00000003u), -std::bit_cast<float>(0x00000002u), std::bit_cast<float>(0x00000001u)});
+  block({std::bit_cast<float>(0x007fffffu), -std::bit_cast<float>(0x00400000u), 0.0f, 1e-44f});
+  Rng rng(11);
+  for (int k = 0; k < 64 * 40; ++k) xs.push_back(std::ldexp(rng.normal(0.0f, 1.0f), k / 64 * 3 - 60));
+  return xs;
+}
+
+TEST(CodecVectorPaths, DettmersEncodeAgreesWithTheSharedKernels) {
+  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear}) {
+    for (int64_t blockSize : {int64_t{64}, int64_t{256}, int64_t{100}, int64_t{0}}) {
+      const DettmersCodec codec(type, blockSize);
+      const std::vector<float> xs = dettmersInputs(codec);
+      for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{64}, int64_t{255}, static_cast<int64_t>(xs.size())}) {
+        const std::vector<uint8_t> expected = dettmersWire(codec, xs.data(), n);
+        std::vector<uint8_t> got(expected.size() + 1, 0xa5);  // a guard byte past the end
+        codec.encode(xs.data(), n, got.data());
+        ASSERT_EQ(got.back(), 0xa5) << codec.name() << " n " << n;
+        got.pop_back();
+        const auto bad = std::mismatch(got.begin(), got.end(), expected.begin()).first - got.begin();
+        ASSERT_EQ(got, expected) << codec.name() << " n " << n << " first difference at byte " << bad;
+      }
+    }
+  }
+}
+
+TEST(CodecVectorPaths, DettmersDecodeGivesEveryCodeTimesTheScale) {
+  // Every code in every position of a 16-lane step, a tail, and scales that are ordinary,
+  // zero, subnormal, infinite or NaN; decodeAdd adds the separately rounded product.
+  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear}) {
+    const DettmersCodec codec(type, 0);
+    const int64_t n = 256 * 17 + 5;
+    for (float absmax : {1.0f, 3.7f, 0.0f, std::bit_cast<float>(0x00000101u), std::numeric_limits<float>::infinity(),
+                         std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max()}) {
+      std::vector<uint8_t> wire(codec.encodedBytes(n));
+      std::memcpy(wire.data(), &absmax, 4);
+      for (int64_t i = 0; i < n; ++i) wire[static_cast<size_t>(4 + i)] = static_cast<uint8_t>(i + i / 256);
+      std::vector<float> out(static_cast<size_t>(n)), acc(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) acc[static_cast<size_t>(i)] = static_cast<float>(i % 7) - 3.3f;
+      std::vector<float> sum = acc;
+      codec.decode(wire.data(), n, out.data());
+      codec.decodeAdd(wire.data(), n, sum.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const auto k = static_cast<size_t>(i);
+        volatile float product = kernels::dettmersDecode(codec.codeBook()[wire[4 + k]], absmax);
+        const float want = product;
+        ASSERT_EQ(std::bit_cast<uint32_t>(out[k]), std::bit_cast<uint32_t>(want)) << codec.name() << " " << i;
+        const float wantSum = acc[k] + want;
+        ASSERT_EQ(std::bit_cast<uint32_t>(sum[k]), std::bit_cast<uint32_t>(wantSum)) << codec.name() << " " << i;
+      }
+    }
+  }
+}
+
+TEST(CodecVectorPaths, DettmersDecodeAddEncodeIsEncodeOfTheDecodedSum) {
+  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear}) {
+    for (int64_t blockSize : {int64_t{256}, int64_t{100}, int64_t{0}}) {
+      const DettmersCodec codec(type, blockSize);
+      const std::vector<float> xs = dettmersInputs(codec);
+      const auto n = static_cast<int64_t>(xs.size());
+      std::vector<float> ys(xs.rbegin(), xs.rend());
+      const std::vector<uint8_t> a = dettmersWire(codec, xs.data(), n), b = dettmersWire(codec, ys.data(), n);
+      std::vector<float> da(xs.size()), db(xs.size());
+      codec.decode(a.data(), n, da.data());
+      codec.decode(b.data(), n, db.data());
+      for (size_t i = 0; i < da.size(); ++i) da[i] += db[i];
+      const std::vector<uint8_t> expected = dettmersWire(codec, da.data(), n);
+      std::vector<uint8_t> got = a;  // out aliases a
+      codec.decodeAddEncode(got.data(), b.data(), n, got.data());
+      ASSERT_EQ(got, expected) << codec.name();
     }
   }
 }

@@ -4,9 +4,14 @@
 // CodecExhaustiveTest.cpp, every fp32 input): the formats whose vector paths are checked and
 // the wire a codec must produce, built from the scalar core alone.
 #include "framework/core/Rng.h"
+#include "precision/DettmersCodec.h"
 #include "precision/FloatCodec.h"
+#include "precision/kernels/Dettmers.h"
 #include "precision/kernels/FloatRounding.h"
+#include "precision/kernels/Scaling.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstring>
 #include <vector>
 
@@ -22,6 +27,8 @@ inline std::vector<FloatFormat> vectorPathFormats() {
   formats.push_back(FloatFormat::fromMap({{"preset", "e5m2"}, {"subnormals", "false"}}));
   formats.push_back(FloatFormat::fromMap({{"preset", "e2m1"}, {"subnormals", "false"}}));
   formats.push_back(FloatFormat::fromMap({{"preset", "e4m3"}, {"overflow", "saturate"}}));
+  formats.push_back(FloatFormat::fromMap({{"preset", "fp16"}, {"overflow", "saturate"}}));
+  formats.push_back(FloatFormat::fromMap({{"preset", "bf16"}, {"overflow", "saturate"}}));
   formats.push_back(FloatFormat::fromMap({{"preset", "bf16"}, {"subnormals", "false"}, {"overflow", "saturate"}}));
   formats.push_back(FloatFormat::fromMap({{"exponent_bits", "3"}, {"mantissa_bits", "4"}, {"bias", "2"}}));
   formats.push_back(FloatFormat::fromMap({{"exponent_bits", "6"}, {"mantissa_bits", "5"}, {"bias", "40"}}));
@@ -66,6 +73,26 @@ inline int64_t firstEncodeMismatch(const FloatCodec& codec, const float* in, int
     }
   }
   return -1;
+}
+
+// Dettmers' wire from the shared kernels alone: per block the integer max of |bits|, its
+// inverse, and the binary search over the midpoints for each scaled value.
+inline std::vector<uint8_t> dettmersWire(const DettmersCodec& codec, const float* in, int64_t n) {
+  std::vector<uint8_t> wire(codec.encodedBytes(n));
+  const int64_t block = codec.blockSize() > 0 ? codec.blockSize() : std::max<int64_t>(n, 1);
+  for (int64_t begin = 0; begin < n; begin += block) {
+    const int64_t m = std::min(block, n - begin);
+    uint8_t* out = wire.data() + begin + 4 * (begin / block);
+    uint32_t maxBits = 0;
+    for (int64_t i = 0; i < m; ++i) maxBits = std::max(maxBits, kernels::absBits(in[begin + i]));
+    std::memcpy(out, &maxBits, 4);
+    const float inv = kernels::dettmersInverse(std::bit_cast<float>(maxBits));
+    for (int64_t i = 0; i < m; ++i) {
+      const float v = in[begin + i] * inv;
+      out[4 + i] = static_cast<uint8_t>(kernels::dettmersNearestCode(v, codec.midpoints().data(), codec.topCode()));
+    }
+  }
+  return wire;
 }
 
 }  // namespace aps::precision::testing
