@@ -24,7 +24,9 @@ function(aps_add_test)
                          SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
   else()
     include(GoogleTest)
-    gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST
+    # Listing a binary's tests loads its shared libraries: the CUDA ones (cuBLAS, cuDNN) are
+    # hundreds of MB and take seconds to read on a cold page cache, past gtest's default 5 s.
+    gtest_discover_tests(${T_NAME} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 120
                          PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} ENVIRONMENT "OMP_WAIT_POLICY=passive"
                                     SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
   endif()
