@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
 
 #if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
@@ -87,6 +88,12 @@ FloatCodec::FloatCodec(const FloatFormat& format, RoundingMode rounding)
   width_ = bits <= 4 ? 0 : bits <= 8 ? 1 : bits <= 16 ? 2 : 4;
   if (width_ == 4) {
     decoder_ = Decoder::Fp32;  // the wire carries the rounded value's fp32 bits
+    // fp32 itself (IEEE overflow): rounding changes nothing but NaNs, in every mode (no bits
+    // below the last, so stochastic rounding never rounds up), so encode is a copy.
+    if (sameLayout(format, FloatFormat::preset("fp32")) && format.overflow == Overflow::Infinity) {
+      identityNanBits_ =
+          std::bit_cast<uint32_t>(quantizer_.quantize(std::numeric_limits<float>::quiet_NaN())) & 0x7fffffffu;
+    }
     return;
   }
   if (sameLayout(format, FloatFormat::preset("bf16"))) decoder_ = Decoder::Bf16;
@@ -179,6 +186,10 @@ void FloatCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeCo
     quantizer_.encode(in, out, n, rounding_, ctx);
     return;
   }
+  if (identityNanBits_ != 0) {
+    encodeFp32Identity(in, n, out);
+    return;
+  }
   int64_t done = 0;
 #if defined(__AVX512F__) && defined(__AVX512BW__)
   if (rounding_ == RoundingMode::NearestEven && (decoder_ == Decoder::Bf16 || decoder_ == Decoder::Fp16)) {
@@ -200,6 +211,19 @@ void FloatCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeCo
       quantizer_.quantize(in + begin, values, m, rounding_, local);
       std::memcpy(dst, values, static_cast<size_t>(m) * 4);
     }
+  }
+}
+
+// A copy in which every NaN becomes the format's NaN with the input's sign, as the rounding
+// kernel makes it: one pass at memory speed instead of the full rounding arithmetic.
+void FloatCodec::encodeFp32Identity(const float* in, int64_t n, uint8_t* out) const {
+  const uint32_t nan = identityNanBits_;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, in + i, 4);
+    u = (u & 0x7fffffffu) > 0x7f800000u ? (u & 0x80000000u) | nan : u;
+    std::memcpy(out + 4 * i, &u, 4);  // x86: little endian
   }
 }
 

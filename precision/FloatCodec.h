@@ -50,6 +50,8 @@ class FloatCodec : public Codec {
   int64_t decodeBytes16(const uint8_t* in, int64_t n, float* out) const;
 #endif
 
+  void encodeFp32Identity(const float* in, int64_t n, uint8_t* out) const;
+
   Quantizer quantizer_;
   RoundingMode rounding_;
   int width_;  // 0 (nibbles), 1, 2 or 4 bytes per value
@@ -59,6 +61,8 @@ class FloatCodec : public Codec {
   // Byte codes: table_[c | 128] has table_[c]'s bits xor bit7Flip_ for every c (checked, not assumed).
   bool bit7Symmetric_ = false;
   uint32_t bit7Flip_ = 0;
+  // fp32 with IEEE overflow: the bits of its NaN (encode is then encodeFp32Identity); else 0.
+  uint32_t identityNanBits_ = 0;
 };
 
 }  // namespace aps::precision

@@ -11,6 +11,8 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <vector>
 
 namespace aps::precision {
@@ -81,6 +83,41 @@ TEST(FloatCodec, RoundTripEqualsQuantizeForEveryWidth) {
       if (!std::isnan(expect[i])) {
         ASSERT_EQ(acc[i], 1.0f + expect[i]) << name;
       }
+    }
+  }
+}
+
+// fp32's encode is a copy that canonicalises NaNs: the rounding kernel's exact bits for every
+// class of input (a strided sweep of all bit patterns plus NaN payloads, infinities,
+// subnormals), in every rounding mode; a saturating fp32 keeps the kernel (inf -> max).
+TEST(FloatCodec, Fp32EncodeIsTheRoundingKernelBitForBit) {
+  std::vector<uint32_t> patterns;
+  for (uint64_t u = 0; u <= 0xffffffffu; u += 65521) patterns.push_back(static_cast<uint32_t>(u));
+  for (uint32_t u : {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u,
+                     0xff800000u, 0x7f800001u, 0xffc00000u, 0x7fc00000u, 0x7fffffffu, 0xffbfffffu}) {
+    patterns.push_back(u);
+  }
+  std::vector<float> in(patterns.size());
+  for (size_t i = 0; i < in.size(); ++i) in[i] = std::bit_cast<float>(patterns[i]);
+  const auto n = static_cast<int64_t>(in.size());
+  std::vector<CodecSpec> specs;
+  for (const char* name : {"fp32", "fp32:stochastic", "fp32:toward_zero"}) specs.push_back(CodecSpec::parse(name));
+  specs.push_back(CodecSpec::parse("fp32"));
+  specs.back().format = FloatFormat::fromMap({{"preset", "fp32"}, {"overflow", "saturate"}});
+  for (const CodecSpec& spec : specs) {
+    const std::string name =
+        makeCodec(spec)->name() + (spec.format.overflow == Overflow::Saturate ? " saturating" : "");
+    const Quantizer q(spec.format);
+    const EncodeContext ctx{3, 7, 11};
+    std::vector<uint8_t> bytes(makeCodec(spec)->encodedBytes(n));
+    makeCodec(spec)->encode(in.data(), n, bytes.data(), ctx);
+    std::vector<float> expect(in.size());
+    q.quantize(in.data(), expect.data(), n, spec.rounding, ctx);
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t got = 0;
+      std::memcpy(&got, bytes.data() + 4 * i, 4);
+      ASSERT_EQ(got, std::bit_cast<uint32_t>(expect[static_cast<size_t>(i)]))
+          << name << " input 0x" << std::hex << patterns[static_cast<size_t>(i)];
     }
   }
 }
