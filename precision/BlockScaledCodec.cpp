@@ -61,33 +61,29 @@ uint32_t amaxBits(const float* x, int64_t m) {
   return amax;
 }
 
-// dst[i] = kernels::scaleByPow2(x[i], shift) for shift != 0. vscalefps gives x * 2^shift with
-// one rounding (the exact product rounded to fp32, subnormals and overflow included) as the
-// double multiply and conversion do; NaNs keep their payload, quieted, in both.
+// dst[i] = kernels::scaleByPow2(x[i], shift) (kAdd: dst[i] += it, each scaled value rounded
+// on its own, then added), for shift != 0. vscalefps gives x * 2^shift with one rounding (the
+// exact product rounded to fp32, subnormals and overflow included) as the double multiply and
+// conversion do; NaNs keep their payload, quieted, in both.
+template <bool kAdd>
 void scaleBlock(const float* x, int64_t m, int32_t shift, float* dst) {
   int64_t i = 0;
 #if defined(__AVX512F__)
   const __m512 exponent = _mm512_set1_ps(static_cast<float>(shift));
   for (; i < m; i += 16) {
     const auto lanes = static_cast<__mmask16>(m - i >= 16 ? 0xffff : (1u << (m - i)) - 1);
-    _mm512_mask_storeu_ps(dst + i, lanes, _mm512_scalef_ps(_mm512_maskz_loadu_ps(lanes, x + i), exponent));
+    __m512 v = _mm512_scalef_ps(_mm512_maskz_loadu_ps(lanes, x + i), exponent);
+    if constexpr (kAdd) v = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, dst + i), v);
+    _mm512_mask_storeu_ps(dst + i, lanes, v);
   }
 #endif
-  for (; i < m; ++i) dst[i] = kernels::scaleByPow2(x[i], shift);
-}
-
-// acc[i] += kernels::scaleByPow2(v[i], shift): each scaled value rounded on its own, then added.
-void scaleAddBlock(const float* v, int64_t m, int32_t shift, float* acc) {
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  const __m512 exponent = _mm512_set1_ps(static_cast<float>(shift));
-  for (; i < m; i += 16) {
-    const auto lanes = static_cast<__mmask16>(m - i >= 16 ? 0xffff : (1u << (m - i)) - 1);
-    const __m512 scaled = _mm512_scalef_ps(_mm512_maskz_loadu_ps(lanes, v + i), exponent);
-    _mm512_mask_storeu_ps(acc + i, lanes, _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, acc + i), scaled));
+  for (; i < m; ++i) {
+    if constexpr (kAdd) {
+      dst[i] += kernels::scaleByPow2(x[i], shift);
+    } else {
+      dst[i] = kernels::scaleByPow2(x[i], shift);
+    }
   }
-#endif
-  for (; i < m; ++i) acc[i] += kernels::scaleByPow2(v[i], shift);
 }
 
 #if defined(__AVX512F__) && defined(__AVX512CD__)
@@ -209,7 +205,7 @@ void BlockScaledCodec::encodeRange(const float* x, int64_t n, int64_t begin, int
     } else if (shift == 0) {
       std::memcpy(scaled + first, x + first, static_cast<size_t>(count) * sizeof(float));
     } else {
-      scaleBlock(x + first, count, shift, scaled + first);
+      scaleBlock<false>(x + first, count, shift, scaled + first);
     }
   }
   EncodeContext local = ctx;
@@ -235,9 +231,9 @@ void BlockScaledCodec::decodeRange(const uint8_t* in, int64_t n, int64_t begin, 
         std::fill(out + first, out + first + count, nan);
       }
     } else if (acc) {
-      scaleAddBlock(out + first, count, shift, acc + first);
+      scaleBlock<true>(out + first, count, shift, acc + first);
     } else if (shift != 0) {
-      scaleBlock(out + first, count, shift, out + first);
+      scaleBlock<false>(out + first, count, shift, out + first);
     }
   }
 }
