@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job from a fresh Debian 12 machine: installs the dependencies, builds aps and
 # trains ResNet-20 on Fashion-MNIST with 8-bit (FP8 E4M3) gradients and Auto Precision
-# Scaling over 4 simulated ranks, then prints the test accuracy (about 10 minutes on 2 cores).
+# Scaling over 4 simulated ranks, then prints the test accuracy (about 11 minutes on 2 cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Only what training needs: the test command (tools/run-tests.sh) installs and builds the rest.
