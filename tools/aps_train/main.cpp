@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 
 int main(int argc, char** argv) {
@@ -54,8 +55,10 @@ int main(int argc, char** argv) {
         fmt::print("final: test mIoU {:.2f}% pixel accuracy {:.2f}% ({} steps, {} skipped, {:.0f} s){}\n", 100 * s.miou,
                    100 * s.pixelAccuracy, s.steps, s.skippedSteps, s.seconds, diverged);
       } else {
+        // A NaN's sign bit depends on the order the kernels met it in: print it as plain nan.
+        const double loss = std::isnan(s.loss) ? std::fabs(s.loss) : s.loss;
         fmt::print("final: test top-1 {:.2f}% top-5 {:.2f}% loss {:.4f} ({} steps, {} skipped, {:.0f} s){}\n",
-                   100 * s.top1, 100 * s.top5, s.loss, s.steps, s.skippedSteps, s.seconds, diverged);
+                   100 * s.top1, 100 * s.top5, loss, s.steps, s.skippedSteps, s.seconds, diverged);
       }
     } catch (const std::exception& e) {
       // One failing rank must not leave the others waiting in a collective.
