@@ -65,7 +65,8 @@ inline int64_t firstEncodeMismatch(const FloatCodec& codec, const float* in, int
   std::vector<uint8_t> got(expected.size() + 1, 0xa5);  // a guard byte past the end
   codec.encode(in, n, got.data(), ctx);
   if (got.back() != 0xa5) return n;
-  if (std::memcmp(got.data(), expected.data(), expected.size()) == 0) return -1;
+  // n == 0: both empty (memcmp must not see the empty vector's null data pointer).
+  if (expected.empty() || std::memcmp(got.data(), expected.data(), expected.size()) == 0) return -1;
   for (size_t k = 0; k < expected.size(); ++k) {
     if (got[k] != expected[k]) {
       const int64_t perValue = codec.bytesPerValue();
