@@ -1,4 +1,4 @@
-// The perf model recovers known alpha, beta and gamma from synthetic benchmark records and
+// The perf model recovers known latency, bandwidth and codec factor from synthetic benchmark records and
 // predicts what the cost terms say.
 #include "framework/core/Error.h"
 #include "tools/aps_perfmodel/PerfModel.h"
@@ -10,40 +10,77 @@
 namespace aps::perfmodel {
 namespace {
 
+// One core's codec rates (values/s) for the synthetic records.
+const std::map<std::string, CodecRates> kRates{{"fp32", {2e9, 2e9, 2.5e9, 2e9}}, {"e4m3", {1e9, 3e9, 3e9, 0.5e9}}};
+const std::map<std::string, double> kBytes{{"fp32", 4.0}, {"e4m3", 1.0}};
+
+std::string record(const std::string& family, const std::string& codec, int ranks, int64_t n, double seconds,
+                   double bytes) {
+  return fmt::format(
+      R"({{"bench":"allreduce","backend":"mpi","algorithm":"{}{}","codec":"{}","ranks":{},"elements":{},"time_s":{},"bytes_sent_per_rank":{}}})"
+      "\n",
+      family, family == "mpi_allreduce" ? "" : "/" + codec, codec, ranks, n, seconds, static_cast<uint64_t>(bytes));
+}
+
+// Exact records of aps's algorithms under (alpha, beta, kappa) at the given sizes.
+std::string apsRecords(double alpha, double beta, double kappa, std::initializer_list<int64_t> sizes) {
+  std::string jsonl;
+  for (int ranks : {2, 3, 4})
+    for (int64_t n : sizes)
+      for (const std::string family : {"native", "two_shot", "ring"}) {
+        const std::string codec = family == "native" ? "fp32" : "e4m3";
+        const AlgorithmCost c = algorithmCost(family, ranks, n, kBytes.at(codec));
+        jsonl += record(family, codec, ranks, n,
+                        alpha * c.messages + beta * c.bytes + kappa * c.codecSeconds(kRates.at(codec)), c.bytes);
+      }
+  return jsonl;
+}
+
 TEST(PerfModel, CostTermsFollowTheSchedules) {
   // two_shot at 4 ranks, 1000 values of 1 byte: 3 rounds of 3 messages, 2 * 3/4 * 1000 + 3 bytes.
   const AlgorithmCost t = algorithmCost("two_shot", 4, 1000, 1.0);
   EXPECT_DOUBLE_EQ(t.messages, 9.0);
   EXPECT_DOUBLE_EQ(t.bytes, 1503.0);
+  // Encode the input (1000) and the owned sum (250); decode the first contribution (250) and
+  // the gathered sums (1000); decode-add the other three contributions (750).
+  EXPECT_DOUBLE_EQ(t.encodeValues, 1250.0);
+  EXPECT_DOUBLE_EQ(t.decodeValues, 1250.0);
+  EXPECT_DOUBLE_EQ(t.decodeAddValues, 750.0);
+  EXPECT_DOUBLE_EQ(t.decodeAddEncodeValues, 0.0);
+  EXPECT_DOUBLE_EQ(t.codecSeconds({1000.0, 500.0, 250.0, 1.0}), 1.25 + 2.5 + 3.0);
+  // ring: three hops of a 250-value decode-add-encode.
+  EXPECT_DOUBLE_EQ(algorithmCost("ring", 4, 1000, 1.0).decodeAddEncodeValues, 750.0);
   EXPECT_DOUBLE_EQ(algorithmCost("allgather_rounded", 4, 1000, 1.0).bytes, 3003.0);
+  EXPECT_DOUBLE_EQ(algorithmCost("allgather_rounded", 4, 1000, 1.0).decodeAddEncodeValues, 3000.0);
   EXPECT_DOUBLE_EQ(algorithmCost("native", 4, 1000, 1.0).bytes, 6003.0);
+  EXPECT_DOUBLE_EQ(algorithmCost("mpi_allreduce", 4, 1000, 4.0).codecSeconds({1.0, 1.0, 1.0, 1.0}), 0.0);
   EXPECT_THROW(algorithmCost("butterfly", 4, 1000, 1.0), Error);
   EXPECT_EQ(algorithmFamily("allgather_kahan/e4m3"), "allgather_kahan");
 }
 
-TEST(PerfModel, FitRecoversTheParameters) {
-  const double alpha = 20e-6, beta = 1.0 / 2e9;
-  const std::map<std::string, double> bpv{{"fp32", 4.0}, {"e4m3", 1.0}};
-  const std::map<std::string, double> gamma{{"native", 0.5e-9}, {"two_shot", 3e-9}, {"ring", 4e-9}};
-  std::string jsonl;
-  for (int ranks : {2, 3, 4})
-    for (int64_t n : {int64_t{1} << 10, int64_t{1} << 16, int64_t{1} << 22})
-      for (const auto& [family, g] : gamma) {
-        const std::string codec = family == "native" ? "fp32" : "e4m3";
-        const AlgorithmCost c = algorithmCost(family, ranks, n, bpv.at(codec));
-        const double t = alpha * c.messages + beta * c.bytes + g * c.work;
-        jsonl += fmt::format(
-            R"({{"bench":"allreduce","backend":"mpi","algorithm":"{}/{}","codec":"{}","ranks":{},"elements":{},"time_s":{},"bytes_sent_per_rank":{}}})"
-            "\n",
-            family, codec, codec, ranks, n, t, static_cast<uint64_t>(c.bytes));
-      }
+TEST(PerfModel, CodecRatesComeFromApsBenchCodec) {
+  const auto rates = parseCodecBench(R"({"values": 16, "codecs": [{"codec": "e4m3", "encode_values_per_s": 2e9,
+      "decode_values_per_s": 4e9, "decode_add_values_per_s": 3e9, "decode_add_encode_values_per_s": 1e9,
+      "encode_vs_copy": 1.2}]})");
+  ASSERT_EQ(rates.count("e4m3"), 1u);
+  EXPECT_EQ(rates.at("e4m3").encode, 2e9);
+  EXPECT_EQ(rates.at("e4m3").decode, 4e9);
+  EXPECT_EQ(rates.at("e4m3").decodeAdd, 3e9);
+  EXPECT_EQ(rates.at("e4m3").decodeAddEncode, 1e9);
+  EXPECT_THROW(parseCodecBench("[1, 2"), Error);
+  EXPECT_THROW(parseCodecBench(R"({"codecs": [{"codec": "e4m3", "encode_values_per_s": 2e9}]})"), Error);
+  EXPECT_THROW(parseCodecBench(R"({"codecs": [{"codec": "e4m3", "encode_values_per_s": 0,
+      "decode_values_per_s": 4e9, "decode_add_values_per_s": 3e9, "decode_add_encode_values_per_s": 1e9}]})"),
+               Error);
+}
+
+TEST(PerfModel, FitRecoversLatencyAndBandwidthBesideMeasuredCodecWork) {
+  const double alpha = 20e-6, beta = 1.0 / 2e9, kappa = 2.0;
+  std::string jsonl = apsRecords(alpha, beta, kappa, {int64_t{1} << 10, int64_t{1} << 16, int64_t{1} << 22});
   // MPI_Allreduce: its own (slower) protocol on the same network.
   for (int64_t n : {int64_t{1} << 10, int64_t{1} << 16, int64_t{1} << 22}) {
     const AlgorithmCost c = algorithmCost("mpi_allreduce", 4, n, 4.0);
-    jsonl += fmt::format(
-        R"({{"bench":"allreduce","backend":"mpi","algorithm":"mpi_allreduce","codec":"fp32","ranks":4,"elements":{},"time_s":{}}})"
-        "\n",
-        n, 50e-6 * c.messages + c.bytes / 1e9);
+    jsonl += record("mpi_allreduce", "fp32", 4, n, 50e-6 * c.messages + c.bytes / 1e9, 0);
   }
   jsonl +=
       R"({"bench":"allreduce","backend":"sim","algorithm":"ring/e4m3","codec":"e4m3","ranks":2,"elements":1,"time_s":5,"bytes_sent_per_rank":1})"
@@ -51,38 +88,64 @@ TEST(PerfModel, FitRecoversTheParameters) {
   const auto records = parseBenchJsonLines(jsonl);
   ASSERT_EQ(records.size(), 30u) << "sim records are skipped";
   AllReducePerfModel model;
-  model.fit(records, bpv);
+  model.fit(records, kBytes, kRates, kappa);
   EXPECT_NEAR(model.alpha(), alpha, alpha * 1e-3);
   EXPECT_NEAR(model.beta(), beta, beta * 1e-3);
-  EXPECT_NEAR(model.gamma().at({"two_shot", "e4m3"}), 3e-9, 3e-12);
+  EXPECT_EQ(model.kappa(), kappa);
   EXPECT_NEAR(model.mpiAlpha(), 50e-6, 50e-9);
   EXPECT_NEAR(model.mpiBeta(), 1e-9, 1e-12);
   EXPECT_LT(model.medianRelativeError(), 1e-6);
+  // The codec work is taken as given: the wrong slowdown shows in the fit, not hidden in it.
+  AllReducePerfModel wrong;
+  wrong.fit(records, kBytes, kRates, 1.0);
+  EXPECT_GT(wrong.medianRelativeError(), 1e-3);
+  EXPECT_THROW(wrong.fit(records, kBytes, kRates, 0.0), Error);
+  EXPECT_TRUE(model.knows({"ring", "e4m3"}));
+  EXPECT_FALSE(model.knows({"ring", "fp32"}));
   // Predictions are the cost terms under the fitted parameters; with a slow codec on a fast
-  // network the 1-byte format loses to fp32, on a slow network it wins.
+  // network the 1-byte format gains little over fp32, on a slow one it nears the 4x of its bytes.
   const int64_t n = int64_t{25} << 20;
   const AlgorithmCost c = algorithmCost("two_shot", 1024, n, 1.0);
-  EXPECT_NEAR(model.predict({"two_shot", "e4m3"}, 1024, n, 1.0), alpha * c.messages + beta * c.bytes + 3e-9 * c.work,
-              1e-6);
+  EXPECT_NEAR(model.predict({"two_shot", "e4m3"}, 1024, n, 1.0),
+              alpha * c.messages + beta * c.bytes + kappa * c.codecSeconds(kRates.at("e4m3")), 1e-6);
+  const double fastRatio =
+      model.predict({"native", "fp32"}, 1024, n, 4.0) / model.predict({"two_shot", "e4m3"}, 1024, n, 1.0);
   model.setNetwork(alpha, 1.0 / 1e8);  // 0.1 GB/s
-  EXPECT_GT(model.predict({"native", "fp32"}, 1024, n, 4.0) / model.predict({"two_shot", "e4m3"}, 1024, n, 1.0), 2.0);
+  const double slowRatio =
+      model.predict({"native", "fp32"}, 1024, n, 4.0) / model.predict({"two_shot", "e4m3"}, 1024, n, 1.0);
+  EXPECT_LT(fastRatio, 2.0);
+  EXPECT_GT(slowRatio, 3.0);
+  EXPECT_LT(slowRatio, 4.0);
   EXPECT_EQ(model.predict({"native", "fp32"}, 1, 1000, 4.0), 0.0);
   EXPECT_THROW(model.predict({"ring", "fp16"}, 4, 10, 2.0), Error);
   EXPECT_THROW(parseBenchJsonLines("{not json\n"), Error);
 }
 
+TEST(PerfModel, FitRefusesCalibrationsThatCannotPinTheTermsDown) {
+  AllReducePerfModel model;
+  // Large sizes only: latency and bandwidth cannot be told apart.
+  const auto large = parseBenchJsonLines(apsRecords(20e-6, 0.5e-9, 2.0, {int64_t{1} << 22, int64_t{1} << 23}));
+  EXPECT_THROW(model.fit(large, kBytes, kRates), Error);
+  // MPI_Allreduce alike, on its own records.
+  std::string mpi = apsRecords(20e-6, 0.5e-9, 2.0, {int64_t{1} << 10, int64_t{1} << 22});
+  for (int64_t n : {int64_t{1} << 22, int64_t{1} << 23})
+    mpi += record("mpi_allreduce", "fp32", 4, n, 1e-3 + 1e-9 * static_cast<double>(n), 0);
+  EXPECT_THROW(model.fit(parseBenchJsonLines(mpi), kBytes, kRates), Error);
+  // A codec without measured rates is named.
+  try {
+    model.fit(parseBenchJsonLines(apsRecords(20e-6, 0.5e-9, 2.0, {int64_t{1} << 10, int64_t{1} << 22})), kBytes,
+              {{"fp32", kRates.at("fp32")}});
+    FAIL() << "fit without e4m3's rates";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'e4m3'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(PerfModel, StepTimeHidesBucketsBehindBackwardExceptTheLast) {
   AllReducePerfModel model;
-  // Network only (no codec term): alpha 10 us, 1 GB/s; fit on exact synthetic records.
-  std::string jsonl;
-  for (int64_t n : {int64_t{1} << 12, int64_t{1} << 20, int64_t{1} << 24}) {
-    const AlgorithmCost c = algorithmCost("native", 4, n, 4.0);
-    jsonl += fmt::format(
-        R"({{"bench":"allreduce","backend":"mpi","algorithm":"native/fp32","codec":"fp32","ranks":4,"elements":{},"time_s":{},"bytes_sent_per_rank":{}}})"
-        "\n",
-        n, 10e-6 * c.messages + 1e-9 * c.bytes, static_cast<uint64_t>(c.bytes));
-  }
-  model.fit(parseBenchJsonLines(jsonl), {{"fp32", 4.0}});
+  // alpha 10 us, 1 GB/s, codec work at one core's speed; fit on exact synthetic records.
+  model.fit(parseBenchJsonLines(apsRecords(10e-6, 1e-9, 1.0, {int64_t{1} << 12, int64_t{1} << 20, int64_t{1} << 24})),
+            kBytes, kRates);
   const AllReducePerfModel::Key key{"native", "fp32"};
   StepShape shape;
   shape.elements = 4 << 20;  // 4 buckets of 1M values

@@ -43,6 +43,35 @@ std::vector<BenchRecord> parseBenchJsonLines(const std::string& text, bool inclu
   return out;
 }
 
+std::map<std::string, CodecRates> parseCodecBench(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    APS_FAIL("perfmodel: the codec rates are not aps_bench_codec's JSON: {}", e.what());
+  }
+  APS_CHECK(j.is_object() && j.contains("codecs") && j["codecs"].is_array(),
+            "perfmodel: the codec rates lack aps_bench_codec's \"codecs\" list");
+  std::map<std::string, CodecRates> out;
+  for (const nlohmann::json& c : j["codecs"]) {
+    const std::string name = c.value("codec", "");
+    APS_CHECK(!name.empty(), "perfmodel: a codec rates entry has no \"codec\" name");
+    auto rate = [&](const char* field) {
+      APS_CHECK(c.contains(field) && c[field].is_number() && c[field].get<double>() > 0.0,
+                "perfmodel: codec '{}' lacks a positive \"{}\" in the codec rates", name, field);
+      return c[field].get<double>();
+    };
+    out[name] = {rate("encode_values_per_s"), rate("decode_values_per_s"), rate("decode_add_values_per_s"),
+                 rate("decode_add_encode_values_per_s")};
+  }
+  return out;
+}
+
+double AlgorithmCost::codecSeconds(const CodecRates& r) const {
+  return encodeValues / r.encode + decodeValues / r.decode + decodeAddValues / r.decodeAdd +
+         decodeAddEncodeValues / r.decodeAddEncode;
+}
+
 std::string algorithmFamily(const std::string& algorithm) { return algorithm.substr(0, algorithm.find('/')); }
 
 AlgorithmCost algorithmCost(const std::string& family, int ranks, int64_t elements, double bytesPerValue) {
@@ -50,20 +79,50 @@ AlgorithmCost algorithmCost(const std::string& family, int ranks, int64_t elemen
   const double n = static_cast<double>(elements);
   const double encoded = n * bytesPerValue;
   const double flag = N - 1.0;  // one byte to every other rank, one message each
+  AlgorithmCost c;
   if (family == "two_shot" || family == "native") {
-    // all-to-all of chunks, then all-gather of the encoded sums
+    // All-to-all of encoded chunks, the owner's rank-order sum of its chunk (one decode, N - 1
+    // decode-adds) and encode of it, an all-gather of the encoded sums, a decode of all of them.
     const double perValue = family == "native" ? 4.0 : bytesPerValue;
-    return {3.0 * (N - 1.0), 2.0 * (N - 1.0) / N * n * perValue + flag, 3.0 * n + n / N};
+    c.messages = 3.0 * (N - 1.0);
+    c.bytes = 2.0 * (N - 1.0) / N * n * perValue + flag;
+    c.encodeValues = n + n / N;
+    c.decodeValues = n / N + n;
+    c.decodeAddValues = (N - 1.0) / N * n;
+    return c;
   }
   if (family == "ring") {
-    return {3.0 * (N - 1.0), 2.0 * (N - 1.0) / N * encoded + flag, 3.0 * n - n / N};
+    // N - 1 reduce-scatter hops, each a decode-add-encode of one chunk; N - 1 forwarding hops.
+    c.messages = 3.0 * (N - 1.0);
+    c.bytes = 2.0 * (N - 1.0) / N * encoded + flag;
+    c.encodeValues = n;
+    c.decodeAddEncodeValues = (N - 1.0) / N * n;
+    c.decodeValues = n;
+    return c;
   }
   if (family.rfind("allgather", 0) == 0) {
-    return {2.0 * (N - 1.0), (N - 1.0) * encoded + flag, (N + 2.0) * n};
+    // Everyone's whole encoded buffer to everyone, then every rank sums all N in rank order.
+    c.messages = 2.0 * (N - 1.0);
+    c.bytes = (N - 1.0) * encoded + flag;
+    c.encodeValues = n;
+    if (family == "allgather_rounded") {
+      c.decodeAddEncodeValues = (N - 1.0) * n;
+      c.decodeValues = n;
+    } else if (family == "allgather_kahan") {
+      // Per add: a decode and four roundings (encode + decode) of the compensated terms.
+      c.decodeValues = n + (N - 1.0) * 5.0 * n;
+      c.encodeValues += (N - 1.0) * 4.0 * n;
+    } else {
+      c.decodeValues = n;
+      c.decodeAddValues = (N - 1.0) * n;
+    }
+    return c;
   }
   if (family == "mpi_allreduce") {
     // Large messages: ring reduce-scatter + all-gather in fp32 (OpenMPI's tuned choice).
-    return {2.0 * (N - 1.0), 2.0 * (N - 1.0) / N * 4.0 * n, (N - 1.0) / N * n};
+    c.messages = 2.0 * (N - 1.0);
+    c.bytes = 2.0 * (N - 1.0) / N * 4.0 * n;
+    return c;
   }
   APS_FAIL("perfmodel: unknown algorithm '{}' (ring, two_shot, allgather_*, native, mpi_allreduce)", family);
 }
@@ -134,50 +193,86 @@ Eigen::VectorXd nonNegativeLeastSquares(const Eigen::MatrixXd& a, const Eigen::V
 }
 
 void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
-                             const std::map<std::string, double>& bytesPerValue) {
+                             const std::map<std::string, double>& bytesPerValue,
+                             const std::map<std::string, CodecRates>& rates, double codecSlowdown) {
+  APS_CHECK(codecSlowdown > 0.0, "perfmodel: the codec slowdown must be positive (got {})", codecSlowdown);
+  kappa_ = codecSlowdown;
   APS_CHECK(!records.empty(), "perfmodel: no all-reduce records to calibrate from");
-  gamma_.clear();
-  // Columns: 0 alpha, 1 beta, 2 MPI's alpha, 3 MPI's beta, then one gamma per (algorithm, codec).
-  constexpr int kFirstGamma = 4;
-  auto isMpi = [](const Key& key) { return key.algorithm == "mpi_allreduce"; };
-  std::map<Key, int> column;
-  for (const BenchRecord& r : records) {
-    const Key key{algorithmFamily(r.algorithm), r.codec};
-    if (!isMpi(key) && !column.count(key)) column.emplace(key, kFirstGamma + static_cast<int>(column.size()));
-  }
+  keys_.clear();
+  rates_.clear();
+  constexpr int64_t kMinSizeSpan = 64;
+  // Columns: alpha, beta (aps's algorithms); MPI_Allreduce's alpha and beta. The codec work is
+  // known (measured rates times the slowdown), so it moves to the right-hand side.
+  enum Column { kAlpha, kBeta, kMpiAlpha, kMpiBeta, kColumns };
   const auto rows = static_cast<Eigen::Index>(records.size());
-  const auto cols = static_cast<Eigen::Index>(kFirstGamma + column.size());
-  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(rows, cols);
+  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(rows, kColumns);
   Eigen::VectorXd b = Eigen::VectorXd::Ones(rows);
   for (Eigen::Index i = 0; i < rows; ++i) {
     const BenchRecord& r = records[static_cast<size_t>(i)];
     APS_CHECK(r.seconds > 0.0, "perfmodel: record {} has time {}", i, r.seconds);
     const auto bpv = bytesPerValue.find(r.codec);
     APS_CHECK(bpv != bytesPerValue.end(), "perfmodel: unknown size of codec '{}'", r.codec);
-    const AlgorithmCost c = algorithmCost(algorithmFamily(r.algorithm), r.ranks, r.elements, bpv->second);
+    const Key key{algorithmFamily(r.algorithm), r.codec};
+    const AlgorithmCost c = algorithmCost(key.algorithm, r.ranks, r.elements, bpv->second);
     // Measured bytes beat the formula when the benchmark reports them.
     const double bytes = r.bytesSentPerRank > 0 ? static_cast<double>(r.bytesSentPerRank) : c.bytes;
+    if (std::find(keys_.begin(), keys_.end(), key) == keys_.end()) keys_.push_back(key);
     // Rows divided by the measured time: least squares on relative error.
-    const Key key{algorithmFamily(r.algorithm), r.codec};
-    if (isMpi(key)) {
-      a(i, 2) = c.messages / r.seconds;
-      a(i, 3) = bytes / r.seconds;
-    } else {
-      a(i, 0) = c.messages / r.seconds;
-      a(i, 1) = bytes / r.seconds;
-      a(i, column.at(key)) = c.work / r.seconds;
+    if (key.algorithm == "mpi_allreduce") {
+      a(i, kMpiAlpha) = c.messages / r.seconds;
+      a(i, kMpiBeta) = bytes / r.seconds;
+      continue;
     }
+    const auto rate = rates.find(r.codec);
+    APS_CHECK(rate != rates.end(),
+              "perfmodel: no codec rates for '{}' (measure them with aps_bench_codec --codecs {} and pass the "
+              "JSON as --codec-rates)",
+              r.codec, r.codec);
+    rates_[r.codec] = rate->second;
+    a(i, kAlpha) = c.messages / r.seconds;
+    a(i, kBeta) = bytes / r.seconds;
+    b(i) = 1.0 - kappa_ * c.codecSeconds(rate->second) / r.seconds;
   }
+  // Identifiable: the columns in use must be independent (up to a relative tolerance, after
+  // scaling each to unit norm), otherwise the split between them is arbitrary.
+  auto independent = [&](std::initializer_list<int> cols, const char* what) {
+    std::vector<int> used;
+    for (int col : cols)
+      if (a.col(col).norm() > 0.0) used.push_back(col);
+    if (used.empty()) return;
+    Eigen::MatrixXd m(rows, static_cast<Eigen::Index>(used.size()));
+    for (size_t k = 0; k < used.size(); ++k)
+      m.col(static_cast<Eigen::Index>(k)) = a.col(used[k]) / a.col(used[k]).norm();
+    Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(m);
+    qr.setThreshold(1e-6);
+    APS_CHECK(qr.rank() == static_cast<Eigen::Index>(used.size()),
+              "perfmodel: the calibration cannot tell {} apart; calibrate on several sizes (small ones for the "
+              "latency, large ones for the bandwidth) and on at least two wire formats",
+              what);
+  };
+  // Beyond independence, the sizes must span enough for the latency to show at the small end:
+  // with only large sizes alpha would be fitted to the noise of bandwidth-bound runs.
+  auto spansSizes = [&](bool mpi, const char* what) {
+    int64_t lo = 0, hi = 0;
+    for (const BenchRecord& r : records) {
+      if ((algorithmFamily(r.algorithm) == "mpi_allreduce") != mpi) continue;
+      lo = lo == 0 ? r.elements : std::min(lo, r.elements);
+      hi = std::max(hi, r.elements);
+    }
+    APS_CHECK(hi == 0 || (lo > 0 && hi >= kMinSizeSpan * lo),
+              "perfmodel: {} calibrate on {} to {} values; latency and bandwidth cannot be told apart unless "
+              "the sizes span at least {}x (add small sizes, e.g. 64K bytes)",
+              what, lo, hi, kMinSizeSpan);
+  };
+  spansSizes(false, "aps's algorithms");
+  spansSizes(true, "MPI_Allreduce's records");
+  independent({kAlpha, kBeta}, "latency and bandwidth of aps's algorithms");
+  independent({kMpiAlpha, kMpiBeta}, "MPI_Allreduce's latency and bandwidth");
   const Eigen::VectorXd x = nonNegativeLeastSquares(a, b);
-  alpha_ = x(0);
-  beta_ = x(1);
-  mpiAlpha_ = x(2);
-  mpiBeta_ = x(3);
-  for (const auto& [key, col] : column) gamma_[key] = x(col);
-  for (const BenchRecord& r : records) {
-    const Key key{algorithmFamily(r.algorithm), r.codec};
-    if (isMpi(key)) gamma_[key] = 0.0;  // known, with no codec term
-  }
+  alpha_ = x(kAlpha);
+  beta_ = x(kBeta);
+  mpiAlpha_ = x(kMpiAlpha);
+  mpiBeta_ = x(kMpiBeta);
 
   std::vector<double> errors;
   for (const BenchRecord& r : records) {
@@ -188,14 +283,16 @@ void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
   medianRelativeError_ = errors[errors.size() / 2];
 }
 
+bool AllReducePerfModel::knows(const Key& key) const {
+  return std::find(keys_.begin(), keys_.end(), key) != keys_.end();
+}
+
 double AllReducePerfModel::predict(const Key& key, int ranks, int64_t elements, double bytesPerValue) const {
-  const auto g = gamma_.find(key);
-  APS_CHECK(g != gamma_.end(), "perfmodel: no calibration for algorithm '{}' with codec '{}'", key.algorithm,
-            key.codec);
+  APS_CHECK(knows(key), "perfmodel: no calibration for algorithm '{}' with codec '{}'", key.algorithm, key.codec);
   if (ranks <= 1) return 0.0;  // nothing to communicate
   const AlgorithmCost c = algorithmCost(key.algorithm, ranks, elements, bytesPerValue);
   if (key.algorithm == "mpi_allreduce") return mpiAlpha_ * c.messages + mpiBeta_ * c.bytes;
-  return alpha_ * c.messages + beta_ * c.bytes + g->second * c.work;
+  return alpha_ * c.messages + beta_ * c.bytes + kappa_ * c.codecSeconds(rates_.at(key.codec));
 }
 
 StepPrediction predictStep(const AllReducePerfModel& model, const AllReducePerfModel::Key& key, int ranks,

@@ -26,12 +26,30 @@ std::vector<BenchRecord> parseBenchJsonLines(const std::string& text, bool inclu
 // min ||A x - b|| subject to x >= 0 (Lawson-Hanson), used by AllReducePerfModel::fit.
 Eigen::VectorXd nonNegativeLeastSquares(const Eigen::MatrixXd& a, const Eigen::VectorXd& b);
 
-// The shape of an algorithm at N ranks for n fp32 values: messages a rank sends one after
-// another (latency terms), bytes it sends, and values its CPU touches (codec work).
+// One core's speed of a codec's four operations in values per second: a line of
+// `aps_bench_codec` output (measured apart from the network, on the machine that runs the ranks).
+struct CodecRates {
+  double encode = 0.0;
+  double decode = 0.0;
+  double decodeAdd = 0.0;
+  double decodeAddEncode = 0.0;
+};
+
+// Parses aps_bench_codec's JSON report (--codecs ...): codec name -> rates. Throws aps::Error
+// naming the field when a rate is missing or not positive.
+std::map<std::string, CodecRates> parseCodecBench(const std::string& text);
+
+// The shape of an algorithm at N ranks for n fp32 values, per rank: messages it sends one after
+// another (latency terms), bytes it sends, and the values each codec operation touches.
 struct AlgorithmCost {
   double messages = 0.0;
   double bytes = 0.0;
-  double work = 0.0;
+  double encodeValues = 0.0;
+  double decodeValues = 0.0;
+  double decodeAddValues = 0.0;
+  double decodeAddEncodeValues = 0.0;
+  // Seconds of codec work on one core at `rates`.
+  double codecSeconds(const CodecRates& rates) const;
 };
 
 // The family of an algorithm name: the part before '/' ("allgather_rounded/e4m3" ->
@@ -42,14 +60,18 @@ std::string algorithmFamily(const std::string& algorithm);
 // Includes the one-byte-per-rank non-finite flag round of comm's algorithms.
 AlgorithmCost algorithmCost(const std::string& family, int ranks, int64_t elements, double bytesPerValue);
 
-// An alpha-beta-gamma model (Hockney's alpha-beta model plus a compute term):
-//   T(alg, codec, N, n) = alpha * messages + beta * bytes + gamma[alg, codec] * work
-// alpha (s per message) and beta (s per byte) are shared by aps's algorithms (one network,
-// one transport: comm's exchange rounds), gamma (s per value) is per algorithm and codec (the
-// codec's CPU speed). MPI_Allreduce is a black box (the MPI library picks its algorithm,
-// segmenting and protocol per size), so it gets its own alpha and beta, measured on the same
-// network, and no gamma. Fitted by non-negative least squares on relative error, so small
-// and large sizes weigh alike.
+// A physical latency-bandwidth model with measured codec work:
+//   T(alg, codec, N, n) = alpha * messages + beta * bytes + kappa * codecSeconds(alg, codec, N, n)
+// alpha (s per message) and beta (s per byte) are the network's, shared by aps's algorithms
+// (one network, one transport: comm's exchange rounds), and fitted. The codec work is not
+// fitted: it is each operation's value count over that codec's one-core rate measured apart by
+// aps_bench_codec, times the codec slowdown kappa, a given: how many times slower a rank runs
+// codec work than one dedicated core (1 with a core per rank; the ranks per core when ranks
+// share cores, as on an emulated cluster on one machine). MPI_Allreduce is a black box (the MPI
+// library picks its algorithm, segmenting and protocol per size), so it gets its own alpha and
+// beta, measured on the same network. alpha and beta are fitted by non-negative least squares on
+// relative error (small and large sizes weigh alike); fit() refuses calibrations that cannot pin
+// them down (sizes too alike for latency and bandwidth to be told apart).
 class AllReducePerfModel {
  public:
   struct Key {
@@ -58,11 +80,14 @@ class AllReducePerfModel {
     auto operator<=>(const Key&) const = default;
   };
 
-  // bytesPerValue(codec) must be known for every record's codec.
-  void fit(const std::vector<BenchRecord>& records, const std::map<std::string, double>& bytesPerValue);
+  // bytesPerValue(codec) must be known for every record's codec, and rates(codec) for every
+  // codec of a record that is not MPI_Allreduce; codecSlowdown is kappa (> 0).
+  void fit(const std::vector<BenchRecord>& records, const std::map<std::string, double>& bytesPerValue,
+           const std::map<std::string, CodecRates>& rates, double codecSlowdown = 1.0);
 
   double alpha() const { return alpha_; }
   double beta() const { return beta_; }
+  double kappa() const { return kappa_; }
   double mpiAlpha() const { return mpiAlpha_; }
   double mpiBeta() const { return mpiBeta_; }
   // A target network: aps's alpha and beta become these, MPI_Allreduce's scale alike.
@@ -72,8 +97,11 @@ class AllReducePerfModel {
     alpha_ = alpha;
     beta_ = beta;
   }
-  const std::map<Key, double>& gamma() const { return gamma_; }
-  bool knows(const Key& key) const { return gamma_.count(key) > 0; }
+  // A target machine's codec slowdown (e.g. 1 where each rank has a core of its own).
+  void setCodecSlowdown(double kappa) { kappa_ = kappa; }
+  // The (algorithm, codec) pairs seen in the calibration, which predict() accepts.
+  const std::vector<Key>& keys() const { return keys_; }
+  bool knows(const Key& key) const;
 
   double predict(const Key& key, int ranks, int64_t elements, double bytesPerValue) const;
   // Median |predicted - measured| / measured over the records it was fitted on.
@@ -82,9 +110,11 @@ class AllReducePerfModel {
  private:
   double alpha_ = 0.0;
   double beta_ = 0.0;
+  double kappa_ = 1.0;
   double mpiAlpha_ = 0.0;
   double mpiBeta_ = 0.0;
-  std::map<Key, double> gamma_;
+  std::vector<Key> keys_;
+  std::map<std::string, CodecRates> rates_;
   double medianRelativeError_ = 0.0;
 };
 

@@ -1,5 +1,6 @@
-// aps_perfmodel: an alpha-beta(-gamma) model of every all-reduce algorithm and wire format,
-// calibrated from aps_bench_comm JSON lines, predicting communication time and the speedup
+// aps_perfmodel: a latency-bandwidth model with measured codec work of every all-reduce
+// algorithm and wire format, calibrated from aps_bench_comm JSON lines and aps_bench_codec's
+// one-core codec rates, predicting communication time and the speedup
 // over fp32 for 1..1024 ranks (the APS paper proposes such a model; its exact formula could
 // not be confirmed, docs/ALGORITHMS.md, APS performance model, so this one states its terms in
 // PerfModel.h).
@@ -39,7 +40,7 @@ int64_t parseBytes(const std::string& text) {
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
-  APS_CHECK(in.good(), "perfmodel: cannot read calibration file '{}'", path);
+  APS_CHECK(in.good(), "perfmodel: cannot read '{}'", path);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -56,8 +57,10 @@ int main(int argc, char** argv) {
   CLI::App app{"Predicts all-reduce time and speedup over fp32 for 1..1024 ranks from aps_bench_comm JSON lines",
                "aps_perfmodel"};
   std::vector<std::string> calibration;
+  std::string codecRatesPath;
   std::string size = "100M";
   std::vector<int> ranks{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+  double codecSlowdown = 1.0, targetCodecSlowdown = 0.0;
   double bandwidthGBps = 0.0, latencyUs = -1.0, forwardMs = 0.0, backwardMs = 0.0, bucketMb = 25.0;
   std::string baseline = "native", csvPath, modelName;
   std::vector<std::string> validate;
@@ -65,6 +68,18 @@ int main(int argc, char** argv) {
   app.add_option("--calibration", calibration, "aps_bench_comm --format json output (repeatable)")
       ->required()
       ->check(CLI::ExistingFile);
+  app.add_option("--codec-rates", codecRatesPath,
+                 "aps_bench_codec JSON for the calibrated wire formats (one core, on the machine that ran the ranks)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app.add_option("--codec-slowdown", codecSlowdown,
+                 "how many times slower a calibration rank ran codec work than aps_bench_codec's one core (the "
+                 "ranks per core when ranks shared cores)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--target-codec-slowdown", targetCodecSlowdown,
+                 "the codec slowdown of the cluster to predict (default: the calibration's)")
+      ->check(CLI::PositiveNumber);
   app.add_option("--size", size, "fp32 gradient bytes per step (suffix K, M, G)")->capture_default_str();
   app.add_option("--ranks", ranks, "rank counts to predict")->delimiter(',')->capture_default_str();
   app.add_option("--bandwidth-GBps", bandwidthGBps, "target network bandwidth per rank (default: calibrated)");
@@ -92,20 +107,24 @@ int main(int argc, char** argv) {
     for (const BenchRecord& r : records)
       if (!bpv.count(r.codec)) bpv[r.codec] = bytesPerValue(r.codec);
     AllReducePerfModel model;
-    model.fit(records, bpv);
-    fmt::print("calibrated on {} records: alpha = {:.2f} us/message, beta = {:.3f} GB/s, median fit error {:.1f}%\n",
-               records.size(), model.alpha() * 1e6, model.beta() > 0 ? 1e-9 / model.beta() : 0.0,
-               100.0 * model.medianRelativeError());
+    model.fit(records, bpv, parseCodecBench(readFile(codecRatesPath)), codecSlowdown);
+    fmt::print(
+        "calibrated on {} records: alpha = {:.2f} us/message, bandwidth = {:.3f} GB/s, codec work "
+        "x{:.2f} of one core's aps_bench_codec time (given), median fit error {:.1f}%\n",
+        records.size(), model.alpha() * 1e6, model.beta() > 0 ? 1e-9 / model.beta() : 0.0, model.kappa(),
+        100.0 * model.medianRelativeError());
     if (model.mpiBeta() > 0.0)
-      fmt::print("  MPI_Allreduce: alpha = {:.2f} us/message, beta = {:.3f} GB/s\n", model.mpiAlpha() * 1e6,
+      fmt::print("  MPI_Allreduce: alpha = {:.2f} us/message, bandwidth = {:.3f} GB/s\n", model.mpiAlpha() * 1e6,
                  1e-9 / model.mpiBeta());
-    for (const auto& [key, g] : model.gamma())
-      fmt::print("  gamma {:>18} {:>28}: {:.3f} ns/value\n", key.algorithm, key.codec, g * 1e9);
     if (bandwidthGBps > 0.0 || latencyUs >= 0.0) {
       model.setNetwork(latencyUs >= 0.0 ? latencyUs * 1e-6 : model.alpha(),
                        bandwidthGBps > 0.0 ? 1e-9 / bandwidthGBps : model.beta());
       fmt::print("target network: alpha = {:.2f} us/message, bandwidth = {:.3f} GB/s\n", model.alpha() * 1e6,
                  1e-9 / model.beta());
+    }
+    if (targetCodecSlowdown > 0.0) {
+      model.setCodecSlowdown(targetCodecSlowdown);
+      fmt::print("target codec work: x{:.2f} of one core's aps_bench_codec time\n", model.kappa());
     }
     int64_t elements = parseBytes(size) / 4, layers = 1;
     if (!modelName.empty()) {
@@ -154,7 +173,7 @@ int main(int argc, char** argv) {
       StepShape fp32Shape = shape;
       fp32Shape.aps = false;  // fp32 needs no scaling
       const StepPrediction pBase = predictStep(model, base, n, 4.0, fp32Shape);
-      for (const auto& [key, g] : model.gamma()) {
+      for (const AllReducePerfModel::Key& key : model.keys()) {
         const double b = bpv.at(key.codec);
         StepShape mine = shape;
         mine.aps = aps && key.codec != "fp32";

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The issue-#7 measurement on an emulated cluster: 4 ranks over shaped links (default 1 Gbit/s),
-# aps_bench_comm for fp32 (MPI_Allreduce and native) and 8-/4-bit two_shot at several sizes.
-# The smaller sizes calibrate aps_perfmodel; the largest (ResNet-50's 25.6 M gradient values by
-# default) is both the speed target and the model's validation point (--validate).
+# aps_bench_comm for fp32 (MPI_Allreduce and native) and 8-/4-bit two_shot at several sizes,
+# and aps_bench_codec for the same wire formats on one core (outside the emulated network).
+# The --sizes calibrate aps_perfmodel (from 64 KiB, where latency shows, to 160 MiB, where
+# bandwidth and codec work do); --target (ResNet-50's 25.6 M gradient values by default) is
+# both the speed target and the model's validation point (--validate).
 #
 #   tools/netsim/check_perfmodel.sh [--build build] [--ranks 4] [--rate 1gbit] [--out out/netsim]
-#                                   [--sizes "16M 32M 64M"] [--target 100M] [--iterations 3]
+#                                   [--sizes "64K 1M 16M 64M 160M"] [--target 100M] [--iterations 5]
 # Needs root (network namespaces); prints the measured table, the model's calibration and its
 # error on the target size. Everything measured is kept under --out as JSON lines.
 set -euo pipefail
@@ -13,9 +15,9 @@ build=build
 ranks=4
 rate=1gbit
 out=out/netsim
-sizes="16M 32M 64M"
+sizes="64K 1M 16M 64M 160M"
 target=100M
-iterations=3
+iterations=5
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
@@ -31,8 +33,12 @@ done
 here="$(cd "$(dirname "$0")" && pwd)"
 bench="$(realpath "$build/bin/aps_bench_comm")"
 model="$(realpath "$build/bin/aps_perfmodel")"
-[[ -x "$bench" && -x "$model" ]] || { echo "check_perfmodel: build aps_bench_comm and aps_perfmodel in $build first" >&2; exit 1; }
+codecbench="$(realpath "$build/bin/aps_bench_codec")"
+[[ -x "$bench" && -x "$model" && -x "$codecbench" ]] ||
+  { echo "check_perfmodel: build aps_bench_comm, aps_bench_codec and aps_perfmodel in $build first" >&2; exit 1; }
 mkdir -p "$out"
+# Codec rates on one core, on buffers of 16 M values (out of cache, like the large all-reduces).
+"$codecbench" --count 16777216 --repeats 3 --codecs fp32,e4m3,e2m1 >"$out/codec-rates.json"
 prefix="apsck$$"
 trap 'bash "$here/netsim.sh" down --prefix "$prefix" >/dev/null 2>&1 || true' EXIT
 bash "$here/netsim.sh" up -n "$ranks" --rate "$rate" --prefix "$prefix"
@@ -58,5 +64,8 @@ for r in rows:
     speed = f"{ref / r['time_s']:.2f}x vs MPI_Allreduce" if ref else ""
     print(f"  {r['algorithm']:>16} {r['time_s'] * 1e3:10.1f} ms  sent/rank {r.get('bytes_sent_per_rank', 0):>12}  {speed}")
 PY
-"$model" --calibration "$out/calibration.jsonl" --validate "$out/target.jsonl" --baseline mpi_allreduce \
+# The ranks share this machine's cores: codec work runs that many times slower than on one core.
+slowdown=$(python3 -c "import os; print(max(1.0, $ranks / len(os.sched_getaffinity(0))))")
+"$model" --calibration "$out/calibration.jsonl" --codec-rates "$out/codec-rates.json" \
+  --codec-slowdown "$slowdown" --validate "$out/target.jsonl" --baseline mpi_allreduce \
   --ranks "$ranks" --size "$target"
