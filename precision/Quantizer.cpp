@@ -180,12 +180,13 @@ inline __m512i roundCodes16(__m512i u, __m512i rnd, const CodeParams16& p) {
   return _mm512_ternarylogic_epi32(code, _mm512_srl_epi32(u, p.signShift), p.signBit, 0xF8);  // code | (s & bit)
 }
 
-// Philox4x32-10 (framework/core/Rng.cpp), 32 counters at a time: lane j is counter first + j,
-// and only output word 0 is kept, as randomBits32 does. Each 32-bit state word lives in the
-// low half of a 64-bit lane, so one vpmuludq gives a lane's whole product (the low word in
-// place, the high word one shift away) and the 64-bit counter add carries into the high
-// counter word by itself; high halves hold garbage that vpmuludq never reads. Four groups of
-// eight lanes go through the rounds together to hide the multiplies' latency.
+// Philox4x32-10 (framework/core/Philox.h), 16 blocks at a time: block j is counter
+// firstBlock + j, and its four output words are the bits of elements 4 (firstBlock + j) + 0..3,
+// as randomBits32 draws them. Each 32-bit state word lives in the low half of a 64-bit lane, so
+// one vpmuludq gives a lane's whole product (the low word in place, the high word one shift
+// away) and the 64-bit counter add carries into the high counter word by itself; high halves
+// hold garbage that vpmuludq never reads. Two groups of eight lanes go through the rounds
+// together to hide the multiplies' latency.
 struct PhiloxKeys {
   __m512i k0[10], k1[10], c3, round0Hi, round0Lo;
   PhiloxKeys(uint64_t seed, uint64_t stream) {
@@ -202,16 +203,22 @@ struct PhiloxKeys {
   }
 };
 
-// Random bits of counters first .. first + 31: lanes 0-15 in out[0], 16-31 in out[1].
-inline void philox32(uint64_t first, const PhiloxKeys& k, __m512i out[2]) {
-  constexpr int kGroups = 4;
+// Random bits of elements 4 firstBlock .. 4 firstBlock + 32 kPairs * 2 - 1 in element order,
+// sixteen per vector (out[0] holds elements 0-15, ...): kPairs * 16 blocks, two groups of eight
+// per pair; more groups in flight hide more of the multiplies' latency.
+template <int kPairs>
+inline void philoxBlocks(uint64_t firstBlock, const PhiloxKeys& k, __m512i out[4 * kPairs]) {
+  constexpr int kGroups = 2 * kPairs;
+  constexpr int64_t kBlockMask = (int64_t{1} << 62) - 1;
   const __m512i mul0 = _mm512_set1_epi64(0xD2511F53);
   const __m512i mul1 = _mm512_set1_epi64(0xCD9E8D57);
   const __m512i base =
-      _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(first)), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
+      _mm512_add_epi64(_mm512_set1_epi64(static_cast<int64_t>(firstBlock)), _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7));
   __m512i c0[kGroups], c1[kGroups], c2[kGroups], c3[kGroups];
   for (int g = 0; g < kGroups; ++g) {
-    const __m512i counter = _mm512_add_epi64(base, _mm512_set1_epi64(8 * g));
+    // Block counters wrap at 2^62, as element indices (64 bits) shifted right by two do.
+    const __m512i counter =
+        _mm512_and_si512(_mm512_add_epi64(base, _mm512_set1_epi64(8 * g)), _mm512_set1_epi64(kBlockMask));
     const __m512i p0 = _mm512_mul_epu32(counter, mul0);
     c0[g] = _mm512_xor_si512(_mm512_srli_epi64(counter, 32), k.round0Hi);  // round 0, word 0
     c1[g] = k.round0Lo;
@@ -228,9 +235,63 @@ inline void philox32(uint64_t first, const PhiloxKeys& k, __m512i out[2]) {
       c3[g] = p0;
     }
   }
+  // Per pair of groups: word w of its 16 blocks (the low halves of the lanes), then the 4 x 16
+  // transpose to element order: 32-bit unpacks pair words 0/1 and 2/3, 64-bit unpacks make each
+  // 128-bit lane one block's four words, and 128-bit shuffles put blocks 4j .. 4j + 3 in out[j].
   const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  out[0] = _mm512_permutex2var_epi32(c0[0], evens, c0[1]);
-  out[1] = _mm512_permutex2var_epi32(c0[2], evens, c0[3]);
+  for (int q = 0; q < kPairs; ++q) {
+    const int g = 2 * q;
+    const __m512i w0 = _mm512_permutex2var_epi32(c0[g], evens, c0[g + 1]);
+    const __m512i w1 = _mm512_permutex2var_epi32(c1[g], evens, c1[g + 1]);
+    const __m512i w2 = _mm512_permutex2var_epi32(c2[g], evens, c2[g + 1]);
+    const __m512i w3 = _mm512_permutex2var_epi32(c3[g], evens, c3[g + 1]);
+    const __m512i t0 = _mm512_unpacklo_epi32(w0, w1), t1 = _mm512_unpackhi_epi32(w0, w1);
+    const __m512i t2 = _mm512_unpacklo_epi32(w2, w3), t3 = _mm512_unpackhi_epi32(w2, w3);
+    const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);  // blocks 4l, 4l + 1
+    const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);  // blocks 4l + 2, 4l + 3
+    const __m512i v0 = _mm512_shuffle_i32x4(u0, u1, 0x44), v1 = _mm512_shuffle_i32x4(u2, u3, 0x44);
+    const __m512i v2 = _mm512_shuffle_i32x4(u0, u1, 0xEE), v3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
+    out[4 * q + 0] = _mm512_shuffle_i32x4(v0, v1, 0x88);
+    out[4 * q + 1] = _mm512_shuffle_i32x4(v0, v1, 0xDD);
+    out[4 * q + 2] = _mm512_shuffle_i32x4(v2, v3, 0x88);
+    out[4 * q + 3] = _mm512_shuffle_i32x4(v2, v3, 0xDD);
+  }
+}
+
+// Random bits of elements first .. first + 64 kPairs - 1 in element order. When first is not a
+// multiple of four the window straddles one block more: that one is drawn by the scalar Philox
+// and the words shift down by first % 4 lanes.
+template <int kPairs, int kShift>
+inline void philoxShifted(uint64_t first, const PhiloxKeys& k, uint64_t seed, uint64_t stream,
+                          __m512i out[4 * kPairs]) {
+  constexpr int kVectors = 4 * kPairs;
+  const uint64_t block = first >> 2;
+  __m512i e[kVectors];
+  philoxBlocks<kPairs>(block, k, e);
+  uint32_t extra[4];
+  philox4x32(seed, stream, (block + 16 * kPairs) & ((uint64_t{1} << 62) - 1), extra);
+  const __m512i last = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(extra)));
+  for (int j = 0; j + 1 < kVectors; ++j) out[j] = _mm512_alignr_epi32(e[j + 1], e[j], kShift);
+  out[kVectors - 1] = _mm512_alignr_epi32(last, e[kVectors - 1], kShift);
+}
+
+template <int kPairs>
+inline void philoxElements(uint64_t first, const PhiloxKeys& k, uint64_t seed, uint64_t stream,
+                           __m512i out[4 * kPairs]) {
+  switch (first & 3) {
+    case 0:
+      philoxBlocks<kPairs>(first >> 2, k, out);
+      return;
+    case 1:
+      philoxShifted<kPairs, 1>(first, k, seed, stream, out);
+      return;
+    case 2:
+      philoxShifted<kPairs, 2>(first, k, seed, stream, out);
+      return;
+    default:
+      philoxShifted<kPairs, 3>(first, k, seed, stream, out);
+      return;
+  }
 }
 
 // Sixteen lanes' codes to 1, 2 or 4 bytes each (64 values per call), or two nibbles per byte
@@ -262,12 +323,20 @@ int64_t encode64(const float* in, int64_t n, const Quantizer::Params& params, co
   const CodeParams16 p(params);
   const PhiloxKeys keys(ctx.seed, ctx.stream);
   int64_t i = 0;
+  if constexpr (kMode == RoundingMode::Stochastic) {
+    // 128 values a step: the random bits of 32 Philox blocks at once keep the multipliers busy.
+    for (; i + 128 <= n; i += 128) {
+      __m512i c[8], rnd[8];
+      philoxElements<2>(static_cast<uint64_t>(ctx.offset + i), keys, ctx.seed, ctx.stream, rnd);
+      for (int j = 0; j < 8; ++j) c[j] = roundCodes16<kMode>(_mm512_loadu_si512(in + i + 16 * j), rnd[j], p);
+      storeCodes64(c, nibbles ? out + i / 2 : out + i, nibbles);
+      storeCodes64(c + 4, nibbles ? out + (i + 64) / 2 : out + i + 64, nibbles);
+    }
+  }
   for (; i + 64 <= n; i += 64) {
     __m512i c[4], rnd[4] = {};
-    if constexpr (kMode == RoundingMode::Stochastic) {
-      philox32(static_cast<uint64_t>(ctx.offset + i), keys, rnd);
-      philox32(static_cast<uint64_t>(ctx.offset + i + 32), keys, rnd + 2);
-    }
+    if constexpr (kMode == RoundingMode::Stochastic)
+      philoxElements<1>(static_cast<uint64_t>(ctx.offset + i), keys, ctx.seed, ctx.stream, rnd);
     for (int j = 0; j < 4; ++j) c[j] = roundCodes16<kMode>(_mm512_loadu_si512(in + i + 16 * j), rnd[j], p);
     storeCodes64(c, nibbles ? out + i / 2 : out + i, nibbles);
   }
@@ -333,57 +402,22 @@ void kernel(const float* in, int64_t n, const uint32_t* rnd, const Quantizer::Pa
 }  // namespace
 
 void randomBitsBlock(uint32_t* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t first) {
+  // Up to the next multiple of four one element at a time; then whole Philox blocks, four
+  // elements each (32 blocks per step with AVX-512).
   int64_t i = 0;
+  for (; i < n && ((first + static_cast<uint64_t>(i)) & 3) != 0; ++i)
+    out[i] = randomBits32(seed, stream, first + static_cast<uint64_t>(i));
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-  if (n >= 32) {
+  if (n - i >= 128) {
     const PhiloxKeys keys(seed, stream);
-    for (; i + 32 <= n; i += 32) {
-      __m512i bits[2];
-      philox32(first + static_cast<uint64_t>(i), keys, bits);
-      _mm512_storeu_si512(out + i, bits[0]);
-      _mm512_storeu_si512(out + i + 16, bits[1]);
+    for (; i + 128 <= n; i += 128) {
+      __m512i bits[8];
+      philoxBlocks<2>((first + static_cast<uint64_t>(i)) >> 2, keys, bits);
+      for (int j = 0; j < 8; ++j) _mm512_storeu_si512(out + i + 16 * j, bits[j]);
     }
   }
 #endif
-#if defined(__AVX2__)
-  // Philox4x32-10 (framework/core/Rng.cpp) in eight lanes: lane j is counter first + i + j,
-  // and only output word 0 is kept, as randomBits32 does.
-  const __m256i mul0 = _mm256_set1_epi32(static_cast<int32_t>(0xD2511F53u));
-  const __m256i mul1 = _mm256_set1_epi32(static_cast<int32_t>(0xCD9E8D57u));
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i signMask = _mm256_set1_epi32(static_cast<int32_t>(0x80000000u));
-  const auto mulhilo = [](__m256i a, __m256i m, __m256i& hi, __m256i& lo) {
-    const __m256i even = _mm256_mul_epu32(a, m);
-    const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
-    lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
-    hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
-  };
-  for (; i + 8 <= n; i += 8) {
-    const uint64_t base = first + static_cast<uint64_t>(i);
-    const __m256i baseLo = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(base)));
-    __m256i c0 = _mm256_add_epi32(baseLo, lanes);
-    // Carry into the high word where the low word wrapped (unsigned c0 < baseLo).
-    const __m256i carry = _mm256_cmpgt_epi32(_mm256_xor_si256(baseLo, signMask), _mm256_xor_si256(c0, signMask));
-    __m256i c1 = _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(base >> 32))), carry);
-    __m256i c2 = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(stream)));
-    __m256i c3 = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(stream >> 32)));
-    uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-    for (int round = 0; round < 10; ++round) {
-      __m256i hi0, lo0, hi1, lo1;
-      mulhilo(c0, mul0, hi0, lo0);
-      mulhilo(c2, mul1, hi1, lo1);
-      const __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int32_t>(k0)));
-      const __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int32_t>(k1)));
-      c0 = n0;
-      c1 = lo1;
-      c2 = n2;
-      c3 = lo0;
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), c0);
-  }
-#endif
+  for (; i + 4 <= n; i += 4) philox4x32(seed, stream, (first + static_cast<uint64_t>(i)) >> 2, out + i);
   for (; i < n; ++i) out[i] = randomBits32(seed, stream, first + static_cast<uint64_t>(i));
 }
 

@@ -46,7 +46,8 @@ class Quantizer {
   Params params_;
 };
 
-// out[i] = randomBits32(seed, stream, first + i) (framework/core/Rng.h), eight at a time.
+// out[i] = randomBits32(seed, stream, first + i) (framework/core/Philox.h), a Philox block per
+// four elements (32 blocks at a time with AVX-512).
 void randomBitsBlock(uint32_t* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t first);
 
 // How the codes of `format` decode (kernels::decodeCode). bf16's layout reads the code as the

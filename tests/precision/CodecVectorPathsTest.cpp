@@ -79,8 +79,14 @@ TEST(CodecVectorPaths, EncodeAgreesAtEveryLengthAndStart) {
       const FloatCodec codec(f, mode);
       for (int64_t n : {1, 15, 16, 17, 63, 64, 65, 127, 129, 255, 300}) {
         for (int64_t start : {0, 1}) {
-          const int64_t bad = firstEncodeMismatch(codec, xs.data() + start, n - start, {3, 4, 0xffffffe0});
-          ASSERT_LT(bad, 0) << codec.name() << " n " << n << " start " << start << " at " << bad;
+          // Buffer offsets of every residue mod 4 (where an element falls in its Philox block),
+          // also where the block counter's low word wraps (offset 2^34).
+          for (int64_t offset : {int64_t{0xffffffe0}, int64_t{0xffffffe1}, int64_t{0xffffffe2}, int64_t{0xffffffe3},
+                                 (int64_t{1} << 34) - 130, (int64_t{1} << 34) - 129}) {
+            const int64_t bad = firstEncodeMismatch(codec, xs.data() + start, n - start, {3, 4, offset});
+            ASSERT_LT(bad, 0) << codec.name() << " n " << n << " start " << start << " offset " << offset << " at "
+                              << bad;
+          }
         }
       }
     }
@@ -113,10 +119,26 @@ TEST(CodecVectorPaths, DecodeGivesTheSharedDecodeOfEveryCodeInEveryPosition) {
 }
 
 TEST(CodecVectorPaths, RandomBitsBlockMatchesRandomBits32AcrossTheLowWordWrap) {
-  for (uint64_t first : {uint64_t{0xffffffffu} - 40, (uint64_t{2} << 32) - 17, ~uint64_t{0} - 70}) {
-    std::vector<uint32_t> bits(100);
-    randomBitsBlock(bits.data(), 100, 0x0123456789abcdefull, 77, first);
-    for (uint64_t i = 0; i < 100; ++i) ASSERT_EQ(bits[i], randomBits32(0x0123456789abcdefull, 77, first + i)) << i;
+  // Starts of every residue mod 4, where the block counter's low word wraps (element 2^34) and
+  // where the 64-bit counter does; lengths with and without whole 64-element steps.
+  for (uint64_t first : {uint64_t{0xffffffffu} - 40, (uint64_t{2} << 32) - 17, ~uint64_t{0} - 70,
+                         (uint64_t{1} << 34) - 100, (uint64_t{1} << 34) - 98, (uint64_t{1} << 34) - 97}) {
+    for (int64_t n : {3, 70, 200}) {
+      std::vector<uint32_t> bits(static_cast<size_t>(n));
+      randomBitsBlock(bits.data(), n, 0x0123456789abcdefull, 77, first);
+      for (uint64_t i = 0; i < static_cast<uint64_t>(n); ++i)
+        ASSERT_EQ(bits[i], randomBits32(0x0123456789abcdefull, 77, first + i)) << first << " + " << i;
+    }
+  }
+}
+
+TEST(CodecVectorPaths, RandomBitsAreTheFourWordsOfOnePhiloxBlockPerFourElements) {
+  // randomBits32's definition, against the Philox block itself: element 4b + w is word w of
+  // block b, so consecutive elements never share a word and four share a block.
+  for (uint64_t block : {uint64_t{0}, uint64_t{12345}, (uint64_t{1} << 32) - 1, ~uint64_t{0} >> 2}) {
+    uint32_t words[4];
+    philox4x32(99, 5, block, words);
+    for (uint64_t w = 0; w < 4; ++w) EXPECT_EQ(randomBits32(99, 5, 4 * block + w), words[w]) << block << " " << w;
   }
 }
 
