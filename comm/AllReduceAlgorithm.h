@@ -41,6 +41,14 @@ std::string_view allReduceKindName(AllReduceKind kind);
 // "ring", "two_shot", "allgather", "native"; throws aps::Error naming the value otherwise.
 AllReduceKind parseAllReduceKind(std::string_view name);
 
+// Values per pipelined segment of a two_shot (or native) chunk: 256 Ki values are 1 MiB of
+// fp32, 256 KiB of an 8-bit and 128 KiB of a 4-bit format per message. Short enough that
+// encoding the first segment and decoding the last (the compute the pipeline cannot hide)
+// take a millisecond or two, and that the schedule lets MPI move bytes every few hundred
+// microseconds of compute; long enough that per-message costs stay small (measured on the
+// emulated 1 Gbit/s cluster, docs/ALGORITHMS.md, Pipelined two_shot).
+inline constexpr int64_t kDefaultSegmentValues = int64_t{1} << 18;
+
 struct AllReduceOptions {
   AllReduceKind kind = AllReduceKind::TwoShot;
   // allgather: round the running sum to the wire format after every add, as the APS
@@ -50,6 +58,9 @@ struct AllReduceOptions {
   bool kahan = false;
   // Detect NaN/inf with one tiny extra round (a byte per rank).
   bool checkFinite = true;
+  // two_shot and native: values per pipelined segment of a chunk (0: no pipelining, one
+  // segment per chunk). The result does not depend on it.
+  int64_t segmentValues = kDefaultSegmentValues;
 };
 
 // A sum all-reduce over the ranks of a Transport, written once as a schedule over per-rank
