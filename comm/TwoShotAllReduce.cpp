@@ -14,10 +14,10 @@ enum Slot { kSend = 0, kRecv = 1, kSum = 2, kGathered = 3, kAcc = 4, kObserved =
 }  // namespace
 
 TwoShotAllReduce::TwoShotAllReduce(std::shared_ptr<const precision::Codec> codec, std::string name,
-                                   int64_t segmentValues)
-    : codec_(std::move(codec)), name_(std::move(name)), segmentValues_(segmentValues) {
+                                   int64_t segmentBytes)
+    : codec_(std::move(codec)), name_(std::move(name)), segmentBytes_(segmentBytes) {
   APS_CHECK(codec_ != nullptr, "comm {}: needs a codec", name_);
-  APS_CHECK(segmentValues >= 0, "comm {}: segment length {} is negative", name_, segmentValues);
+  APS_CHECK(segmentBytes >= 0, "comm {}: segment size {} is negative", name_, segmentBytes);
 }
 
 std::string TwoShotAllReduce::name() const { return name_ + "/" + codec_->name(); }
@@ -28,7 +28,13 @@ TwoShotAllReduce::Segments TwoShotAllReduce::segments(int64_t n, int world) cons
   if (longest == 0) return {0, 0};
   const int64_t granule = codec_->splitGranule();
   int64_t length = longest;
-  if (granule > 0 && segmentValues_ > 0) length = std::clamp(segmentValues_ / granule * granule, granule, longest);
+  if (granule > 0 && segmentBytes_ > 0) {
+    // The values whose encoding takes segmentBytes, at the longest chunk's bytes per value
+    // (IEEE arithmetic on the same integers: every process derives the same length).
+    const double perValue = static_cast<double>(encodedSize(*codec_, longest)) / static_cast<double>(longest);
+    const auto values = static_cast<int64_t>(std::min(static_cast<double>(segmentBytes_) / perValue, 1e18));
+    length = std::clamp(values / granule * granule, granule, longest);
+  }
   return {length, (longest + length - 1) / length};
 }
 

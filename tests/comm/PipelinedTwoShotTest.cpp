@@ -108,9 +108,9 @@ void expectSame(const Outcome& a, const Outcome& b, const std::string& what) {
   EXPECT_EQ(a.stats.nonFinite, b.stats.nonFinite) << what;
 }
 
-std::unique_ptr<AllReduceAlgorithm> twoShot(const std::string& spec, int64_t segmentValues) {
-  if (spec == "fp32") return makeAllReduce({.kind = AllReduceKind::Native, .segmentValues = segmentValues}, nullptr);
-  return makeAllReduce({.kind = AllReduceKind::TwoShot, .segmentValues = segmentValues}, codecOf(spec));
+std::unique_ptr<AllReduceAlgorithm> twoShot(const std::string& spec, int64_t segmentBytes) {
+  if (spec == "fp32") return makeAllReduce({.kind = AllReduceKind::Native, .segmentBytes = segmentBytes}, nullptr);
+  return makeAllReduce({.kind = AllReduceKind::TwoShot, .segmentBytes = segmentBytes}, codecOf(spec));
 }
 
 // The schedule as it was before pipelining, written out for a simulated world: every rank
@@ -156,7 +156,7 @@ TEST(PipelinedTwoShot, SegmentsChangeNoBitAndNoByteForAnyCodec) {
           SimTransport sim(ranks);
           return runSim(*twoShot(spec, 0), sim, ranks, n);
         }();
-        for (int64_t segment : {1, 2, 3, 32, 100, 1000}) {
+        for (int64_t segment : {1, 100, 300, 1000, 5000}) {
           SimTransport sim(ranks);
           const auto algorithm = twoShot(spec, segment);
           expectSame(runSim(*algorithm, sim, ranks, n), reference,
@@ -174,7 +174,7 @@ TEST(PipelinedTwoShot, MatchesTheUnpipelinedScheduleWrittenOut) {
     const auto codec =
         spec == "fp32" ? std::shared_ptr<const precision::Codec>(std::make_shared<Fp32WireCodec>()) : codecOf(spec);
     for (int64_t n : {0, 3, 1001, 50000}) {
-      for (int64_t segment : {int64_t{0}, int64_t{64}, kDefaultSegmentValues}) {
+      for (int64_t segment : {int64_t{0}, int64_t{200}, kDefaultSegmentBytes}) {
         SimTransport sim(ranks);
         const auto algorithm = twoShot(spec, segment);
         const Outcome got = runSim(*algorithm, sim, ranks, n);
@@ -220,9 +220,14 @@ TEST(PipelinedTwoShot, SegmentLengthsFollowTheCodecsGranule) {
   EXPECT_EQ(codecOf("dettmers_dynamic")->splitGranule(), 0);
   EXPECT_EQ(codecOf("e4m3/block0")->splitGranule(), 0);
 
+  // Segments of about 1000 wire bytes: 1000 bytes of e4m3 are 1000 values, 960 in whole
+  // granules; mxfp4 takes 5313 bytes for 10000 values, so 1882 values, 1856 in whole blocks.
+  const TwoShotAllReduce e4m3(codecOf("e4m3"), "two_shot", 1000);
+  EXPECT_EQ(e4m3.segments(4 * 10000, 4).length, 960);
+  EXPECT_EQ(e4m3.segments(4 * 10000, 4).count, 11);
   const TwoShotAllReduce mx(codecOf("mxfp4"), "two_shot", 1000);
-  EXPECT_EQ(mx.segments(4 * 10000, 4).length, 992);  // rounded down to whole blocks
-  EXPECT_EQ(mx.segments(4 * 10000, 4).count, 11);
+  EXPECT_EQ(mx.segments(4 * 10000, 4).length, 1856);
+  EXPECT_EQ(mx.segments(4 * 10000, 4).count, 6);
   EXPECT_EQ(mx.segments(0, 4).count, 0);
   EXPECT_EQ(mx.segments(3, 4).length, 1);  // chunks shorter than a segment: one piece
   EXPECT_EQ(mx.segments(3, 4).count, 1);
