@@ -68,7 +68,7 @@ std::unique_ptr<AllReduceAlgorithm> makeAllReduce(const AllReduceOptions& option
                                                   std::shared_ptr<const precision::Codec> codec) {
   std::unique_ptr<AllReduceAlgorithm> algorithm;
   if (options.kind == AllReduceKind::Native) {
-    algorithm = std::make_unique<TwoShotAllReduce>(std::make_shared<Fp32WireCodec>(), "native");
+    algorithm = std::make_unique<TwoShotAllReduce>(std::make_shared<Fp32WireCodec>(), "native", options.segmentBytes);
   } else {
     APS_CHECK(codec != nullptr, "comm {}: needs a wire codec", allReduceKindName(options.kind));
     switch (options.kind) {
@@ -76,7 +76,7 @@ std::unique_ptr<AllReduceAlgorithm> makeAllReduce(const AllReduceOptions& option
         algorithm = std::make_unique<RingAllReduce>(std::move(codec));
         break;
       case AllReduceKind::TwoShot:
-        algorithm = std::make_unique<TwoShotAllReduce>(std::move(codec));
+        algorithm = std::make_unique<TwoShotAllReduce>(std::move(codec), "two_shot", options.segmentBytes);
         break;
       case AllReduceKind::AllGather:
         algorithm = std::make_unique<AllGatherAllReduce>(std::move(codec), options.roundEveryAdd, options.kahan);

@@ -41,6 +41,16 @@ std::string_view allReduceKindName(AllReduceKind kind);
 // "ring", "two_shot", "allgather", "native"; throws aps::Error naming the value otherwise.
 AllReduceKind parseAllReduceKind(std::string_view name);
 
+// Wire bytes per pipelined segment of a two_shot (or native) chunk, i.e. per message of a
+// pipelined round: 1 MiB is 256 Ki fp32 values, 1 Mi values of an 8-bit and 2 Mi of a 4-bit
+// format, and a round of N ranks moves N - 1 such messages per rank. Every round costs a
+// rendezvous with each peer (MPI's TCP transport hands large messages over only once both
+// sides are inside an MPI call), so shorter segments lost more to synchronisation than they
+// gained in overlap on the emulated 1 Gbit/s cluster (256 KiB messages: e2m1 slower than
+// without pipelining); 1 MiB keeps the compute the pipeline cannot hide (encoding the first
+// segment, decoding the last) to a few milliseconds (docs/ALGORITHMS.md, Pipelined two_shot).
+inline constexpr int64_t kDefaultSegmentBytes = int64_t{1} << 20;
+
 struct AllReduceOptions {
   AllReduceKind kind = AllReduceKind::TwoShot;
   // allgather: round the running sum to the wire format after every add, as the APS
@@ -50,6 +60,9 @@ struct AllReduceOptions {
   bool kahan = false;
   // Detect NaN/inf with one tiny extra round (a byte per rank).
   bool checkFinite = true;
+  // two_shot and native: wire bytes per pipelined segment of a chunk (0: no pipelining, one
+  // segment per chunk). The result does not depend on it.
+  int64_t segmentBytes = kDefaultSegmentBytes;
 };
 
 // A sum all-reduce over the ranks of a Transport, written once as a schedule over per-rank

@@ -40,8 +40,34 @@ void ExchangeSchedule::flush() {
   round_.clear();
 }
 
+ExchangeTicket ExchangeSchedule::start() {
+  ExchangeTicket ticket = kExchangeDone;
+  if (!round_.empty()) ticket = transport_.startExchange(round_);
+  round_.clear();
+  if (ticket != kExchangeDone) inFlight_.push_back(ticket);
+  return ticket;
+}
+
+void ExchangeSchedule::wait(ExchangeTicket ticket) {
+  if (ticket == kExchangeDone) return;
+  transport_.waitExchange(ticket);
+  std::erase(inFlight_, ticket);
+}
+
+void ExchangeSchedule::progress() {
+  // A ticket found complete stays with the transport until wait() releases it, but is not
+  // tested again (a test of finished requests alone may not drive the others).
+  std::erase_if(inFlight_, [this](ExchangeTicket t) { return transport_.testExchange(t); });
+}
+
 void ExchangeSchedule::allGatherShared(std::span<const void* const> sendData, std::span<const size_t> counts,
                                        std::span<const size_t> offsets, void* recv) {
+  wait(startAllGatherShared(sendData, counts, offsets, recv));
+}
+
+ExchangeTicket ExchangeSchedule::startAllGatherShared(std::span<const void* const> sendData,
+                                                      std::span<const size_t> counts, std::span<const size_t> offsets,
+                                                      void* recv) {
   auto* out = static_cast<uint8_t*>(recv);
   for (int src = 0; src < world_; ++src) {
     const auto s = static_cast<size_t>(src);
@@ -57,7 +83,7 @@ void ExchangeSchedule::allGatherShared(std::span<const void* const> sendData, st
     }
     add(src, first_, data, out + offsets[s], counts[s]);
   }
-  flush();
+  return start();
 }
 
 ExchangeSchedule::EncodedLayout ExchangeSchedule::encodedLayout(const precision::Codec& codec, int64_t n) const {

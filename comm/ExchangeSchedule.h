@@ -52,6 +52,15 @@ class ExchangeSchedule {
   void countSent(int src, size_t bytes);
   // Delivers the queued round.
   void flush();
+  // Hands the queued round to the transport without waiting (Transport::startExchange): the
+  // pipelined schedule computes on other segments while it moves. An empty round starts
+  // nothing.
+  ExchangeTicket start();
+  // Waits for a started round.
+  void wait(ExchangeTicket ticket);
+  // Lets the rounds in flight move (Transport::testExchange on those not yet complete): call
+  // it between slices of computation while rounds are in flight.
+  void progress();
 
   // One all-gather round into a buffer that all local ranks share (they would receive the
   // same bytes): local rank i sends sendData[i] (counts[rank] bytes) to every rank, and the
@@ -59,6 +68,9 @@ class ExchangeSchedule {
   // into one per sender, but bytes are counted as the real all-gather sends them.
   void allGatherShared(std::span<const void* const> sendData, std::span<const size_t> counts,
                        std::span<const size_t> offsets, void* recv);
+  // The same round, started (see start()).
+  ExchangeTicket startAllGatherShared(std::span<const void* const> sendData, std::span<const size_t> counts,
+                                      std::span<const size_t> offsets, void* recv);
 
   // The observer of this all-reduce's encodes (null: none, the default).
   void setObserver(EncodeObserver* observer) { observer_ = observer; }
@@ -104,6 +116,7 @@ class ExchangeSchedule {
   int first_;
   int local_;
   std::vector<Message> round_;
+  std::vector<ExchangeTicket> inFlight_;  // started, not yet known to be complete
   std::vector<uint64_t> bytesSent_;
   EncodeObserver* observer_ = nullptr;
 };

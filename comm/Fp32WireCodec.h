@@ -17,6 +17,9 @@ class Fp32WireCodec final : public precision::Codec {
   void decodeAdd(const uint8_t* in, int64_t n, float* acc) const override;
   void decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
                        const precision::EncodeContext& ctx = {}) const override;
+  // A copy, so any cut keeps every value; multiples of FloatCodec's 64 also keep which of the
+  // vectorised or scalar adds a value takes (the sign of a sum of two NaNs may depend on it).
+  int64_t splitGranule() const override { return 64; }
 };
 
 }  // namespace aps::comm

@@ -164,10 +164,12 @@ void MpiCommunicator::abort(const std::string& why) {
   std::abort();
 }
 
-void MpiCommunicator::exchange(std::span<const Message> round) {
+void MpiCommunicator::exchange(std::span<const Message> round) { waitExchange(startExchange(round)); }
+
+ExchangeTicket MpiCommunicator::startExchange(std::span<const Message> round) {
   // Zero-byte messages are skipped on both sides (both know the size). Schedules use tag 0:
-  // the order of a round's list fixes which receive matches which send
-  // (MPI's non-overtaking rule for one source, tag and communicator).
+  // the order of a round's list, and of the rounds in flight, fixes which receive matches
+  // which send (MPI's non-overtaking rule for one source, tag and communicator).
   std::vector<MPI_Request> requests;
   requests.reserve(round.size() * 2);
   for (const Message& m : round) {
@@ -194,7 +196,33 @@ void MpiCommunicator::exchange(std::span<const Message> round) {
       checkMpi(MPI_Isend(p + done, static_cast<int>(piece), MPI_BYTE, m.dst, 0, comm_, &requests.back()), "MPI_Isend");
     }
   }
+  if (requests.empty()) return kExchangeDone;
+  const ExchangeTicket ticket = nextTicket_++;
+  inFlight_.emplace_back(ticket, std::move(requests));
+  return ticket;
+}
+
+std::vector<MPI_Request>& MpiCommunicator::requestsOf(ExchangeTicket ticket) {
+  for (auto& [t, requests] : inFlight_) {
+    if (t == ticket) return requests;
+  }
+  APS_FAIL("comm mpi: exchange ticket {} is not in flight", ticket);
+}
+
+bool MpiCommunicator::testExchange(ExchangeTicket ticket) {
+  if (ticket == kExchangeDone) return true;
+  std::vector<MPI_Request>& requests = requestsOf(ticket);
+  // Completed requests become MPI_REQUEST_NULL, so a later test or wait skips them.
+  int done = 0;
+  checkMpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+  return done != 0;
+}
+
+void MpiCommunicator::waitExchange(ExchangeTicket ticket) {
+  if (ticket == kExchangeDone) return;
+  std::vector<MPI_Request>& requests = requestsOf(ticket);
   checkMpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
+  std::erase_if(inFlight_, [ticket](const auto& entry) { return entry.first == ticket; });
 }
 
 void abortJobOnError(MpiCommunicator& comm, const std::function<void()>& body) {

@@ -5,6 +5,8 @@
 #include <mpi.h>
 
 #include <functional>
+#include <utility>
+#include <vector>
 
 namespace aps::comm {
 
@@ -41,6 +43,12 @@ class MpiCommunicator final : public Communicator {
   [[noreturn]] void abort(const std::string& why) override;
 
   void exchange(std::span<const Message> round) override;
+  // Non-blocking rounds: startExchange posts the round's receives and sends (MPI_Irecv,
+  // MPI_Isend) and keeps the requests under a ticket; testExchange is an MPI_Testall on them
+  // (which also drives OpenMPI's progress engine for every request in flight).
+  ExchangeTicket startExchange(std::span<const Message> round) override;
+  bool testExchange(ExchangeTicket ticket) override;
+  void waitExchange(ExchangeTicket ticket) override;
 
   // The thread level MPI granted (MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE).
   static int threadLevel();
@@ -51,6 +59,10 @@ class MpiCommunicator final : public Communicator {
   int size_ = 1;
   int ranksOnNode_ = 1;
   int localRank_ = 0;
+  // Requests of the rounds in flight, by ticket (few at a time: a pipeline keeps two or three).
+  std::vector<std::pair<ExchangeTicket, std::vector<MPI_Request>>> inFlight_;
+  ExchangeTicket nextTicket_ = 1;
+  std::vector<MPI_Request>& requestsOf(ExchangeTicket ticket);
 };
 
 // Runs body; if it throws while more than one rank is running, aborts the whole job with

@@ -1,6 +1,7 @@
 #include "comm/RankOrderSum.h"
 
 #include "comm/ExchangeSchedule.h"
+#include "framework/core/Error.h"
 
 #include <cstring>
 
@@ -23,6 +24,7 @@ void RankOrderSum::reset(int64_t n) {
   switch (mode_) {
     case Mode::Fp32:
       acc_.resize(count);
+      sum_ = acc_.data();
       break;
     case Mode::RoundEveryAdd:
       accEncoded_.resize(bytes);
@@ -38,6 +40,14 @@ void RankOrderSum::reset(int64_t n) {
   }
 }
 
+void RankOrderSum::resetInto(int64_t n, float* acc) {
+  APS_CHECK(mode_ == Mode::Fp32, "RankOrderSum: only an fp32 sum accumulates in the caller's buffer");
+  n_ = n;
+  added_ = 0;
+  step_ = 0;
+  sum_ = acc;
+}
+
 void RankOrderSum::roundToFormat(std::vector<float>& v) {
   codec_.encode(v.data(), n_, scratch_.data(), scheduleEncodeContext(base_, kEveryRank, firstPhase_ + step_++, 0));
   codec_.decode(scratch_.data(), n_, v.data());
@@ -50,9 +60,9 @@ void RankOrderSum::add(const uint8_t* encoded) {
   switch (mode_) {
     case Mode::Fp32:
       if (k == 0) {
-        codec_.decode(encoded, n_, acc_.data());
+        codec_.decode(encoded, n_, sum_);
       } else {
-        codec_.decodeAdd(encoded, n_, acc_.data());
+        codec_.decodeAdd(encoded, n_, sum_);
       }
       break;
     case Mode::RoundEveryAdd:
@@ -88,6 +98,8 @@ void RankOrderSum::result(float* out) const {
   if (n_ == 0) return;
   if (mode_ == Mode::RoundEveryAdd) {
     codec_.decode(accEncoded_.data(), n_, out);
+  } else if (mode_ == Mode::Fp32) {
+    std::memcpy(out, sum_, static_cast<size_t>(n_) * sizeof(float));
   } else {
     std::memcpy(out, acc_.data(), static_cast<size_t>(n_) * sizeof(float));
   }

@@ -21,12 +21,15 @@ class RankOrderSum {
 
   // Starts a sum of n values.
   void reset(int64_t n);
+  // Fp32 mode: starts a sum of n values kept in the caller's acc[0, n) (two_shot sums a
+  // chunk segment by segment into one buffer).
+  void resetInto(int64_t n, float* acc);
   // Adds the next rank's encoded contribution (encodedBytes(n) bytes).
   void add(const uint8_t* encoded);
   // The sum: fp32 (Fp32), decoded from the format (RoundEveryAdd), or the compensated sum.
   void result(float* out) const;
   // Fp32 mode: the running sum itself.
-  const float* fp32Sum() const { return acc_.data(); }
+  const float* fp32Sum() const { return sum_; }
   int added() const { return added_; }
 
  private:
@@ -40,6 +43,7 @@ class RankOrderSum {
   int added_ = 0;
   int step_ = 0;
   std::vector<float> acc_, comp_, x_, y_, t_;  // fp32 sum; Kahan state
+  float* sum_ = nullptr;                       // Fp32: acc_ or the caller's buffer
   std::vector<uint8_t> accEncoded_, scratch_;
 };
 

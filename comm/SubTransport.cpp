@@ -25,14 +25,20 @@ std::string SubTransport::transportName() const {
   return fmt::format("{}[{}:{}:{}]", parent_.transportName(), first_, stride_, size_);
 }
 
-void SubTransport::exchange(std::span<const Message> round) {
+std::span<const Message> SubTransport::translate(std::span<const Message> round) {
   translated_.assign(round.begin(), round.end());
   for (Message& m : translated_) {
     APS_ASSERT(m.src >= 0 && m.src < size_ && m.dst >= 0 && m.dst < size_);
     m.src = parentRank(m.src);
     m.dst = parentRank(m.dst);
   }
-  parent_.exchange(translated_);
+  return translated_;
+}
+
+void SubTransport::exchange(std::span<const Message> round) { parent_.exchange(translate(round)); }
+
+ExchangeTicket SubTransport::startExchange(std::span<const Message> round) {
+  return parent_.startExchange(translate(round));
 }
 
 }  // namespace aps::comm

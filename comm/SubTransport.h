@@ -30,8 +30,14 @@ class SubTransport final : public Transport {
   int parentRank(int rank) const { return first_ + rank * stride_; }
 
   void exchange(std::span<const Message> round) override;
+  // Rounds in flight are the parent's, under the parent's tickets.
+  ExchangeTicket startExchange(std::span<const Message> round) override;
+  bool testExchange(ExchangeTicket ticket) override { return parent_.testExchange(ticket); }
+  void waitExchange(ExchangeTicket ticket) override { parent_.waitExchange(ticket); }
 
  private:
+  std::span<const Message> translate(std::span<const Message> round);
+
   Transport& parent_;
   int first_, stride_, size_;
   int firstLocal_ = 0, localCount_ = 0;

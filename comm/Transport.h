@@ -17,6 +17,11 @@ struct Message {
   size_t bytes = 0;
 };
 
+// A round started by Transport::startExchange and not yet waited for; kExchangeDone (0)
+// names a round that completed inside startExchange.
+using ExchangeTicket = uint64_t;
+inline constexpr ExchangeTicket kExchangeDone = 0;
+
 // What an all-reduce schedule runs on: a world of ranks, some of which (a contiguous
 // range) live in this process, and a way to move the bytes of one round of messages.
 // Real ranks (MPI) host one rank each; the simulator hosts all of them. Because every
@@ -40,6 +45,24 @@ class Transport {
   // relative order (schedules generate them from the same loop on every rank).
   // Messages in which neither side is local are ignored.
   virtual void exchange(std::span<const Message> round) = 0;
+
+  // The same delivery without waiting for it, so that a schedule can compute while bytes
+  // move (two_shot's pipeline, docs/ALGORITHMS.md). Until waitExchange(ticket) returns, no
+  // send buffer of the round may change and no receive buffer may be touched; the list
+  // itself may go once this returns. Rounds in flight together match their messages in the
+  // order they were started, so every process starts a schedule's rounds in the same order.
+  // Every ticket is waited for exactly once. The default, for transports that deliver
+  // synchronously (the simulator, Python's, NCCL's today), delivers the round here.
+  virtual ExchangeTicket startExchange(std::span<const Message> round) {
+    exchange(round);
+    return kExchangeDone;
+  }
+  // Lets the transport move the bytes of rounds in flight (OpenMPI's TCP transport moves
+  // them only inside MPI calls) and says whether `ticket` has completed. Cheap; schedules
+  // call it between slices of computation.
+  virtual bool testExchange(ExchangeTicket /*ticket*/) { return true; }
+  // Returns once the round of `ticket` is delivered; releases the ticket.
+  virtual void waitExchange(ExchangeTicket /*ticket*/) {}
 };
 
 }  // namespace aps::comm

@@ -3,21 +3,40 @@
 #include "comm/RankOrderSum.h"
 #include "framework/core/Error.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace aps::comm {
 
 namespace {
 // Scratch slots.
-enum Slot { kSend = 0, kRecv = 1, kSum = 2, kGathered = 3 };
+enum Slot { kSend = 0, kRecv = 1, kSum = 2, kGathered = 3, kAcc = 4, kObserved = 5 };
 }  // namespace
 
-TwoShotAllReduce::TwoShotAllReduce(std::shared_ptr<const precision::Codec> codec, std::string name)
-    : codec_(std::move(codec)), name_(std::move(name)) {
+TwoShotAllReduce::TwoShotAllReduce(std::shared_ptr<const precision::Codec> codec, std::string name,
+                                   int64_t segmentBytes)
+    : codec_(std::move(codec)), name_(std::move(name)), segmentBytes_(segmentBytes) {
   APS_CHECK(codec_ != nullptr, "comm {}: needs a codec", name_);
+  APS_CHECK(segmentBytes >= 0, "comm {}: segment size {} is negative", name_, segmentBytes);
 }
 
 std::string TwoShotAllReduce::name() const { return name_ + "/" + codec_->name(); }
+
+TwoShotAllReduce::Segments TwoShotAllReduce::segments(int64_t n, int world) const {
+  // Chunk c is [n c / world, n (c + 1) / world): the longest has ceil(n / world) values.
+  const int64_t longest = (n + world - 1) / world;
+  if (longest == 0) return {0, 0};
+  const int64_t granule = codec_->splitGranule();
+  int64_t length = longest;
+  if (granule > 0 && segmentBytes_ > 0) {
+    // The values whose encoding takes segmentBytes, at the longest chunk's bytes per value
+    // (IEEE arithmetic on the same integers: every process derives the same length).
+    const double perValue = static_cast<double>(encodedSize(*codec_, longest)) / static_cast<double>(longest);
+    const auto values = static_cast<int64_t>(std::min(static_cast<double>(segmentBytes_) / perValue, 1e18));
+    length = std::clamp(values / granule * granule, granule, longest);
+  }
+  return {length, (longest + length - 1) / length};
+}
 
 void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, int64_t n) const {
   const precision::Codec& codec = *codec_;
@@ -31,63 +50,161 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
   const std::vector<size_t>& counts = layout.counts;
   const std::vector<size_t>& offsets = layout.offsets;
 
-  // Phase 1: every rank encodes each chunk of its input; chunk c goes to rank c.
-  std::vector<uint8_t*> sendBuf(local), recvBuf(local);
-  for (size_t i = 0; i < local; ++i) {
-    const int rank = first + static_cast<int>(i);
-    sendBuf[i] = s.scratch(kSend, i, offsets[w]);
-    for (int c = 0; c < world; ++c) {
-      const int64_t len = s.chunkSize(n, c);
-      if (len == 0) continue;
-      const int64_t begin = s.chunkBegin(n, c);
-      codec.encode(data[i] + begin, len, sendBuf[i] + offsets[static_cast<size_t>(c)],
-                   s.encodeContext(rank, kEncodeInputPhase, begin));
-      s.observeEncode(codec, EncodeObserver::Site::Input, begin, len, data[i] + begin,
-                      sendBuf[i] + offsets[static_cast<size_t>(c)]);
-    }
-    recvBuf[i] = s.scratch(kRecv, i, counts[static_cast<size_t>(rank)] * w);
-  }
-  // Every pair with a local end, once: local senders to everyone, then the receives of local
-  // ranks from remote senders (O(N) per local rank, not O(N^2), on a real rank).
-  auto pair = [&](int src, int dst) {
-    const void* sendData =
-        s.isLocal(src) ? sendBuf[static_cast<size_t>(src - first)] + offsets[static_cast<size_t>(dst)] : nullptr;
-    void* recvData = s.isLocal(dst) ? recvBuf[static_cast<size_t>(dst - first)] +
-                                          static_cast<size_t>(src) * counts[static_cast<size_t>(dst)]
-                                    : nullptr;
-    s.add(src, dst, sendData, recvData, counts[static_cast<size_t>(dst)]);
+  // Segment k of chunk c: values [k * seg.length, +segmentSize(c, k)) of the chunk, encoded
+  // on its own at byte k * stride of the chunk's encoding. The pieces of a chunk fill exactly
+  // counts[c] bytes (Codec::splitGranule); checked, as a codec that breaks the promise would
+  // otherwise corrupt its neighbours.
+  const Segments seg = segments(n, world);
+  const size_t stride = encodedSize(codec, seg.length);
+  auto segmentSize = [&](int c, int64_t k) {
+    return std::clamp<int64_t>(s.chunkSize(n, c) - k * seg.length, 0, seg.length);
   };
-  for (int src = first; src < first + static_cast<int>(local); ++src)
-    for (int dst = 0; dst < world; ++dst) pair(src, dst);
-  for (int dst = first; dst < first + static_cast<int>(local); ++dst)
-    for (int src = 0; src < world; ++src)
-      if (!s.isLocal(src)) pair(src, dst);
-  s.flush();
-
-  // Phase 2: the owner of chunk c sums the N decoded contributions in fp32 in rank order and
-  // encodes the sum once.
-  std::vector<uint8_t*> sumBuf(local);
-  std::vector<const void*> sumPtr(local);
-  RankOrderSum sum(codec, RankOrderSum::Mode::Fp32, s.baseContext(), 0);
-  for (size_t i = 0; i < local; ++i) {
-    const int rank = first + static_cast<int>(i);
-    const size_t bytes = counts[static_cast<size_t>(rank)];
-    const int64_t len = s.chunkSize(n, rank);
-    sumBuf[i] = s.scratch(kSum, i, bytes);
-    sumPtr[i] = sumBuf[i];
-    if (len == 0) continue;
-    sum.reset(len);
-    for (int k = 0; k < world; ++k) sum.add(recvBuf[i] + static_cast<size_t>(k) * bytes);
-    codec.encode(sum.fp32Sum(), len, sumBuf[i], s.encodeContext(rank, kEncodeSumPhase, s.chunkBegin(n, rank)));
-    s.observeEncode(codec, EncodeObserver::Site::Sum, s.chunkBegin(n, rank), len, sum.fp32Sum(), sumBuf[i]);
-  }
-
-  // Phase 3: all-gather the encoded sums; every rank decodes the same bytes.
-  uint8_t* gathered = s.scratch(kGathered, 0, offsets[w]);
-  s.allGatherShared(sumPtr, counts, std::span<const size_t>(offsets).first(w), gathered);
+  auto segmentBytes = [&](int c, int64_t k) { return encodedSize(codec, segmentSize(c, k)); };
   for (int c = 0; c < world; ++c) {
     const int64_t len = s.chunkSize(n, c);
-    if (len > 0) codec.decode(gathered + offsets[static_cast<size_t>(c)], len, data[0] + s.chunkBegin(n, c));
+    const int64_t pieces = (len + seg.length - 1) / std::max<int64_t>(seg.length, 1);
+    APS_CHECK(pieces <= 1 || (pieces - 1) * stride + segmentBytes(c, pieces - 1) == counts[static_cast<size_t>(c)],
+              "comm {}: codec {} does not split at multiples of its granule {}", name(), codec.name(),
+              codec.splitGranule());
+  }
+
+  std::vector<uint8_t*> sendBuf(local), recvBuf(local), sumBuf(local);
+  std::vector<float*> acc(local);
+  for (size_t i = 0; i < local; ++i) {
+    const auto rank = static_cast<size_t>(first) + i;
+    sendBuf[i] = s.scratch(kSend, i, offsets[w]);
+    recvBuf[i] = s.scratch(kRecv, i, counts[rank] * w);
+    sumBuf[i] = s.scratch(kSum, i, counts[rank]);
+    acc[i] = s.scratchFloats(kAcc, i, static_cast<size_t>(s.chunkSize(n, static_cast<int>(rank))));
+  }
+  uint8_t* gathered = s.scratch(kGathered, 0, offsets[w]);
+
+  // Observers see one call per chunk with the chunk's whole encoding, as without segments:
+  // with several segments the whole chunk is encoded once more for them (the bytes decode to
+  // the segments' values), only when some observer wants the site.
+  auto observe = [&](EncodeObserver::Site site, int rank, int phase, int64_t begin, int64_t len, const float* values,
+                     const uint8_t* segmented) {
+    if (!s.observing(site) || len == 0) return;
+    const uint8_t* whole = segmented;
+    if (seg.count > 1) {
+      uint8_t* bytes = s.scratch(kObserved, 0, encodedSize(codec, len));
+      codec.encode(values, len, bytes, s.encodeContext(rank, phase, begin));
+      whole = bytes;
+    }
+    s.observeEncode(codec, site, begin, len, values, whole);
+  };
+  // The inputs' encodes, reported once the first segment is encoded and before any result
+  // overwrites an input (data[0] from step 2 on).
+  auto observeInputs = [&] {
+    for (size_t i = 0; i < local; ++i) {
+      const int rank = first + static_cast<int>(i);
+      for (int c = 0; c < world; ++c) {
+        const int64_t begin = s.chunkBegin(n, c);
+        observe(EncodeObserver::Site::Input, rank, kEncodeInputPhase, begin, s.chunkSize(n, c), data[i] + begin,
+                sendBuf[i] + offsets[static_cast<size_t>(c)]);
+      }
+    }
+  };
+
+  // Phase 1 of segment k: every rank encodes segment k of each chunk of its input; chunk c's
+  // goes to rank c. Started, not waited for.
+  auto encodeAndSend = [&](int64_t k) {
+    for (size_t i = 0; i < local; ++i) {
+      const int rank = first + static_cast<int>(i);
+      for (int c = 0; c < world; ++c) {
+        const int64_t len = segmentSize(c, k);
+        if (len == 0) continue;
+        const int64_t begin = s.chunkBegin(n, c) + k * seg.length;
+        codec.encode(data[i] + begin, len, sendBuf[i] + offsets[static_cast<size_t>(c)] + k * stride,
+                     s.encodeContext(rank, kEncodeInputPhase, begin));
+        s.progress();
+      }
+    }
+    // Every pair with a local end, once: local senders to everyone, then the receives of local
+    // ranks from remote senders (O(N) per local rank, not O(N^2), on a real rank).
+    auto pair = [&](int src, int dst) {
+      const auto d = static_cast<size_t>(dst);
+      const void* sendData =
+          s.isLocal(src) ? sendBuf[static_cast<size_t>(src - first)] + offsets[d] + k * stride : nullptr;
+      void* recvData =
+          s.isLocal(dst) ? recvBuf[static_cast<size_t>(dst - first)] + static_cast<size_t>(src) * counts[d] + k * stride
+                         : nullptr;
+      s.add(src, dst, sendData, recvData, segmentBytes(dst, k));
+    };
+    for (int src = first; src < first + static_cast<int>(local); ++src)
+      for (int dst = 0; dst < world; ++dst) pair(src, dst);
+    for (int dst = first; dst < first + static_cast<int>(local); ++dst)
+      for (int src = 0; src < world; ++src)
+        if (!s.isLocal(src)) pair(src, dst);
+    return s.start();
+  };
+
+  // Phase 2 of segment k: the owner of chunk c sums the N decoded contributions in fp32 in
+  // rank order and encodes the sum once; phase 3 starts: the all-gather of the encoded sums.
+  RankOrderSum sum(codec, RankOrderSum::Mode::Fp32, s.baseContext(), 0);
+  std::vector<const void*> sumPtr(local);
+  std::vector<size_t> gatherCounts(w), gatherOffsets(w);
+  auto sumAndGather = [&](int64_t k) {
+    for (size_t i = 0; i < local; ++i) {
+      const int rank = first + static_cast<int>(i);
+      const size_t bytes = counts[static_cast<size_t>(rank)];
+      const int64_t len = segmentSize(rank, k);
+      sumPtr[i] = sumBuf[i] + k * stride;
+      if (len == 0) continue;
+      sum.resetInto(len, acc[i] + k * seg.length);
+      for (int src = 0; src < world; ++src) {
+        sum.add(recvBuf[i] + static_cast<size_t>(src) * bytes + k * stride);
+        s.progress();
+      }
+      codec.encode(sum.fp32Sum(), len, sumBuf[i] + k * stride,
+                   s.encodeContext(rank, kEncodeSumPhase, s.chunkBegin(n, rank) + k * seg.length));
+      s.progress();
+    }
+    for (size_t c = 0; c < w; ++c) {
+      gatherCounts[c] = segmentBytes(static_cast<int>(c), k);
+      gatherOffsets[c] = offsets[c] + k * stride;
+    }
+    return s.startAllGatherShared(sumPtr, gatherCounts, gatherOffsets, gathered);
+  };
+
+  // Phase 3 of segment k, once gathered: every rank decodes the same bytes.
+  auto decode = [&](int64_t k) {
+    for (int c = 0; c < world; ++c) {
+      const int64_t len = segmentSize(c, k);
+      if (len == 0) continue;
+      codec.decode(gathered + offsets[static_cast<size_t>(c)] + k * stride, len,
+                   data[0] + s.chunkBegin(n, c) + k * seg.length);
+      s.progress();
+    }
+  };
+
+  // The software pipeline: step t encodes and sends segment t, sums segment t - 1 once it
+  // has arrived and starts its all-gather, and decodes segment t - 2 once gathered. Each
+  // computation overlaps the rounds started before it (the all-to-all of segment t - 1 and
+  // the all-gather of t - 2 while segment t is encoded). Every process starts the rounds in
+  // the same order (all-to-all t, all-gather t - 1, ...), which is how their messages match.
+  // Writes into data[0] (segment t - 2) never touch values still to be encoded (segment >= t).
+  ExchangeTicket toOwners = kExchangeDone, gathering = kExchangeDone;
+  for (int64_t t = 0; t < seg.count + 2; ++t) {
+    const ExchangeTicket sent = t < seg.count ? encodeAndSend(t) : kExchangeDone;
+    if (t == 0) observeInputs();
+    ExchangeTicket summed = kExchangeDone;
+    if (t >= 1 && t <= seg.count) {
+      s.wait(toOwners);
+      summed = sumAndGather(t - 1);
+    }
+    if (t >= 2) {
+      s.wait(gathering);
+      decode(t - 2);
+    }
+    toOwners = sent;
+    gathering = summed;
+  }
+
+  for (size_t i = 0; i < local; ++i) {
+    const int rank = first + static_cast<int>(i);
+    const int64_t begin = s.chunkBegin(n, rank);
+    observe(EncodeObserver::Site::Sum, rank, kEncodeSumPhase, begin, s.chunkSize(n, rank), acc[i], sumBuf[i]);
   }
   for (size_t i = 1; i < local; ++i) {
     if (n > 0) std::memcpy(data[i], data[0], static_cast<size_t>(n) * sizeof(float));

@@ -11,14 +11,33 @@ namespace aps::comm {
 // Each value is quantised once at the input and once at the output, so the error does not
 // grow with the rank count (the "all-to-all + fp32 local sum" design that replaces ring
 // all-reduces in the wire format; docs/ALGORITHMS.md, All-reduce algorithms). This is the default algorithm.
+//
+// Pipelined: every chunk is cut into segments of about segmentBytes() wire bytes (a multiple
+// of the codec's splitGranule() values), and while segment k's bytes are on the wire, segment k + 1 is
+// encoded and segment k - 1 summed or decoded (docs/ALGORITHMS.md, Pipelined two_shot). The
+// cuts are where the codec promises that the pieces carry exactly what the whole chunk's
+// encoding carries, so the result, the bytes sent and what observers see do not depend on
+// the segment length; a codec that cannot be cut runs as one segment per chunk.
 class TwoShotAllReduce final : public AllReduceAlgorithm {
  public:
-  TwoShotAllReduce(std::shared_ptr<const precision::Codec> codec, std::string name = "two_shot");
+  TwoShotAllReduce(std::shared_ptr<const precision::Codec> codec, std::string name = "two_shot",
+                   int64_t segmentBytes = kDefaultSegmentBytes);
   std::string name() const override;
 
   // Encode-context phases of the schedule.
   static constexpr int kEncodeInputPhase = 0;
   static constexpr int kEncodeSumPhase = 1;
+
+  // How the chunks of n values split over `world` ranks are cut: segments of `length`
+  // values from each chunk's start (the last one shorter), `count` of them in the longest
+  // chunk (0 for n = 0). One segment per chunk when the codec cannot be cut, pipelining is
+  // off (segmentBytes 0) or the chunks are no longer than a segment.
+  struct Segments {
+    int64_t length = 0;
+    int64_t count = 0;
+  };
+  Segments segments(int64_t n, int world) const;
+  int64_t segmentBytes() const { return segmentBytes_; }
 
  protected:
   void reduce(ExchangeSchedule& schedule, std::span<float* const> data, int64_t n) const override;
@@ -26,6 +45,7 @@ class TwoShotAllReduce final : public AllReduceAlgorithm {
  private:
   std::shared_ptr<const precision::Codec> codec_;
   std::string name_;
+  int64_t segmentBytes_;
 };
 
 }  // namespace aps::comm

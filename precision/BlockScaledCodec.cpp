@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 #if defined(__AVX512F__)
@@ -174,6 +175,10 @@ std::string BlockScaledCodec::name() const {
 size_t BlockScaledCodec::encodedBytes(int64_t n) const {
   APS_ASSERT(n >= 0);
   return static_cast<size_t>(blocks(n)) + elements_.encodedBytes(n);
+}
+
+int64_t BlockScaledCodec::splitGranule() const {
+  return blockSize_ > 0 ? std::lcm(blockSize_, int64_t{elements_.bytesPerValue() == 0 ? 2 : 1}) : 0;
 }
 
 uint8_t BlockScaledCodec::scaleCode(float amax) const {

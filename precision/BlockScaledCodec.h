@@ -34,6 +34,12 @@ class BlockScaledCodec : public Codec {
   void decodeAdd(const uint8_t* in, int64_t n, float* acc) const override;
   void decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
                        const EncodeContext& ctx = {}) const override;
+  // Cuts at whole blocks (and whole element bytes) keep every block's values and scale: the
+  // pieces carry the same scales and elements, only laid out per piece, and every block is
+  // scaled, rounded and (decodeAdd) added by the same per-block code as in the whole call
+  // (the elements it rounds are finite: a NaN block travels as its scale). One scale per
+  // encoded chunk (blockSize 0) cannot be cut.
+  int64_t splitGranule() const override;
 
   const FloatFormat& element() const { return elements_.format(); }
   const FloatCodec& elements() const { return elements_; }  // the saturating element codec

@@ -42,6 +42,16 @@ class Codec {
   // out <- encode(decode(a) + decode(b)), the sum taken in fp32. `out` may alias `a` or `b`.
   virtual void decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
                                const EncodeContext& ctx = {}) const = 0;
+
+  // Where an encoding may be cut into independent pieces without changing what it carries:
+  // g > 0 promises that for any n values cut at multiples of g (counted from the first
+  // value), encoding each piece on its own, piece p with ctx.offset advanced by its start,
+  // gives pieces whose encodedBytes add up to encodedBytes(n) and which decode (and
+  // decodeAdd) to exactly the values the whole encoding decodes to. 0 (the default): no such
+  // promise, the encoding is one piece. Pipelined all-reduces (two_shot) cut their chunks
+  // into segments at multiples of this; a codec whose scales or statistics span the whole
+  // call (one absmax per chunk) must return 0.
+  virtual int64_t splitGranule() const { return 0; }
 };
 
 }  // namespace aps::precision

@@ -30,6 +30,9 @@ class DettmersCodec : public Codec {
   void decodeAdd(const uint8_t* in, int64_t n, float* acc) const override;
   void decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
                        const EncodeContext& ctx = {}) const override;
+  // Cuts at whole blocks give the same blocks, absmax and codes byte for byte; one absmax
+  // per encoded chunk (blockSize 0) cannot be cut.
+  int64_t splitGranule() const override { return blockSize_ > 0 ? blockSize_ : 0; }
 
   // The sorted code book: code c decodes to codeBook()[c] * absmax.
   const std::array<float, 256>& codeBook() const { return codes_; }

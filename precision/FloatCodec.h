@@ -24,6 +24,13 @@ class FloatCodec : public Codec {
   void decodeAdd(const uint8_t* in, int64_t n, float* acc) const override;
   void decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
                        const EncodeContext& ctx = {}) const override;
+  // Element-wise, random bits indexed by position, so any cut (at even positions for nibbles)
+  // keeps every value but one detail: the vector paths take 64 (or 16) values at a time and
+  // leave the rest to scalar code, and an add of two NaNs keeps the sign of whichever operand
+  // that path's instruction favours. Cuts at multiples of 64 give every value the path it
+  // takes in the whole call, so even NaN bits do not move.
+  int64_t splitGranule() const override { return kSplitGranule; }
+  static constexpr int64_t kSplitGranule = 64;
 
   const FloatFormat& format() const { return quantizer_.format(); }
   RoundingMode rounding() const { return rounding_; }

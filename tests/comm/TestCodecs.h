@@ -40,6 +40,9 @@ class Half16Codec final : public precision::Codec {
     }
   }
 
+  // Element-wise, random bits indexed by ctx.offset + i: any cut.
+  int64_t splitGranule() const override { return 1; }
+
   static constexpr double kUnitRoundoff = 1.0 / 256.0;
 
  private:

@@ -35,6 +35,7 @@ struct Config {
   int sim = 0;  // >0: simulate this many ranks in one process instead of using MPI
   bool kahan = false;
   bool fp32Sum = false;
+  int64_t segmentBytes = comm::kDefaultSegmentBytes;
   uint64_t seed = 1;
   std::string format = "table";
   int failRank = -1;
@@ -156,6 +157,7 @@ std::unique_ptr<AllReduceAlgorithm> makeAlgorithm(const std::string& name, const
   options.kind = parseAllReduceKind(name);
   options.roundEveryAdd = !config.fp32Sum;
   options.kahan = config.kahan;
+  options.segmentBytes = config.segmentBytes;
   std::shared_ptr<const precision::Codec> c;
   if (options.kind != AllReduceKind::Native) c = precision::makeCodec(codec);
   return makeAllReduce(options, c);
@@ -276,6 +278,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--kahan", config.kahan, "allgather: Kahan-compensated sum in the wire format");
   app.add_flag("--fp32-sum", config.fp32Sum, "allgather: sum in fp32 instead of rounding after every add");
+  app.add_option("--segment-bytes", config.segmentBytes,
+                 "two_shot and native: wire bytes per pipelined segment of a chunk (0: no pipelining)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--seed", config.seed, "input seed")->capture_default_str();
   app.add_option("--format", config.format, "table or json (JSON lines)")
       ->check(CLI::IsMember({"table", "json"}))
