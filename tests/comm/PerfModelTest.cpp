@@ -15,11 +15,12 @@ const std::map<std::string, CodecRates> kRates{{"fp32", {2e9, 2e9, 2.5e9, 2e9}},
 const std::map<std::string, double> kBytes{{"fp32", 4.0}, {"e4m3", 1.0}};
 
 std::string record(const std::string& family, const std::string& codec, int ranks, int64_t n, double seconds,
-                   double bytes) {
+                   double bytes, int64_t segmentBytes = 0) {
   return fmt::format(
-      R"({{"bench":"allreduce","backend":"mpi","algorithm":"{}{}","codec":"{}","ranks":{},"elements":{},"time_s":{},"bytes_sent_per_rank":{}}})"
+      R"({{"bench":"allreduce","backend":"mpi","algorithm":"{}{}","codec":"{}","ranks":{},"elements":{},"time_s":{},"bytes_sent_per_rank":{},"segment_bytes":{}}})"
       "\n",
-      family, family == "mpi_allreduce" ? "" : "/" + codec, codec, ranks, n, seconds, static_cast<uint64_t>(bytes));
+      family, family == "mpi_allreduce" ? "" : "/" + codec, codec, ranks, n, seconds, static_cast<uint64_t>(bytes),
+      segmentBytes);
 }
 
 // Exact records of aps's algorithms under (alpha, beta, kappa) at the given sizes.
@@ -56,6 +57,51 @@ TEST(PerfModel, CostTermsFollowTheSchedules) {
   EXPECT_DOUBLE_EQ(algorithmCost("mpi_allreduce", 4, 1000, 4.0).codecSeconds({1.0, 1.0, 1.0, 1.0}), 0.0);
   EXPECT_THROW(algorithmCost("butterfly", 4, 1000, 1.0), Error);
   EXPECT_EQ(algorithmFamily("allgather_kahan/e4m3"), "allgather_kahan");
+}
+
+TEST(PerfModel, APipelinedTwoShotSendsMoreRoundsAndHidesTheSmallerTerm) {
+  // 4 ranks, 4 M values of 1 byte: chunks of 1 MB, 64 KiB segments -> 16 segments per chunk,
+  // each an all-to-all and an all-gather round, plus the flag round.
+  const AlgorithmCost c = algorithmCost("two_shot", 4, int64_t{4} << 20, 1.0, int64_t{64} << 10);
+  EXPECT_DOUBLE_EQ(c.segments, 16.0);
+  EXPECT_DOUBLE_EQ(c.messages, 3.0 * 33.0);
+  EXPECT_DOUBLE_EQ(c.bytes, algorithmCost("two_shot", 4, int64_t{4} << 20, 1.0).bytes);
+  EXPECT_DOUBLE_EQ(algorithmCost("two_shot", 4, 1000, 1.0, int64_t{1} << 20).segments, 1.0);
+  EXPECT_DOUBLE_EQ(algorithmCost("ring", 4, int64_t{4} << 20, 1.0, int64_t{64} << 10).segments, 1.0);
+  // No pipeline: the terms add up; a long one: the larger term and 1/S of the smaller.
+  EXPECT_DOUBLE_EQ(overlapped(3.0, 1.0, 1.0), 4.0);
+  EXPECT_DOUBLE_EQ(overlapped(3.0, 1.0, 4.0), 3.25);
+  EXPECT_DOUBLE_EQ(overlapped(1.0, 3.0, 4.0), 3.25);
+}
+
+TEST(PerfModel, FitRecoversTheNetworkFromPipelinedRecordsOnBothSidesOfTheOverlap) {
+  // Pipelined two_shot records, wire-bound at 1 GB/s for fp32 and codec-bound at small
+  // segments for a slow 1-byte codec, beside unpipelined ring records.
+  const double alpha = 30e-6, beta = 1e-9, kappa = 2.0;
+  const std::map<std::string, CodecRates> rates{{"fp32", {2e9, 2e9, 2e9, 2e9}}, {"e4m3", {1e8, 1e8, 1e8, 1e8}}};
+  std::string jsonl;
+  for (int64_t n : {int64_t{1} << 12, int64_t{1} << 18, int64_t{1} << 22, int64_t{1} << 24}) {
+    for (const std::string family : {"native", "two_shot", "ring"}) {
+      const std::string codec = family == "native" ? "fp32" : "e4m3";
+      const int64_t segment = family == "ring" ? 0 : int64_t{256} << 10;
+      const AlgorithmCost c = algorithmCost(family, 4, n, kBytes.at(codec), segment);
+      const double t =
+          alpha * c.messages + overlapped(beta * c.bytes, kappa * c.codecSeconds(rates.at(codec)), c.segments);
+      jsonl += record(family, codec, 4, n, t, c.bytes, segment);
+    }
+  }
+  AllReducePerfModel model;
+  model.fit(parseBenchJsonLines(jsonl), kBytes, rates, kappa);
+  EXPECT_NEAR(model.alpha(), alpha, alpha * 1e-3);
+  EXPECT_NEAR(model.beta(), beta, beta * 1e-3);
+  EXPECT_LT(model.medianRelativeError(), 1e-6);
+  const int64_t n = int64_t{1} << 24;
+  const AlgorithmCost c = algorithmCost("two_shot", 4, n, 1.0, AllReducePerfModel::kPipelineSegmentBytes);
+  EXPECT_NEAR(model.predict({"two_shot", "e4m3"}, 4, n, 1.0),
+              alpha * c.messages + overlapped(beta * c.bytes, kappa * c.codecSeconds(rates.at("e4m3")), c.segments),
+              1e-9);
+  // Without its pipeline the same all-reduce would pay wire and codec in full.
+  EXPECT_GT(model.predict({"two_shot", "e4m3"}, 4, n, 1.0, 0), model.predict({"two_shot", "e4m3"}, 4, n, 1.0));
 }
 
 TEST(PerfModel, CodecRatesComeFromApsBenchCodec) {

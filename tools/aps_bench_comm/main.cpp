@@ -71,6 +71,12 @@ std::vector<float> inputOf(int rank, int64_t n, uint64_t seed) {
   return v;
 }
 
+// The segment size two_shot and native pipeline with (0 for the other algorithms).
+int64_t pipelinedSegmentBytes(const std::string& algorithm, const Config& config) {
+  const AllReduceKind kind = parseAllReduceKind(algorithm);
+  return kind == AllReduceKind::TwoShot || kind == AllReduceKind::Native ? config.segmentBytes : 0;
+}
+
 struct Measurement {
   std::string backend, algorithm, codec;
   int ranks = 1;
@@ -80,6 +86,7 @@ struct Measurement {
   double relError = 0.0;     // ||result - exact||_2 / ||exact||_2
   double maxRelError = 0.0;  // max_i |result_i - exact_i| / sum_k |x_k,i|
   bool nonFinite = false;
+  int64_t segmentBytes = 0;  // two_shot and native: wire bytes per pipelined segment (0: none)
 };
 
 void report(const Measurement& m, const std::string& format, bool header) {
@@ -98,6 +105,7 @@ void report(const Measurement& m, const std::string& format, bool header) {
                      {"algbw_GBps", algbw},
                      {"busbw_GBps", busbw},
                      {"bytes_sent_per_rank", m.bytesPerRank},
+                     {"segment_bytes", m.segmentBytes},
                      {"rel_error", m.relError},
                      {"max_rel_error", m.maxRelError},
                      {"non_finite", m.nonFinite}};
@@ -216,6 +224,7 @@ void benchMpi(const Config& config, int64_t n) {
     for (const auto& [algorithm, codec] : runs(config)) {
       const auto reducer = makeAlgorithm(algorithm, codec, config);
       measure(reducer->name(), codec, [&](Measurement& m) {
+        m.segmentBytes = pipelinedSegmentBytes(algorithm, config);
         const SyncStats stats = reducer->run(comm, std::vector<float*>{data.data()}, n,
                                              {config.seed, static_cast<uint64_t>(m.elements), 0});
         m.bytesPerRank = stats.bytesSent.at(0);
@@ -238,6 +247,7 @@ void benchSim(const Config& config, int64_t n) {
   for (const auto& [algorithm, codec] : runs(config)) {
     const auto reducer = makeAlgorithm(algorithm, codec, config);
     Measurement m{"sim", reducer->name(), codec, ranks, n};
+    m.segmentBytes = pipelinedSegmentBytes(algorithm, config);
     std::vector<float> times;
     for (int it = -config.warmup; it < config.iterations; ++it) {
       for (int r = 0; r < ranks; ++r) std::copy(inputs[r].begin(), inputs[r].end(), data[r].begin());

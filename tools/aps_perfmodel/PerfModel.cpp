@@ -35,6 +35,7 @@ std::vector<BenchRecord> parseBenchJsonLines(const std::string& text, bool inclu
       r.elements = j.at("elements").get<int64_t>();
       r.seconds = j.at("time_s").get<double>();
       r.bytesSentPerRank = j.value("bytes_sent_per_rank", uint64_t{0});
+      r.segmentBytes = j.value("segment_bytes", int64_t{0});
       out.push_back(r);
     } catch (const nlohmann::json::exception& e) {
       APS_FAIL("perfmodel: line {} lacks a field of aps_bench_comm's output: {}", number, e.what());
@@ -74,7 +75,12 @@ double AlgorithmCost::codecSeconds(const CodecRates& r) const {
 
 std::string algorithmFamily(const std::string& algorithm) { return algorithm.substr(0, algorithm.find('/')); }
 
-AlgorithmCost algorithmCost(const std::string& family, int ranks, int64_t elements, double bytesPerValue) {
+double overlapped(double wireSeconds, double codecSeconds, double segments) {
+  return wireSeconds + codecSeconds - std::min(wireSeconds, codecSeconds) * (1.0 - 1.0 / segments);
+}
+
+AlgorithmCost algorithmCost(const std::string& family, int ranks, int64_t elements, double bytesPerValue,
+                            int64_t segmentBytes) {
   const double N = ranks;
   const double n = static_cast<double>(elements);
   const double encoded = n * bytesPerValue;
@@ -84,7 +90,10 @@ AlgorithmCost algorithmCost(const std::string& family, int ranks, int64_t elemen
     // All-to-all of encoded chunks, the owner's rank-order sum of its chunk (one decode, N - 1
     // decode-adds) and encode of it, an all-gather of the encoded sums, a decode of all of them.
     const double perValue = family == "native" ? 4.0 : bytesPerValue;
-    c.messages = 3.0 * (N - 1.0);
+    // Pipelined: each segment of the longest chunk is one all-to-all and one all-gather round.
+    const double chunkBytes = std::ceil(n / N) * perValue;
+    c.segments = segmentBytes > 0 ? std::max(1.0, std::ceil(chunkBytes / static_cast<double>(segmentBytes))) : 1.0;
+    c.messages = (N - 1.0) * (1.0 + 2.0 * c.segments);
     c.bytes = 2.0 * (N - 1.0) / N * n * perValue + flag;
     c.encodeValues = n + n / N;
     c.decodeValues = n / N + n;
@@ -207,32 +216,51 @@ void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
   const auto rows = static_cast<Eigen::Index>(records.size());
   Eigen::MatrixXd a = Eigen::MatrixXd::Zero(rows, kColumns);
   Eigen::VectorXd b = Eigen::VectorXd::Ones(rows);
-  for (Eigen::Index i = 0; i < rows; ++i) {
-    const BenchRecord& r = records[static_cast<size_t>(i)];
+  // Per record: its cost terms, and its codec seconds (known: measured rates times kappa).
+  std::vector<AlgorithmCost> costs;
+  std::vector<double> codec(records.size(), 0.0), bytesOf(records.size(), 0.0);
+  for (size_t i = 0; i < records.size(); ++i) {
+    const BenchRecord& r = records[i];
     APS_CHECK(r.seconds > 0.0, "perfmodel: record {} has time {}", i, r.seconds);
     const auto bpv = bytesPerValue.find(r.codec);
     APS_CHECK(bpv != bytesPerValue.end(), "perfmodel: unknown size of codec '{}'", r.codec);
     const Key key{algorithmFamily(r.algorithm), r.codec};
-    const AlgorithmCost c = algorithmCost(key.algorithm, r.ranks, r.elements, bpv->second);
+    costs.push_back(algorithmCost(key.algorithm, r.ranks, r.elements, bpv->second, r.segmentBytes));
     // Measured bytes beat the formula when the benchmark reports them.
-    const double bytes = r.bytesSentPerRank > 0 ? static_cast<double>(r.bytesSentPerRank) : c.bytes;
+    bytesOf[i] = r.bytesSentPerRank > 0 ? static_cast<double>(r.bytesSentPerRank) : costs.back().bytes;
     if (std::find(keys_.begin(), keys_.end(), key) == keys_.end()) keys_.push_back(key);
-    // Rows divided by the measured time: least squares on relative error.
-    if (key.algorithm == "mpi_allreduce") {
-      a(i, kMpiAlpha) = c.messages / r.seconds;
-      a(i, kMpiBeta) = bytes / r.seconds;
-      continue;
-    }
+    if (key.algorithm == "mpi_allreduce") continue;
     const auto rate = rates.find(r.codec);
     APS_CHECK(rate != rates.end(),
               "perfmodel: no codec rates for '{}' (measure them with aps_bench_codec --codecs {} and pass the "
               "JSON as --codec-rates)",
               r.codec, r.codec);
     rates_[r.codec] = rate->second;
-    a(i, kAlpha) = c.messages / r.seconds;
-    a(i, kBeta) = bytes / r.seconds;
-    b(i) = 1.0 - kappa_ * c.codecSeconds(rate->second) / r.seconds;
+    codec[i] = kappa_ * costs.back().codecSeconds(rate->second);
   }
+  // Rows divided by the measured time: least squares on relative error. overlapped() is linear
+  // in beta on either side of wire == codec: wire-bound, T = alpha m + beta bytes + codec / S;
+  // codec-bound, T = alpha m + codec + beta bytes / S. Which side a record is on depends on
+  // beta, so the fit starts wire-bound and refits until no record changes side.
+  std::vector<bool> codecBound(records.size(), false);
+  auto fillRows = [&] {
+    a.setZero();
+    for (Eigen::Index i = 0; i < rows; ++i) {
+      const auto k = static_cast<size_t>(i);
+      const BenchRecord& r = records[k];
+      const AlgorithmCost& c = costs[k];
+      b(i) = 1.0;
+      if (algorithmFamily(r.algorithm) == "mpi_allreduce") {
+        a(i, kMpiAlpha) = c.messages / r.seconds;
+        a(i, kMpiBeta) = bytesOf[k] / r.seconds;
+        continue;
+      }
+      a(i, kAlpha) = c.messages / r.seconds;
+      a(i, kBeta) = (codecBound[k] ? bytesOf[k] / c.segments : bytesOf[k]) / r.seconds;
+      b(i) = 1.0 - (codecBound[k] ? codec[k] : codec[k] / c.segments) / r.seconds;
+    }
+  };
+  fillRows();
   // Identifiable: the columns in use must be independent (up to a relative tolerance, after
   // scaling each to unit norm), otherwise the split between them is arbitrary.
   auto independent = [&](std::initializer_list<int> cols, const char* what) {
@@ -268,7 +296,18 @@ void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
   spansSizes(true, "MPI_Allreduce's records");
   independent({kAlpha, kBeta}, "latency and bandwidth of aps's algorithms");
   independent({kMpiAlpha, kMpiBeta}, "MPI_Allreduce's latency and bandwidth");
-  const Eigen::VectorXd x = nonNegativeLeastSquares(a, b);
+  Eigen::VectorXd x;
+  for (int pass = 0; pass < 10; ++pass) {
+    x = nonNegativeLeastSquares(a, b);
+    bool changed = false;
+    for (size_t k = 0; k < records.size(); ++k) {
+      const bool bound = costs[k].segments > 1.0 && codec[k] > x(kBeta) * bytesOf[k];
+      changed = changed || bound != codecBound[k];
+      codecBound[k] = bound;
+    }
+    if (!changed) break;
+    fillRows();
+  }
   alpha_ = x(kAlpha);
   beta_ = x(kBeta);
   mpiAlpha_ = x(kMpiAlpha);
@@ -276,7 +315,8 @@ void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
 
   std::vector<double> errors;
   for (const BenchRecord& r : records) {
-    const double p = predict({algorithmFamily(r.algorithm), r.codec}, r.ranks, r.elements, bytesPerValue.at(r.codec));
+    const double p = predict({algorithmFamily(r.algorithm), r.codec}, r.ranks, r.elements, bytesPerValue.at(r.codec),
+                             r.segmentBytes);
     errors.push_back(std::fabs(p - r.seconds) / r.seconds);
   }
   std::nth_element(errors.begin(), errors.begin() + static_cast<std::ptrdiff_t>(errors.size() / 2), errors.end());
@@ -287,12 +327,13 @@ bool AllReducePerfModel::knows(const Key& key) const {
   return std::find(keys_.begin(), keys_.end(), key) != keys_.end();
 }
 
-double AllReducePerfModel::predict(const Key& key, int ranks, int64_t elements, double bytesPerValue) const {
+double AllReducePerfModel::predict(const Key& key, int ranks, int64_t elements, double bytesPerValue,
+                                   int64_t segmentBytes) const {
   APS_CHECK(knows(key), "perfmodel: no calibration for algorithm '{}' with codec '{}'", key.algorithm, key.codec);
   if (ranks <= 1) return 0.0;  // nothing to communicate
-  const AlgorithmCost c = algorithmCost(key.algorithm, ranks, elements, bytesPerValue);
+  const AlgorithmCost c = algorithmCost(key.algorithm, ranks, elements, bytesPerValue, segmentBytes);
   if (key.algorithm == "mpi_allreduce") return mpiAlpha_ * c.messages + mpiBeta_ * c.bytes;
-  return alpha_ * c.messages + beta_ * c.bytes + kappa_ * c.codecSeconds(rates_.at(key.codec));
+  return alpha_ * c.messages + overlapped(beta_ * c.bytes, kappa_ * c.codecSeconds(rates_.at(key.codec)), c.segments);
 }
 
 StepPrediction predictStep(const AllReducePerfModel& model, const AllReducePerfModel::Key& key, int ranks,

@@ -17,6 +17,7 @@ struct BenchRecord {
   int64_t elements = 0;
   double seconds = 0.0;
   uint64_t bytesSentPerRank = 0;  // 0 when unknown (mpi_allreduce)
+  int64_t segmentBytes = 0;       // two_shot and native: wire bytes per pipelined segment (0: none)
 };
 
 // Parses aps_bench_comm JSON lines; lines with another "bench" or backend "sim" are skipped
@@ -40,10 +41,12 @@ struct CodecRates {
 std::map<std::string, CodecRates> parseCodecBench(const std::string& text);
 
 // The shape of an algorithm at N ranks for n fp32 values, per rank: messages it sends one after
-// another (latency terms), bytes it sends, and the values each codec operation touches.
+// another (latency terms), bytes it sends, the values each codec operation touches, and the
+// pipeline segments its codec work is spread over (two_shot and native, comm/TwoShotAllReduce).
 struct AlgorithmCost {
   double messages = 0.0;
   double bytes = 0.0;
+  double segments = 1.0;
   double encodeValues = 0.0;
   double decodeValues = 0.0;
   double decodeAddValues = 0.0;
@@ -56,14 +59,22 @@ struct AlgorithmCost {
 // "allgather_rounded"). Known: ring, two_shot, allgather_*, native, mpi_allreduce.
 std::string algorithmFamily(const std::string& algorithm);
 
-// Cost terms for `family` with a codec of `bytesPerValue` (e.g. 1 for e4m3, 4 for fp32).
-// Includes the one-byte-per-rank non-finite flag round of comm's algorithms.
-AlgorithmCost algorithmCost(const std::string& family, int ranks, int64_t elements, double bytesPerValue);
+// Cost terms for `family` with a codec of `bytesPerValue` (e.g. 1 for e4m3, 4 for fp32) and
+// two_shot's segment size (0: not pipelined). Includes the one-byte-per-rank non-finite flag
+// round of comm's algorithms.
+AlgorithmCost algorithmCost(const std::string& family, int ranks, int64_t elements, double bytesPerValue,
+                            int64_t segmentBytes = 0);
+
+// Time on the wire and codec time combined: added up without a pipeline (S = 1); with S
+// segments the smaller of the two hides behind the larger except for one segment's worth (the
+// pipeline's fill and drain): wire + codec - min(wire, codec) (1 - 1/S).
+double overlapped(double wireSeconds, double codecSeconds, double segments);
 
 // A physical latency-bandwidth model with measured codec work:
-//   T(alg, codec, N, n) = alpha * messages + beta * bytes + kappa * codecSeconds(alg, codec, N, n)
+//   T(alg, codec, N, n) = alpha * messages + overlapped(beta * bytes, kappa * codecSeconds, S)
 // alpha (s per message) and beta (s per byte) are the network's, shared by aps's algorithms
-// (one network, one transport: comm's exchange rounds), and fitted. The codec work is not
+// (one network, one transport: comm's exchange rounds), and fitted. A pipelined two_shot sends
+// 2 S + 1 rounds instead of 3 and overlaps its codec work with them (overlapped()). The codec work is not
 // fitted: it is each operation's value count over that codec's one-core rate measured apart by
 // aps_bench_codec, times the codec slowdown kappa, a given: how many times slower a rank runs
 // codec work than one dedicated core (1 with a core per rank; the ranks per core when ranks
@@ -103,7 +114,10 @@ class AllReducePerfModel {
   const std::vector<Key>& keys() const { return keys_; }
   bool knows(const Key& key) const;
 
-  double predict(const Key& key, int ranks, int64_t elements, double bytesPerValue) const;
+  // segmentBytes: two_shot's pipeline segment (comm's default 1 MiB; 0: not pipelined).
+  double predict(const Key& key, int ranks, int64_t elements, double bytesPerValue,
+                 int64_t segmentBytes = kPipelineSegmentBytes) const;
+  static constexpr int64_t kPipelineSegmentBytes = int64_t{1} << 20;
   // Median |predicted - measured| / measured over the records it was fitted on.
   double medianRelativeError() const { return medianRelativeError_; }
 

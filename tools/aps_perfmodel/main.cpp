@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
           const AllReducePerfModel::Key key{algorithmFamily(r.algorithm), r.codec};
           if (!model.knows(key)) continue;
           if (!bpv.count(r.codec)) bpv[r.codec] = bytesPerValue(r.codec);
-          const double t = model.predict(key, r.ranks, r.elements, bpv.at(r.codec));
+          const double t = model.predict(key, r.ranks, r.elements, bpv.at(r.codec), r.segmentBytes);
           const double e = (t - r.seconds) / r.seconds;
           errors.push_back(std::fabs(e));
           fmt::print("{:>6} {:>28} {:>12} {:>12.2f} {:>12.2f} {:>+7.1f}%\n", r.ranks, r.algorithm, r.elements,
