@@ -39,6 +39,7 @@ runs=(
   "autoscale|configs/fmnist_resnet20_e4m3.yaml|precision.scaling=autoscale"
   "fp16_mixed|configs/fmnist_resnet20_e4m3_aps.yaml|precision.compute=fp16_mixed"
   "dettmers8|configs/fmnist_resnet20_dettmers8.yaml|"
+  "e4m3_stochastic|configs/fmnist_resnet20_e4m3_aps.yaml|precision.rounding=stochastic"
 )
 common=(data.train_samples=512 data.test_samples=256 data.batch_size=16 max_steps=12 logging.interval=1
         logging.progress=false logging.level=warn data.workers=1 eval.interval_epochs=0)
