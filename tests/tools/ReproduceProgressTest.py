@@ -120,8 +120,9 @@ class FakeSweep:
         fake = work / "aps_train"
         fake.write_text(FAKE_APS_TRAIN)
         fake.chmod(0o755)
-        cmd = [sys.executable, str(SCRIPT), "--quick", "--only", "r8-fp32-s1,r8-e4m3-s1,r8-e4m3_aps-s1", "--no-plots",
-               "--out", str(work / "out"), "--docs", str(work / "docs"), "--aps-train", str(fake), *extra]
+        cmd = [sys.executable, str(SCRIPT), "--quick", "--sweep", str(SCRIPT.parent / "sweep.json"), "--only",
+               "r8-fp32-s1,r8-e4m3-s1,r8-e4m3_aps-s1", "--no-plots", "--out", str(work / "out"), "--docs",
+               str(work / "docs"), "--aps-train", str(fake), *extra]
         stdout = open(work / "stdout.log", "w")
         if terminal:
             leader, follower = pty.openpty()

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Runs the accuracy sweep of tools/reproduce/sweep.json with aps_train and writes
-docs/RESULTS.md (tables) and docs/results/*.png (plots) from the runs' metrics files.
+"""Runs the accuracy sweep of tools/reproduce/sweep_scale.json (or --sweep FILE) with aps_train and
+writes docs/RESULTS.md (tables) and docs/results/*.png (plots) from the runs' metrics files.
 
-    python3 tools/reproduce/reproduce.py              # the whole sweep (about 3 h on 2 cores), resumable
+    python3 tools/reproduce/reproduce.py --jobs 2     # the whole sweep (about 7 h on 2 cores), resumable
     python3 tools/reproduce/reproduce.py --quick      # a reduced sweep in minutes, docs under out/reproduce-quick
     python3 tools/reproduce/reproduce.py --report-only  # regenerate the docs from existing metrics
-    python3 tools/reproduce/reproduce.py --only 'r8-e4m3*' --list  # what would run, and how
-    python3 tools/reproduce/reproduce.py --sweep tools/reproduce/sweep_scale.json --check  # every run's config, dry
+    python3 tools/reproduce/reproduce.py --only 's8-e3m0*' --list  # what would run, and how
+    python3 tools/reproduce/reproduce.py --sweep tools/reproduce/sweep.json --check  # the short sweep's configs, dry
 
 Python 3 standard library plus matplotlib (Debian's python3-matplotlib) for the plots.
 A run whose metrics file already holds a "final" record is skipped, so an interrupted sweep
@@ -37,7 +37,7 @@ from metrics import draw_layer_heatmap, layer_stats, per_step, read_records  # n
 ROOT = Path(__file__).resolve().parents[2]
 READING = Path(__file__).resolve().parent / "reading.md"
 PYTORCH = Path(__file__).resolve().parent / "pytorch.md"  # DDP with the aps hook beside aps_train (by hand)
-DEFAULT_SWEEP = ROOT / "tools" / "reproduce" / "sweep.json"
+DEFAULT_SWEEP = ROOT / "tools" / "reproduce" / "sweep_scale.json"
 DEFAULT_APS_TRAIN = ROOT / "build" / "bin" / "aps_train"
 
 # Plot families, in the order the report shows them.
@@ -462,6 +462,8 @@ def collect(sweep, runs, out, quick, command_line, full, sweep_path, results=Non
         "settings": sweep["settings"],
         "budget": sweep["budget"],
         "variants": sweep["variants"],
+        # A person's reading of this sweep's committed results (a file beside the sweep file).
+        "reading": str(Path(sweep_path).resolve().parent / sweep["reading"]) if sweep.get("reading") else None,
         "cores": os.cpu_count(),
         "runs": summaries,
     }
@@ -892,11 +894,8 @@ def budget_section(data):
         f"The sweep is sized to finish within {budget['hours']} hours on {budget['cores']} cores. A run costs "
         f"{budget['startup_cpu_seconds']} CPU-s of start-up plus (train images + {budget['eval_cost']} x test "
         "images) / (train images per CPU-second); an evaluation image costs about a third of a training image "
-        "(forward only). The rates were measured with one thread per run on a 2-core machine shared with other "
-        "work, so they are conservative (`sweep.json`, "
-        "`budget`); the 64-rank setting trains at the same rate per image (its per-rank micro-batches of 16 "
-        "are as large as the 8-rank setting's), the segmentation FCN costs about 7 times a ResNet-20 image "
-        "(64x64 inputs, output stride 2). The full sweep's training subsets, epochs and test subsets were "
+        "(forward only). The rates, as the sweep file's `budget` states them: "
+        + " ".join(budget.get("comment", [])) + " The full sweep's training subsets, epochs and test subsets were "
         "chosen to fit:")
     lines.append("")
     lines += data["full_budget"]
@@ -996,10 +995,11 @@ def write_report(data, docs_dir, plots):
             md.append(f"- `{r['id']}`: {r.get('error', '')}")
         md.append("")
 
-    if data["mode"] == "full" and READING.exists():
+    reading = Path(data["reading"]) if data.get("reading") else READING
+    if data["mode"] == "full" and reading.exists():
         # A person's reading of the committed full sweep; it names the sweep it was written for, so a
         # regenerated page with other numbers shows the mismatch instead of silently keeping old prose.
-        md += [READING.read_text().rstrip(), ""]
+        md += [reading.read_text().rstrip(), ""]
     if data["mode"] == "full" and PYTORCH.exists():
         md += [PYTORCH.read_text().rstrip(), ""]
 
@@ -1019,13 +1019,14 @@ def write_report(data, docs_dir, plots):
            "```sh",
            "cmake --build build --target aps_train",
            "python3 tools/reproduce/reproduce.py --jobs 2         # every run, then this page (resumable)",
-           "python3 tools/reproduce/reproduce.py --only 'r64-*'   # one setting",
+           f"python3 tools/reproduce/reproduce.py --only '{next(iter(data['settings']))}-*'   # one setting",
            "python3 tools/reproduce/reproduce.py --report-only    # this page from existing metrics",
            "python3 tools/reproduce/reproduce.py --quick          # minutes; writes under out/reproduce-quick",
            "```", "",
            "Runs are named `SETTING-VARIANT-sSEED`; each writes `out/reproduce/metrics/ID.jsonl` "
            "(aps_train's JSON-lines metrics) and `out/reproduce/logs/ID.log`. "
-           "A new format or configuration is one entry in `tools/reproduce/sweep.json` (see `docs/NEW_FORMATS.md`).", ""]
+           f"A new format or configuration is one entry in `{data.get('sweep_file', 'tools/reproduce/sweep_scale.json')}` "
+           "(see `docs/NEW_FORMATS.md`).", ""]
     (docs_dir / "RESULTS.md").write_text("\n".join(md))
     return images
 
