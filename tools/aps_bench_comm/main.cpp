@@ -223,8 +223,10 @@ void benchMpi(const Config& config, int64_t n) {
     });
     for (const auto& [algorithm, codec] : runs(config)) {
       const auto reducer = makeAlgorithm(algorithm, codec, config);
+      // A structured binding cannot be captured before clang 16: the segment size outside.
+      const int64_t segmentBytes = pipelinedSegmentBytes(algorithm, config);
       measure(reducer->name(), codec, [&](Measurement& m) {
-        m.segmentBytes = pipelinedSegmentBytes(algorithm, config);
+        m.segmentBytes = segmentBytes;
         const SyncStats stats = reducer->run(comm, std::vector<float*>{data.data()}, n,
                                              {config.seed, static_cast<uint64_t>(m.elements), 0});
         m.bytesPerRank = stats.bytesSent.at(0);
