@@ -228,7 +228,7 @@ void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
     costs.push_back(algorithmCost(key.algorithm, r.ranks, r.elements, bpv->second, r.segmentBytes));
     // Measured bytes beat the formula when the benchmark reports them.
     bytesOf[i] = r.bytesSentPerRank > 0 ? static_cast<double>(r.bytesSentPerRank) : costs.back().bytes;
-    if (std::find(keys_.begin(), keys_.end(), key) == keys_.end()) keys_.push_back(key);
+    if (!knows(key)) keys_.push_back(key);
     if (key.algorithm == "mpi_allreduce") continue;
     const auto rate = rates.find(r.codec);
     APS_CHECK(rate != rates.end(),
