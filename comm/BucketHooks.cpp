@@ -125,7 +125,8 @@ Fp8LmHook::Fp8LmHook(std::vector<std::shared_ptr<precision::Fp8LmScaler>> perFor
     : perFormat_(std::move(perFormat)),
       saturated_(perFormat_.size(), std::vector<float>(static_cast<size_t>(localRanks), 0.0f)),
       seen_(perFormat_.size(), 0),
-      reducedSaturated_(perFormat_.size(), 0) {}
+      reducedSaturated_(perFormat_.size(), 0),
+      reducedNonFinite_(perFormat_.size(), 0) {}
 
 void Fp8LmHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
   const BucketLayout::Bucket& bucket = *context.layout;
@@ -179,6 +180,8 @@ void Fp8LmHook::afterReduce(const BucketContext& context, ParamScales& scales) {
   if (scalerPtr == nullptr || !*scalerPtr) return;
   // The reduced sum is the same on every rank: its saturated values count once.
   const int64_t saturated = (*scalerPtr)->countSaturated(context.data[0], bucket.count);
+  const bool nonFinite = std::any_of(context.data[0], context.data[0] + bucket.count,
+                                     [](float v) { return !std::isfinite(v); });
   for (size_t k = 0; k < bucket.params.size(); ++k) {
     const float factor = scales.factor(paramOf(bucket, k));
     for (float* d : context.data) {
@@ -188,6 +191,7 @@ void Fp8LmHook::afterReduce(const BucketContext& context, ParamScales& scales) {
   }
   std::lock_guard<std::mutex> lock(mutex_);
   reducedSaturated_[static_cast<size_t>(bucket.format)] += saturated;
+  if (nonFinite) reducedNonFinite_[static_cast<size_t>(bucket.format)] = 1;
 }
 
 void Fp8LmHook::finishStep(Transport& transport) {
@@ -198,10 +202,13 @@ void Fp8LmHook::finishStep(Transport& transport) {
     for (float& v : saturated_[f]) pointers.push_back(&v);
     smallAllReduce(transport, pointers, 1, ReduceOp::Sum);
     const auto world = static_cast<int64_t>(transport.worldSize());
-    scaler->update(static_cast<int64_t>(saturated_[f][0]) + reducedSaturated_[f], seen_[f] * (world + 1));
+    // The reduced sums are the same on every rank, so every rank sees the same overflow.
+    scaler->update(static_cast<int64_t>(saturated_[f][0]) + reducedSaturated_[f], seen_[f] * (world + 1),
+                   reducedNonFinite_[f] != 0);
     std::fill(saturated_[f].begin(), saturated_[f].end(), 0.0f);
     seen_[f] = 0;
     reducedSaturated_[f] = 0;
+    reducedNonFinite_[f] = 0;
   }
 }
 

@@ -112,6 +112,7 @@ class Fp8LmHook : public BucketHook {
   std::vector<std::vector<float>> saturated_;  // [format][local rank]: saturated values this step
   std::vector<int64_t> seen_;                  // [format]: values per rank this step
   std::vector<int64_t> reducedSaturated_;      // [format]: saturated values of the reduced sums
+  std::vector<uint8_t> reducedNonFinite_;      // [format]: a reduced sum held NaN or inf
 };
 
 // What quantizing local rank 0's scaled gradient does, per layer: values flushed to zero,

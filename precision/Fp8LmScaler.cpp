@@ -41,9 +41,12 @@ int64_t Fp8LmScaler::countSaturated(const float* scaled, int64_t n) const {
   return count;
 }
 
-void Fp8LmScaler::update(int64_t saturated, int64_t total) {
+void Fp8LmScaler::update(int64_t saturated, int64_t total, bool overflowed) {
   const double fraction = total > 0 ? static_cast<double>(saturated) / static_cast<double>(total) : 0.0;
-  if (fraction > options_.saturationThreshold) {
+  // The paper's casts saturate, so its overflows show up as values at the max and the
+  // threshold decides; where an overflow became NaN or inf the whole step is lost, and growing
+  // mu because few values overflowed would lose the next one too.
+  if (overflowed || fraction > options_.saturationThreshold) {
     state_.mu *= 0.5;
   } else {
     state_.mu *= std::exp2(1.0 / options_.growthSteps);

@@ -19,7 +19,9 @@ namespace aps::precision {
 // (MS-AMP's FP8 data-parallel code), and mu, shared by all tensors and ranks (the minimum over
 // ranks), corrects both from experience: after each step, if more than 0.001% of the scaled
 // values (inputs and reduced sums) hit the format's max, mu halves for the next step;
-// otherwise it grows by 2^(1/growthSteps) (2x over 1000 steps). With perTensor false the
+// otherwise it grows by 2^(1/growthSteps) (2x over 1000 steps). An overflow that made the reduced
+// sum non-finite (formats without saturation turn it into NaN or inf, and the step is skipped)
+// halves mu whatever the fraction. With perTensor false the
 // factor is mu alone, on raw gradients. The receiver divides each tensor's sum by its factor.
 class Fp8LmScaler {
  public:
@@ -51,8 +53,9 @@ class Fp8LmScaler {
   float factor(double mu, float amax) const;
   // Values of scaled[0, n) whose magnitude reached the format's max (or is not finite).
   int64_t countSaturated(const float* scaled, int64_t n) const;
-  // Updates mu from this step's counts (summed over the layers, and ranks if available).
-  void update(int64_t saturated, int64_t total);
+  // Updates mu from this step's counts (summed over the layers, and ranks if available);
+  // `overflowed`: the reduced sum held a value that is not finite (mu halves).
+  void update(int64_t saturated, int64_t total, bool overflowed = false);
 
   State state() const { return state_; }
   void setState(const State& s) { state_ = s; }

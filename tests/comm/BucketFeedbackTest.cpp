@@ -162,5 +162,23 @@ TEST(Fp8LmAutoscale, PerTensorAmaxScaleKeepsTinyAndHugeGradients) {
   }
 }
 
+// An overflow of the coherent sum into e4m3's NaN skips the step; even when it is one value in
+// hundreds of thousands (below the 0.001% threshold) mu must halve, or every later step overflows
+// and is skipped too (as 196 steps in a row of a 64-rank sweep run did before this rule).
+TEST(Fp8LmAutoscale, AnOverflowIntoNanHalvesMuBelowTheSaturationThreshold) {
+  const precision::FloatFormat e4m3 = precision::FloatFormat::preset("e4m3");
+  BucketScaling::FormatScaling f;
+  f.format = e4m3;
+  f.autoscaler = std::make_shared<precision::Fp8LmScaler>(e4m3, 4);
+  const int64_t n = 32768;  // one overflow in n * (4 + 1) counted values: 6e-6 < 1e-5
+  // amax 1 scales by 2^8 / sqrt(4) = 128: the four coherent 128s sum to 512 > 448 (NaN in e4m3).
+  const auto out = run(
+      4, 3, n, [](int, int64_t i) { return i == 0 ? 1.0f : 0.001f; }, f);
+  EXPECT_TRUE(std::isnan(out[0][0][0]));
+  EXPECT_TRUE(std::isfinite(out[1][0][0]));  // mu = 1/2: the sum is 256
+  EXPECT_FLOAT_EQ(out[1][0][0], 1.0f);
+  EXPECT_DOUBLE_EQ(f.autoscaler->state().mu, 0.5 * std::exp2(2 / 1000.0));
+}
+
 }  // namespace
 }  // namespace aps::comm

@@ -33,6 +33,14 @@ TEST(Fp8LmScaler, HalvesOnSaturationAndDoublesOver1000QuietSteps) {
 }
 
 // factor = mu * 2^floor(log2(448 / amax)) / sqrt(N) for e4m3 (max 448) and N = 4.
+TEST(Fp8LmScaler, AnOverflowHalvesMuWhateverTheFraction) {
+  Fp8LmScaler scaler(FloatFormat::preset("e4m3"), 8);
+  scaler.update(1, 1000000000, true);  // one value in 10^9 overflowed into NaN: the step is lost
+  EXPECT_DOUBLE_EQ(scaler.state().mu, 0.5);
+  scaler.update(1, 1000000000);  // a value at the max, no overflow: below the threshold
+  EXPECT_DOUBLE_EQ(scaler.state().mu, 0.5 * std::exp2(1 / 1000.0));
+}
+
 TEST(Fp8LmScaler, PerTensorFactorMapsTheAmaxBelowTheMaxAndPreScalesBySqrtN) {
   const Fp8LmScaler scaler(FloatFormat::preset("e4m3"), 4);
   EXPECT_TRUE(scaler.perTensor());
