@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -196,6 +197,14 @@ void FloatCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeCo
     done = encodeHalf32(in, n, decoder_ == Decoder::Bf16, quantizer_.params(), out);
   }
 #endif
+  // Two-byte codes straight into an output aligned for them (a wire buffer nearly always is):
+  // one call, so the stochastic path keeps drawing 128 values' random bits at a time.
+  if (width_ == 2 && reinterpret_cast<uintptr_t>(out + byteOffset(done)) % alignof(uint16_t) == 0) {
+    EncodeContext rest = ctx;
+    rest.offset = ctx.offset + done;
+    quantizer_.encode(in + done, reinterpret_cast<uint16_t*>(out + byteOffset(done)), n - done, rounding_, rest);
+    return;
+  }
   // The rest: a chunk in a local buffer, then copied to the (unaligned) output.
   alignas(64) uint16_t codes16[kChunk];
   alignas(64) float values[kChunk];

@@ -65,6 +65,11 @@ inline int64_t firstEncodeMismatch(const FloatCodec& codec, const float* in, int
   std::vector<uint8_t> got(expected.size() + 1, 0xa5);  // a guard byte past the end
   codec.encode(in, n, got.data(), ctx);
   if (got.back() != 0xa5) return n;
+  // The same bytes at an odd address (wire buffers hold codes at any byte offset; two-byte
+  // codes take another path there).
+  std::vector<uint8_t> odd(expected.size() + 2, 0xa5);
+  codec.encode(in, n, odd.data() + 1, ctx);
+  if (odd.back() != 0xa5 || !std::equal(got.begin(), got.end() - 1, odd.begin() + 1)) return n;
   // n == 0: both empty (memcmp must not see the empty vector's null data pointer).
   if (expected.empty() || std::memcmp(got.data(), expected.data(), expected.size()) == 0) return -1;
   for (size_t k = 0; k < expected.size(); ++k) {
