@@ -232,11 +232,16 @@ void GradientReducer::reduceBucket(int b) {
   }
   const SyncStats sync = comm::reduceBucket(*algorithms_[static_cast<size_t>(bucket.format)],
                                             {b, &bucket, &transport_, data, step}, options_);
+  // Simulated ranks that share one model share its gradients: of the local ranks writing one
+  // destination only the last copy survives, so only that one is made (256 copies of the
+  // whole gradient per step become one at 256 x 1).
   for (size_t i = 0; i < data.size(); ++i) {
     for (size_t k = 0; k < bucket.params.size(); ++k) {
-      const BufferView& grad = grads_[i][static_cast<size_t>(bucket.params[k])];
+      const auto p = static_cast<size_t>(bucket.params[k]);
+      const BufferView& grad = grads_[i][p];
       const float* src = data[i] + bucket.offsets[k];
-      if (grad.data != src && grad.count > 0) std::memcpy(grad.data, src, grad.bytes());
+      const bool overwritten = i + 1 < data.size() && grads_[i + 1][p].data == grad.data;
+      if (grad.data != src && grad.count > 0 && !overwritten) std::memcpy(grad.data, src, grad.bytes());
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);
