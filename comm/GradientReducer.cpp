@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <unordered_set>
 
 namespace aps::comm {
 
@@ -60,6 +61,16 @@ GradientReducer::GradientReducer(Transport& transport, std::vector<std::vector<N
       views.push_back(g.grad);
     }
     grads_.push_back(std::move(views));
+  }
+  // Which (rank, parameter) destinations a later local rank writes again.
+  overwritten_.assign(grads_.size(), std::vector<uint8_t>(params, 0));
+  for (size_t p = 0; p < params; ++p) {
+    std::unordered_set<const void*> later;
+    for (size_t i = grads_.size(); i-- > 0;) {
+      const void* d = grads_[i][p].data;
+      overwritten_[i][p] = later.count(d) ? 1 : 0;
+      later.insert(d);
+    }
   }
   for (size_t p = 0; p < params; ++p) {
     const int f = layout_.buckets()[static_cast<size_t>(layout_.bucketOf(static_cast<int>(p)))].format;
@@ -232,16 +243,15 @@ void GradientReducer::reduceBucket(int b) {
   }
   const SyncStats sync = comm::reduceBucket(*algorithms_[static_cast<size_t>(bucket.format)],
                                             {b, &bucket, &transport_, data, step}, options_);
-  // Simulated ranks that share one model share its gradients: of the local ranks writing one
-  // destination only the last copy survives, so only that one is made (256 copies of the
-  // whole gradient per step become one at 256 x 1).
+  // Simulated ranks that share a model (copy) share its gradients: of the local ranks writing
+  // one destination only the last copy survives, so only that one is made (256 copies of the
+  // whole gradient per step become one per model copy at 256 x 1).
   for (size_t i = 0; i < data.size(); ++i) {
     for (size_t k = 0; k < bucket.params.size(); ++k) {
       const auto p = static_cast<size_t>(bucket.params[k]);
       const BufferView& grad = grads_[i][p];
       const float* src = data[i] + bucket.offsets[k];
-      const bool overwritten = i + 1 < data.size() && grads_[i + 1][p].data == grad.data;
-      if (grad.data != src && grad.count > 0 && !overwritten) std::memcpy(grad.data, src, grad.bytes());
+      if (grad.data != src && grad.count > 0 && !overwritten_[i][p]) std::memcpy(grad.data, src, grad.bytes());
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);

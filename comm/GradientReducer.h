@@ -6,6 +6,7 @@
 #include "framework/tensor/Buffer.h"
 
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -135,7 +136,8 @@ class GradientReducer {
   Transport& transport_;
   ReducerOptions options_;
   std::vector<std::string> names_;
-  std::vector<std::vector<BufferView>> grads_;  // [local][param]
+  std::vector<std::vector<BufferView>> grads_;     // [local][param]
+  std::vector<std::vector<uint8_t>> overwritten_;  // [local rank][param]: a later local rank writes it too
   std::vector<std::shared_ptr<const AllReduceAlgorithm>> algorithms_;
   BucketLayout layout_;
   std::vector<std::vector<std::vector<float>>> flat_;  // [bucket][local][element]

@@ -7,8 +7,9 @@
 namespace aps {
 
 namespace {
-int gThreads = 0;  // 0: not set yet, use OpenMP's default
-}
+int gThreads = 0;               // 0: not set yet, use OpenMP's default
+thread_local int tThreads = 0;  // a ThreadCountGuard's count in this thread; 0: none
+}  // namespace
 
 void setNumThreads(int threads) {
   APS_CHECK(threads >= 1, "threads must be >= 1, got {}", threads);
@@ -16,6 +17,16 @@ void setNumThreads(int threads) {
   omp_set_num_threads(threads);
 }
 
-int numThreads() { return gThreads > 0 ? gThreads : omp_get_max_threads(); }
+int numThreads() {
+  if (tThreads > 0) return tThreads;
+  return gThreads > 0 ? gThreads : omp_get_max_threads();
+}
+
+ThreadCountGuard::ThreadCountGuard(int threads) : previous_(tThreads) {
+  APS_CHECK(threads >= 1, "threads must be >= 1, got {}", threads);
+  tThreads = threads;
+}
+
+ThreadCountGuard::~ThreadCountGuard() { tThreads = previous_; }
 
 }  // namespace aps

@@ -10,6 +10,20 @@ namespace aps {
 void setNumThreads(int threads);
 int numThreads();
 
+// Within the calling thread, kernels use `threads` threads until the guard ends; other threads
+// keep the process's count. For simulated ranks that run side by side, one thread each: no
+// kernel's bits depend on the thread count, so each rank computes what it would alone.
+class ThreadCountGuard {
+ public:
+  explicit ThreadCountGuard(int threads);
+  ~ThreadCountGuard();
+  ThreadCountGuard(const ThreadCountGuard&) = delete;
+  ThreadCountGuard& operator=(const ThreadCountGuard&) = delete;
+
+ private:
+  int previous_;
+};
+
 // Runs fn(begin, end) over [0, n) split into contiguous static chunks, one per thread
 // (never smaller than grain). The split depends only on n, grain and the thread count.
 template <typename Fn>

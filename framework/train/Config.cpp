@@ -493,6 +493,7 @@ std::string resumeYaml(const TrainConfig& config) {
   for (const char* key : {"epochs", "max_steps", "checkpoint", "logging", "eval", "threads", "output_dir"}) {
     tree.remove(key);
   }
+  tree["comm"].remove("sim_workers");  // how simulated ranks share the cores, not what they compute
   tree["data"].remove("workers");
   tree["data"].remove("prefetch");
   tree["model"].remove("init_from");  // a resumed run loads its weights from the checkpoint

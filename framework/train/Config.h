@@ -55,7 +55,8 @@ struct TrainConfig {
   struct Comm {
     std::string backend, algorithm;
     int64_t worldSize = 1;
-    int64_t groupSize = 0;  // comm.algorithm hierarchical: ranks per group (0: not given)
+    int64_t groupSize = 0;   // comm.algorithm hierarchical: ranks per group (0: not given)
+    int64_t simWorkers = 0;  // comm.sim_workers: simulated ranks computed at once (0: auto)
     double bucketMb = 0;
     bool overlap = true;
   };

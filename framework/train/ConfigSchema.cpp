@@ -195,6 +195,10 @@ std::vector<ConfigKey> commKeys() {
        APS_FIELD(comm.groupSize)},
       {"comm.bucket_mb", K::Float, "25", 0.001, 1e5, {}, "gradient bucket cap in MB", APS_FIELD(comm.bucketMb)},
       {"comm.overlap", K::Bool, "true", 0, 0, {}, "reduce buckets during backward", APS_FIELD(comm.overlap)},
+      {"comm.sim_workers", K::Int, "0", 0, 1024, {},
+       "simulated ranks computed at once, one thread each, on copies of the model (sim backend; the same bits as "
+       "one at a time); 0: the threads per rank, at most the simulated ranks; 1: one rank at a time on all threads",
+       APS_FIELD(comm.simWorkers)},
   };
 }
 

@@ -49,8 +49,18 @@ precision::CodecSpec specOf(const YAML::Node& node, precision::RoundingMode roun
 
 }  // namespace
 
-GradientSync::GradientSync(const TrainConfig& config, NamedTensors params, Ranks ranks, MetricsSink metrics)
-    : config_(config), params_(std::move(params)), ranks_(ranks), metrics_(std::move(metrics)) {
+GradientSync::GradientSync(const TrainConfig& config, NamedTensors params, Ranks ranks, MetricsSink metrics,
+                           std::vector<NamedTensors> copies)
+    : config_(config),
+      params_(std::move(params)),
+      copies_(std::move(copies)),
+      ranks_(ranks),
+      metrics_(std::move(metrics)),
+      currentLocal_(copies_.size() + 1, 0) {
+  for (const NamedTensors& copy : copies_) {
+    APS_CHECK(copy.size() == params_.size(), "gradient sync: a model copy has {} parameters, the model {}", copy.size(),
+              params_.size());
+  }
   resolveFormats();
   widenings_.assign(params_.size(), 0);
   buildReducer(0);
@@ -107,11 +117,15 @@ void GradientSync::resolveFormats() {
 }
 
 void GradientSync::attach(BeforeReady beforeReady) {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    autograd::addGradReadyHook(params_[i].tensor, [this, i, beforeReady](Tensor& leaf) {
-      if (beforeReady) beforeReady(static_cast<int64_t>(i), currentLocal_, leaf);
-      reducer_->markReady(static_cast<int>(i), currentLocal_);
-    });
+  for (size_t c = 0; c <= copies_.size(); ++c) {
+    NamedTensors& params = c == 0 ? params_ : copies_[c - 1];
+    for (size_t i = 0; i < params.size(); ++i) {
+      autograd::addGradReadyHook(params[i].tensor, [this, i, c, beforeReady](Tensor& leaf) {
+        const int local = currentLocal_[c];
+        if (beforeReady) beforeReady(static_cast<int64_t>(i), local, leaf);
+        reducer_->markReady(static_cast<int>(i), local);
+      });
+    }
   }
 }
 
@@ -168,9 +182,12 @@ void GradientSync::buildReducer(uint64_t step) {
   } else if (hierarchical) {
     leaderScaling_->setFormats(leaderFormat);
   }
+  // Local rank l's gradients are those of the model copy that computes it (l mod copies).
   std::vector<std::vector<comm::NamedGradient>> grads(static_cast<size_t>(ranks_.localRanks));
-  for (auto& g : grads) {
-    for (const auto& param : params_) g.push_back({param.name, param.tensor.grad().buffer()});
+  for (size_t l = 0; l < grads.size(); ++l) {
+    const size_t c = l % (copies_.size() + 1);
+    for (const auto& param : c == 0 ? params_ : copies_[c - 1])
+      grads[l].push_back({param.name, param.tensor.grad().buffer()});
   }
   comm::ReducerOptions options;
   options.bucketCapBytes = static_cast<size_t>(config_.comm.bucketMb * 1024 * 1024);

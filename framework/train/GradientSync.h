@@ -46,8 +46,11 @@ class GradientSync {
   using MetricsSink = std::function<void(const nlohmann::json&)>;
 
   // Resolves every parameter's wire format and builds the reducer. `params` are the model's
-  // parameters, whose .grad() buffers the reducer reduces in place.
-  GradientSync(const TrainConfig& config, NamedTensors params, Ranks ranks, MetricsSink metrics);
+  // parameters, whose .grad() buffers the reducer reduces in place. `copies` (simulated ranks
+  // computed side by side, comm.sim_workers): the parameters of further copies of the model;
+  // with C copies in all (the model first), copy c computes local ranks c, c + C, c + 2C, ...
+  GradientSync(const TrainConfig& config, NamedTensors params, Ranks ranks, MetricsSink metrics,
+               std::vector<NamedTensors> copies = {});
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
@@ -57,8 +60,9 @@ class GradientSync {
   using BeforeReady = std::function<void(int64_t param, int localRank, Tensor& grad)>;
   void attach(BeforeReady beforeReady);
 
-  // The simulated rank whose backward runs next (its gradients are that rank's).
-  void setLocalRank(int localRank) { currentLocal_ = localRank; }
+  // The simulated rank whose backward runs next on model copy `copy` (0: the model; its
+  // gradients are that rank's).
+  void setLocalRank(int localRank, int copy = 0) { currentLocal_[static_cast<size_t>(copy)] = localRank; }
 
   // The step the stochastic rounding streams are at (a resumed run continues them).
   void setStep(uint64_t step);
@@ -98,6 +102,7 @@ class GradientSync {
 
   const TrainConfig& config_;
   NamedTensors params_;
+  std::vector<NamedTensors> copies_;  // the parameters of the model's further copies
   Ranks ranks_;
   MetricsSink metrics_;
   std::vector<precision::CodecSpec> paramSpecs_;                                // per parameter
@@ -110,7 +115,7 @@ class GradientSync {
   std::shared_ptr<comm::BucketScaling> scaling_;
   std::shared_ptr<comm::BucketScaling> leaderScaling_;  // hierarchical: the leaders' level (headroom N/G)
   std::unique_ptr<comm::GradientReducer> reducer_;
-  int currentLocal_ = 0;
+  std::vector<int> currentLocal_;  // per model copy: the local rank its backward computes
   // The fidelity probe's running sums per parameter: rel_error, cosine, probed steps.
   std::vector<double> probeRelError_, probeCosine_;
   std::vector<int64_t> probeCount_;

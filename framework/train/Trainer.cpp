@@ -7,6 +7,7 @@
 #include "framework/autograd/GradMode.h"
 #include "framework/core/Error.h"
 #include "framework/core/Logging.h"
+#include "framework/core/Parallel.h"
 #include "framework/ops/Loss.h"
 #include "framework/train/Evaluation.h"
 #include "framework/train/Plot.h"
@@ -17,8 +18,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 
 namespace aps::train {
@@ -67,28 +70,74 @@ void Trainer::State::broadcastBuffersFromRankZero() {
   }
 }
 
-// Every local rank's forward and backward on its batch; backward's gradient-ready hooks hand
-// the (loss-scaled) gradients to the reducer, whose buckets reduce while backward runs.
-// Returns each local rank's loss.
+// One local rank's forward and backward on its batch; backward's gradient-ready hooks hand the
+// (loss-scaled) gradients to the reducer, whose buckets reduce while backward runs.
+float Trainer::State::rankForwardBackward(nn::Module& net, const std::vector<nn::Dropout*>& rankDropouts, int copy,
+                                          int local, const data::Batch& batch) {
+  sync->setLocalRank(local, copy);
+  // Dropout masks depend on (step, rank) only: the same under sim and mpi, and on resume.
+  for (nn::Dropout* d : rankDropouts) d->setNextStream(static_cast<uint64_t>(globalStep * world + firstRank + local));
+  const Tensor images = Tensor::fromVector(std::span<const float>(batch.images), batch.imageShape);
+  const Tensor labels = Tensor::fromVector(std::span<const int64_t>(batch.labels), batch.labelShape);
+  autograd::ComputePrecisionGuard precisionGuard(compute);
+  const Tensor logits = net.forward(images);
+  const Tensor loss = ops::crossEntropy(logits, labels, {0.0f, info.segmentation ? 255 : -100});
+  const float value = loss.item();
+  autograd::backward(loss, lossScaler ? lossScaler->rootGradient() : Tensor());
+  return value;
+}
+
+// Every local rank's forward and backward on its batch. Returns each local rank's loss.
+// One at a time on all threads, or (comm.sim_workers) on C model copies at once, one thread
+// each: copy c computes local ranks c, c + C, ... in order. No kernel's bits depend on the
+// thread count, and each rank starts from the same weights and zeroed gradients, so both ways
+// compute the same bits.
 std::vector<float> Trainer::State::forwardBackward(const std::vector<data::Batch>& batches) {
-  std::vector<float> losses;
+  std::vector<float> losses(static_cast<size_t>(localRanks));
   NamedTensors rankZeroBuffers;
-  for (int local = 0; local < localRanks; ++local) {
-    const data::Batch& batch = batches[static_cast<size_t>(local)];
-    sync->setLocalRank(local);
-    // Dropout masks depend on (step, rank) only: the same under sim and mpi, and on resume.
-    for (nn::Dropout* d : dropouts) d->setNextStream(static_cast<uint64_t>(globalStep * world + firstRank + local));
-    const Tensor images = Tensor::fromVector(std::span<const float>(batch.images), batch.imageShape);
-    const Tensor labels = Tensor::fromVector(std::span<const int64_t>(batch.labels), batch.labelShape);
-    autograd::ComputePrecisionGuard precisionGuard(compute);
-    const Tensor logits = model->forward(images);
-    const Tensor loss = ops::crossEntropy(logits, labels, {0.0f, info.segmentation ? 255 : -100});
-    losses.push_back(loss.item());
-    autograd::backward(loss, lossScaler ? lossScaler->rootGradient() : Tensor());
-    if (local + 1 < localRanks) model->zeroGrad();
-    if (local == 0 && localRanks > 1) {
-      for (const auto& b : model->namedBuffers()) rankZeroBuffers.push_back({b.name, b.tensor.clone()});
+  const auto copiesInAll = static_cast<int>(copies.size()) + 1;
+  // The ranks of one copy, in order; after rank 0 its batch-norm statistics are kept.
+  auto runCopy = [&](int c) {
+    nn::Module& net = c == 0 ? *model : *copies[static_cast<size_t>(c - 1)].model;
+    const auto& rankDropouts = c == 0 ? dropouts : copies[static_cast<size_t>(c - 1)].dropouts;
+    for (int local = c; local < localRanks; local += copiesInAll) {
+      if (local != c) net.zeroGrad();
+      losses[static_cast<size_t>(local)] =
+          rankForwardBackward(net, rankDropouts, c, local, batches[static_cast<size_t>(local)]);
+      if (local == 0 && localRanks > 1) {
+        for (const auto& b : net.namedBuffers()) rankZeroBuffers.push_back({b.name, b.tensor.clone()});
+      }
     }
+  };
+  if (copiesInAll == 1) {
+    runCopy(0);
+  } else {
+    {
+      // The copies start from the model's weights and batch-norm statistics.
+      autograd::NoGradGuard noGrad;
+      for (ModelCopy& copy : copies) {
+        auto from = model->namedParameters(), to = copy.model->namedParameters();
+        for (size_t i = 0; i < from.size(); ++i) to[i].tensor.copyFrom(from[i].tensor);
+        auto fromBuffers = model->namedBuffers(), toBuffers = copy.model->namedBuffers();
+        for (size_t i = 0; i < fromBuffers.size(); ++i) toBuffers[i].tensor.copyFrom(fromBuffers[i].tensor);
+        copy.model->zeroGrad();
+      }
+    }
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(copiesInAll));
+    auto worker = [&](int c) {
+      try {
+        ThreadCountGuard oneThread(1);
+        runCopy(c);
+      } catch (...) {
+        errors[static_cast<size_t>(c)] = std::current_exception();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int c = 1; c < copiesInAll; ++c) threads.emplace_back(worker, c);
+    worker(0);
+    for (auto& t : threads) t.join();
+    for (const auto& e : errors)
+      if (e) std::rethrow_exception(e);
   }
   // Simulated ranks share one model: keep rank 0's batch-norm statistics, as mpi does.
   if (localRanks > 1) {

@@ -45,7 +45,16 @@ struct Trainer::State {
   std::vector<std::unique_ptr<data::Loader>> loaders;  // one per local rank
   int64_t stepsPerEpoch = 0, totalSteps = 0;
 
-  std::vector<nn::Dropout*> dropouts;                             // their masks depend on (step, rank) only
+  std::vector<nn::Dropout*> dropouts;  // their masks depend on (step, rank) only
+  // comm.sim_workers: further copies of the model, so that simulated ranks compute side by side
+  // (copy c + 1 on worker thread c + 1; the model itself on this thread). Synchronised from the
+  // model before every step.
+  struct ModelCopy {
+    std::shared_ptr<nn::Module> model;
+    NamedTensors params;
+    std::vector<nn::Dropout*> dropouts;
+  };
+  std::vector<ModelCopy> copies;
   autograd::ComputePrecision compute;                             // precision.compute
   std::unique_ptr<aps::precision::DynamicLossScaler> lossScaler;  // 16-bit compute only
 
@@ -81,6 +90,10 @@ struct Trainer::State {
   bool stepCheckpointDue() const;
   bool trainStep(std::vector<data::Batch>& batches, IntervalStats& interval);
   std::vector<float> forwardBackward(const std::vector<data::Batch>& batches);
+  // One local rank's forward and backward on `model` (the model or a copy); returns its loss.
+  float rankForwardBackward(nn::Module& model, const std::vector<nn::Dropout*>& rankDropouts, int copy, int local,
+                            const data::Batch& batch);
+  void setupModelCopies();
   double meanLossOverRanks(std::vector<float> losses);
   bool update(bool gradientsFinite, double loss);
   TrainSummary evaluate();

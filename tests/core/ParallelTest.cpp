@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -21,6 +23,31 @@ TEST(Parallel, CoversEveryIndexExactlyOnce) {
   }
 }
 
-TEST(Parallel, RejectsZeroThreads) { EXPECT_THROW(aps::setNumThreads(0), aps::Error); }
+TEST(Parallel, RejectsZeroThreads) {
+  EXPECT_THROW(aps::setNumThreads(0), aps::Error);
+  EXPECT_THROW(aps::ThreadCountGuard(0), aps::Error);
+}
+
+// A guard sets the count of its own thread only, nests, and restores the count on exit.
+TEST(Parallel, ThreadCountGuardIsPerThreadAndRestores) {
+  aps::setNumThreads(3);
+  {
+    aps::ThreadCountGuard one(1);
+    EXPECT_EQ(aps::numThreads(), 1);
+    int elsewhere = 0;
+    std::thread([&] { elsewhere = aps::numThreads(); }).join();
+    EXPECT_EQ(elsewhere, 3);
+    {
+      aps::ThreadCountGuard two(2);
+      EXPECT_EQ(aps::numThreads(), 2);
+    }
+    EXPECT_EQ(aps::numThreads(), 1);
+    // parallelFor under the guard runs the whole range as one chunk on this thread.
+    std::vector<std::pair<int64_t, int64_t>> chunks;
+    aps::parallelFor(100, 1, [&](int64_t b, int64_t e) { chunks.emplace_back(b, e); });
+    EXPECT_EQ(chunks, (std::vector<std::pair<int64_t, int64_t>>{{0, 100}}));
+  }
+  EXPECT_EQ(aps::numThreads(), 3);
+}
 
 }  // namespace

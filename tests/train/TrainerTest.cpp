@@ -60,6 +60,41 @@ TEST_F(TrainerTest, SimulatedRanksLearnWithFp8AndAps) {
   EXPECT_GT(summary.top1, 0.3);  // well above chance (0.1) on held-out images after 64 small steps
 }
 
+// comm.sim_workers: simulated ranks computed side by side on copies of the model, one thread
+// each, give the bits of one rank at a time on all threads: the same weights, batch-norm
+// statistics and logged losses. 5 ranks, so the copies take uneven shares (3 and 2, or 2, 2
+// and 1); with stochastic rounding, error feedback's per-rank residuals and 16-bit compute.
+TEST_F(TrainerTest, SimulatedRanksSideBySideComputeTheSameBitsAsOneAtATime) {
+  for (const std::vector<std::string>& precision :
+       {std::vector<std::string>{"precision.format=e4m3", "precision.scaling=aps", "precision.rounding=stochastic",
+                                 "precision.error_feedback=true"},
+        std::vector<std::string>{"precision.format=e5m2", "precision.compute=fp16_mixed"}}) {
+    NamedTensors alone;
+    std::vector<double> aloneLosses;
+    for (const char* workers : {"1", "2", "3"}) {
+      auto extra = precision;
+      for (const std::string& kv :
+           {std::string("data.batch_size=4"), std::string("threads=2"), "comm.sim_workers=" + std::string(workers),
+            "logging.metrics_file=" + path(std::string("m") + workers + ".jsonl")})
+        extra.push_back(kv);
+      Trainer trainer(smallConfig("sim", 5, extra), nullptr);
+      const TrainSummary summary = trainer.run();
+      EXPECT_EQ(summary.steps, 256 / (5 * 4));
+      const auto losses = trainLosses(path(std::string("m") + workers + ".jsonl"));
+      ASSERT_EQ(static_cast<int64_t>(losses.size()), summary.steps);
+      if (std::string(workers) == "1") {
+        alone = trainer.modelState();
+        aloneLosses = losses;
+        continue;
+      }
+      std::string diff;
+      EXPECT_TRUE(bitIdentical(alone, trainer.modelState(), &diff))
+          << precision[0] << ", " << workers << " workers: first difference " << diff;
+      EXPECT_EQ(losses, aloneLosses) << precision[0] << ", " << workers << " workers";
+    }
+  }
+}
+
 TEST_F(TrainerTest, ResumeContinuesBitIdentically) {
   const std::vector<std::string> common{"epochs=2", "precision.format=e5m2", "precision.scaling=aps",
                                         "precision.rounding=stochastic"};
