@@ -1,5 +1,6 @@
 #include "comm/BucketHooks.h"
 
+#include "comm/NonFinite.h"
 #include "comm/SmallAllReduce.h"
 #include "framework/core/Error.h"
 #include "precision/HybridPolicy.h"
@@ -180,8 +181,7 @@ void Fp8LmHook::afterReduce(const BucketContext& context, ParamScales& scales) {
   if (scalerPtr == nullptr || !*scalerPtr) return;
   // The reduced sum is the same on every rank: its saturated values count once.
   const int64_t saturated = (*scalerPtr)->countSaturated(context.data[0], bucket.count);
-  const bool nonFinite =
-      std::any_of(context.data[0], context.data[0] + bucket.count, [](float v) { return !std::isfinite(v); });
+  const bool nonFinite = hasNonFinite(context.data[0], bucket.count);
   for (size_t k = 0; k < bucket.params.size(); ++k) {
     const float factor = scales.factor(paramOf(bucket, k));
     for (float* d : context.data) {

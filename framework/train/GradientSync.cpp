@@ -118,7 +118,7 @@ void GradientSync::resolveFormats() {
 
 void GradientSync::attach(BeforeReady beforeReady) {
   for (size_t c = 0; c <= copies_.size(); ++c) {
-    NamedTensors& params = c == 0 ? params_ : copies_[c - 1];
+    NamedTensors& params = paramsOfCopy(c);
     for (size_t i = 0; i < params.size(); ++i) {
       autograd::addGradReadyHook(params[i].tensor, [this, i, c, beforeReady](Tensor& leaf) {
         const int local = currentLocal_[c];
@@ -186,8 +186,7 @@ void GradientSync::buildReducer(uint64_t step) {
   std::vector<std::vector<comm::NamedGradient>> grads(static_cast<size_t>(ranks_.localRanks));
   for (size_t l = 0; l < grads.size(); ++l) {
     const size_t c = l % (copies_.size() + 1);
-    for (const auto& param : c == 0 ? params_ : copies_[c - 1])
-      grads[l].push_back({param.name, param.tensor.grad().buffer()});
+    for (const auto& param : paramsOfCopy(c)) grads[l].push_back({param.name, param.tensor.grad().buffer()});
   }
   comm::ReducerOptions options;
   options.bucketCapBytes = static_cast<size_t>(config_.comm.bucketMb * 1024 * 1024);

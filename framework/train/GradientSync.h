@@ -92,6 +92,8 @@ class GradientSync {
   nlohmann::json probeSummary() const;
 
  private:
+  // The parameters of model copy c (0: the model).
+  NamedTensors& paramsOfCopy(size_t c) { return c == 0 ? params_ : copies_[c - 1]; }
   void resolveFormats();
   void buildReducer(uint64_t step);
   // The hooks of wire format `format` for a reduction over `ranks` ranks (the world, or one

@@ -115,11 +115,9 @@ std::vector<float> Trainer::State::forwardBackward(const std::vector<data::Batch
     {
       // The copies start from the model's weights and batch-norm statistics.
       autograd::NoGradGuard noGrad;
+      const NamedTensors state = model->stateDict();
       for (ModelCopy& copy : copies) {
-        auto from = model->namedParameters(), to = copy.model->namedParameters();
-        for (size_t i = 0; i < from.size(); ++i) to[i].tensor.copyFrom(from[i].tensor);
-        auto fromBuffers = model->namedBuffers(), toBuffers = copy.model->namedBuffers();
-        for (size_t i = 0; i < fromBuffers.size(); ++i) toBuffers[i].tensor.copyFrom(fromBuffers[i].tensor);
+        copy.model->loadStateDict(state);
         copy.model->zeroGrad();
       }
     }

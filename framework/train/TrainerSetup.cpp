@@ -26,6 +26,16 @@ std::string testSplit(const std::string& dataset) {
   return "test";
 }
 
+// A model's parameters, with gradients that exist from the start (backward accumulates in place
+// and the reducer's buffer views stay valid for the whole run), and its dropout layers.
+void prepareForTraining(nn::Module& net, NamedTensors& params, std::vector<nn::Dropout*>& dropouts) {
+  params = net.namedParameters();
+  for (auto& p : params) p.tensor.setGrad(Tensor::zeros(p.tensor.sizes()));
+  for (auto& [name, module] : net.namedModules()) {
+    if (auto* d = dynamic_cast<nn::Dropout*>(module)) dropouts.push_back(d);
+  }
+}
+
 }  // namespace
 
 // `device` (docs/ARCHITECTURE.md, GPU backend): never ignored. A cuda device that this build
@@ -88,13 +98,7 @@ void Trainer::State::setupModel() {
               config.model.initFrom, config.model.name, report.summary());
     spdlog::info("initial weights from {}: {}", config.model.initFrom, report.summary());
   }
-  params = model->namedParameters();
-  // Gradients exist from the start, so backward accumulates in place and the reducer's
-  // buffer views stay valid for the whole run.
-  for (auto& p : params) p.tensor.setGrad(Tensor::zeros(p.tensor.sizes()));
-  for (auto& [name, module] : model->namedModules()) {
-    if (auto* d = dynamic_cast<nn::Dropout*>(module)) dropouts.push_back(d);
-  }
+  prepareForTraining(*model, params, dropouts);
 }
 
 void Trainer::State::setupData() {
@@ -147,11 +151,7 @@ void Trainer::State::setupModelCopies() {
     ModelCopy copy;
     copy.model =
         models::createModel(config.model.name, {config.model.numClasses, config.model.inChannels, config.seed});
-    copy.params = copy.model->namedParameters();
-    for (auto& p : copy.params) p.tensor.setGrad(Tensor::zeros(p.tensor.sizes()));
-    for (auto& [name, module] : copy.model->namedModules()) {
-      if (auto* d = dynamic_cast<nn::Dropout*>(module)) copy.dropouts.push_back(d);
-    }
+    prepareForTraining(*copy.model, copy.params, copy.dropouts);
     copies.push_back(std::move(copy));
   }
   if (count > 1) spdlog::info("{} simulated ranks at a time, one thread each (comm.sim_workers)", count);
