@@ -51,7 +51,7 @@ for p in "${parsers[@]}"; do
   # fuzz-<n>.log in the current folder (collected below).
   parallel=()
   [ "$jobs" -gt 1 ] && parallel=(-jobs="$jobs" -workers="$jobs")
-  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 OPENCV_IO_MAX_IMAGE_PIXELS=16777216 \
     "$build/tests/fuzz/fuzz_$p" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     "${parallel[@]}" -artifact_prefix="$build/tests/fuzz/artifacts/$p/" "$corpus/$p" \
     "tests/fuzz/corpus/$p" >"$log" 2>&1 || true
