@@ -157,10 +157,17 @@ Geometry makeGeometry(const Conv2dShape& s) {
   // row) and whole tiles per image; take it when that waste is small, since it packs nothing.
   // Packing short rows costs more than computing up to 60% extra columns (measured on
   // ResNet-20's 7x7 maps: direct with 64 columns for 49 pixels beats packing).
-  // Among the tile widths wasting the fewest columns, the widest (fewest loads per FMA).
+  // The widest tile computing at most 5% more columns than the narrowest: a one-vector tile
+  // issues a load and eight broadcasts per eight FMAs and runs at about 60% of a wider one
+  // (ResNet-20's 16-channel 28x28 layers: 848 columns at width 1, 864 at width 2 or 3, and
+  // width 1 took 1.5-2x as long, `aps_bench_ops --layer conv_16to16_28`).
+  const auto columnsAt = [&](int64_t width) {
+    return (geo.p * geo.wp + width * kLanes - 1) / (width * kLanes) * (width * kLanes);
+  };
+  const int64_t fewest = columnsAt(1);
   for (int width = 1; width <= kMaxWidth; ++width) {
-    const int64_t columns = (geo.p * geo.wp + width * kLanes - 1) / (width * kLanes) * (width * kLanes);
-    if (width == 1 || columns <= geo.directColumns) {
+    const int64_t columns = columnsAt(width);
+    if (width == 1 || columns * 100 <= fewest * 105) {
       geo.directWidth = width;
       geo.directColumns = columns;
     }
