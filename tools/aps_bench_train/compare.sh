@@ -3,6 +3,10 @@
 # and prints both JSON lines and the ratios aps/torch of images per second and peak RSS, and
 # torch/aps of CPU time per step (> 1: aps needs less CPU; steadier than wall time when shared).
 #   tools/aps_bench_train/compare.sh --model resnet20 --input 1x28x28 --batch 128 --threads 2 --steps 20
+# --rounds N (first argument) runs the pair N times, alternating which goes first, and ends
+# with one summary line: the median, lowest and highest of the N per-round speed ratios. On a
+# shared machine whose speed drifts by tens of percent between minutes, a ratio taken within
+# one round and the median over rounds is the figure to quote, not one run's images per second.
 # APS_BENCH_TRAIN overrides the binary (default: build/bin/aps_bench_train);
 # PYTHON the interpreter with torch (default: /usr/bin/python3).
 set -euo pipefail
@@ -12,11 +16,25 @@ bench="${APS_BENCH_TRAIN:-$root/build/bin/aps_bench_train}"
 python="${PYTHON:-/usr/bin/python3}"
 [[ -x "$bench" ]] || { echo "compare.sh: $bench not found; build the aps_bench_train target" >&2; exit 1; }
 
-aps_line="$("$bench" "$@")"
-torch_line="$("$python" "$here/torch_bench.py" "$@")"
-echo "$aps_line"
-echo "$torch_line"
-"$python" - "$aps_line" "$torch_line" <<'PY'
+rounds=1
+if [[ "${1:-}" == "--rounds" ]]; then
+  [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: --rounds needs a positive integer, got '${2:-}'" >&2; exit 2; }
+  rounds="$2"
+  shift 2
+fi
+
+summaries=()
+for ((round = 1; round <= rounds; ++round)); do
+  if ((round % 2 == 1)); then
+    aps_line="$("$bench" "$@")"
+    torch_line="$("$python" "$here/torch_bench.py" "$@")"
+  else
+    torch_line="$("$python" "$here/torch_bench.py" "$@")"
+    aps_line="$("$bench" "$@")"
+  fi
+  echo "$aps_line"
+  echo "$torch_line"
+  summary="$("$python" - "$aps_line" "$torch_line" <<'PY'
 import json, sys
 a, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 print(json.dumps({"model": a["model"], "input": a["input"], "batch": a["batch"], "threads": a["threads"],
@@ -27,3 +45,24 @@ print(json.dumps({"model": a["model"], "input": a["input"], "batch": a["batch"],
                   "aps_peak_rss_mib": a["peak_rss_mib"], "torch_peak_rss_mib": t["peak_rss_mib"],
                   "memory_ratio_aps_over_torch": round(a["peak_rss_mib"] / t["peak_rss_mib"], 3)}))
 PY
+)"
+  echo "$summary"
+  summaries+=("$summary")
+done
+
+if ((rounds > 1)); then
+  "$python" - "${summaries[@]}" <<'PY'
+import json, statistics, sys
+rows = [json.loads(s) for s in sys.argv[1:]]
+ratios = [r["speed_ratio_aps_over_torch"] for r in rows]
+first = rows[0]
+print(json.dumps({"model": first["model"], "input": first["input"], "batch": first["batch"],
+                  "threads": first["threads"], "rounds": len(rows),
+                  "speed_ratio_median": round(statistics.median(ratios), 3),
+                  "speed_ratio_min": min(ratios), "speed_ratio_max": max(ratios),
+                  "speed_ratios": ratios,
+                  "aps_images_per_s_median": round(statistics.median(r["aps_images_per_s"] for r in rows), 1),
+                  "torch_images_per_s_median": round(statistics.median(r["torch_images_per_s"] for r in rows), 1),
+                  "memory_ratio_aps_over_torch": max(r["memory_ratio_aps_over_torch"] for r in rows)}))
+PY
+fi
