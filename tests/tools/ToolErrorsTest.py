@@ -77,6 +77,9 @@ class RuntimeErrors(unittest.TestCase):
             self.check([TOOLS["aps_train"], "--config", config, "--set", "optimizer.lr="], "has no value")
             self.check([TOOLS["aps_train"], "--config", config, "--set", "optimizer.lr=fast", "--print-config"],
                        "--set optimizer.lr=fast")
+        if "aps_bench_ops" in TOOLS:
+            self.check([TOOLS["aps_bench_ops"], "--input", "3x32"], "--input '3x32' is not CxHxW")
+            self.check([TOOLS["aps_bench_ops"], "--input", "3x32x16"], "--input '3x32x16'")
         if "aps_safetensors" in TOOLS:
             code, _, err = run([TOOLS["aps_safetensors"], "/nonexistent/w.safetensors"])
             self.assertIn(code, (1, 2), err)

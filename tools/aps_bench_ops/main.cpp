@@ -17,6 +17,7 @@
 #include <cstring>
 #include <ctime>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,14 +30,23 @@ struct Layer {
   bool needGradIn;  // the stem's input needs no gradient
 };
 
-// ResNet-20 for 28x28 inputs: a 3x3 stem, three stages of three basic blocks (16, 32, 64
-// channels), 1x1 stride-2 projection shortcuts where the shape changes.
-const std::vector<Layer> kResNet20 = {
-    {"stem_1to16_28", 1, 28, 16, 3, 1, 1, 1, false},      {"conv_16to16_28", 16, 28, 16, 3, 1, 1, 6, true},
-    {"conv_16to32_s2", 16, 28, 32, 3, 2, 1, 1, true},     {"shortcut_16to32_s2", 16, 28, 32, 1, 2, 0, 1, true},
-    {"conv_32to32_14", 32, 14, 32, 3, 1, 1, 5, true},     {"conv_32to64_s2", 32, 14, 64, 3, 2, 1, 1, true},
-    {"shortcut_32to64_s2", 32, 14, 64, 1, 2, 0, 1, true}, {"conv_64to64_7", 64, 7, 64, 3, 1, 1, 5, true},
-};
+// ResNet-20's convolutions for CxHxH inputs: a 3x3 stem, three stages of three basic blocks
+// (16, 32, 64 channels), 1x1 stride-2 projection shortcuts where the shape changes. Names carry
+// the channels and map sizes (for 1x28x28: stem_1to16_28 ... conv_64to64_7).
+std::vector<Layer> resnet20Layers(int64_t c, int64_t h) {
+  const int64_t h2 = (h + 1) / 2, h4 = (h2 + 1) / 2;
+  const auto at = [](int64_t size) { return std::to_string(size); };
+  return {
+      {"stem_" + at(c) + "to16_" + at(h), c, h, 16, 3, 1, 1, 1, false},
+      {"conv_16to16_" + at(h), 16, h, 16, 3, 1, 1, 6, true},
+      {"conv_16to32_s2", 16, h, 32, 3, 2, 1, 1, true},
+      {"shortcut_16to32_s2", 16, h, 32, 1, 2, 0, 1, true},
+      {"conv_32to32_" + at(h2), 32, h2, 32, 3, 1, 1, 5, true},
+      {"conv_32to64_s2", 32, h2, 64, 3, 2, 1, 1, true},
+      {"shortcut_32to64_s2", 32, h2, 64, 1, 2, 0, 1, true},
+      {"conv_64to64_" + at(h4), 64, h4, 64, 3, 1, 1, 5, true},
+  };
+}
 
 double processCpuSeconds() {
   timespec t{};
@@ -107,13 +117,13 @@ void printPeaks(int threads, double minSeconds, int maxIterations) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Times conv2d forward and backward on the ResNet-20 (28x28) layer shapes; prints JSON lines",
+  CLI::App app{"Times conv2d forward and backward on ResNet-20's layer shapes; prints JSON lines",
                "aps_bench_ops"};
   int threads = 2;
   int64_t batch = 128;
   double minSeconds = 0.3;
   int maxIterations = 20;
-  std::string only;
+  std::string only, input = "1x28x28";
   bool peaks = false;
   app.add_flag("--peaks", peaks, "print the machine's SGEMM GFLOP/s and stream-copy GB/s instead");
   app.add_option("--threads", threads, "CPU threads")->check(CLI::PositiveNumber);
@@ -121,8 +131,16 @@ int main(int argc, char** argv) {
   app.add_option("--min-seconds", minSeconds, "minimum time spent timing each pass");
   app.add_option("--max-iterations", maxIterations, "maximum timed repetitions of each pass")
       ->check(CLI::PositiveNumber);
+  app.add_option("--input", input, "the network's input shape CxHxW (square maps), default 1x28x28");
   app.add_option("--layer", only, "time only the layer with this name");
   return aps::runTool(app, argc, argv, [&] {
+    int64_t c = 0, h = 0, width = 0;
+    char x1 = 0, x2 = 0, rest = 0;
+    std::istringstream parse(input);
+    APS_CHECK((parse >> c >> x1 >> h >> x2 >> width) && !(parse >> rest) && x1 == 'x' && x2 == 'x' && c > 0 && h >= 4 &&
+                  h == width,
+              "--input '{}' is not CxHxW with square maps of at least 4x4", input);
+    const std::vector<Layer> kResNet20 = resnet20Layers(c, h);
     APS_CHECK(only.empty() || std::any_of(kResNet20.begin(), kResNet20.end(),
                                           [&](const Layer& layer) { return layer.name == only; }),
               "aps_bench_ops: unknown --layer '{}'", only);
