@@ -143,24 +143,44 @@ int64_t FloatCodec::decodeNibbles16(const uint8_t* in, int64_t n, float* out) co
 // Byte codes, 16 values per step: the table's first 128 entries by two-source permutes (each
 // reads an index's low five bits) and blends on bits 5 and 6; bit 7 flips the result by
 // `bit7Flip_` (the sign bit for 8-bit formats, nothing for narrower ones, whose table repeats).
+class FloatCodec::ByteDecoder16 {
+ public:
+  explicit ByteDecoder16(const FloatCodec& codec) : flip_(_mm512_set1_epi32(static_cast<int32_t>(codec.bit7Flip_))) {
+    for (int k = 0; k < 8; ++k) t_[k] = _mm512_loadu_ps(codec.table_.data() + 16 * k);
+  }
+  __m512 operator()(const uint8_t* in) const {
+    const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in)));
+    const __mmask16 bit5 = _mm512_test_epi32_mask(c, _mm512_set1_epi32(32));
+    const __m512 q0 =
+        _mm512_mask_mov_ps(_mm512_permutex2var_ps(t_[0], c, t_[1]), bit5, _mm512_permutex2var_ps(t_[2], c, t_[3]));
+    const __m512 q1 =
+        _mm512_mask_mov_ps(_mm512_permutex2var_ps(t_[4], c, t_[5]), bit5, _mm512_permutex2var_ps(t_[6], c, t_[7]));
+    const __m512i v = _mm512_castps_si512(_mm512_mask_mov_ps(q0, _mm512_test_epi32_mask(c, _mm512_set1_epi32(64)), q1));
+    return _mm512_castsi512_ps(_mm512_mask_xor_epi32(v, _mm512_test_epi32_mask(c, _mm512_set1_epi32(128)), v, flip_));
+  }
+
+ private:
+  __m512 t_[8];
+  __m512i flip_;
+};
+
 template <bool kAdd>
 int64_t FloatCodec::decodeBytes16(const uint8_t* in, int64_t n, float* out) const {
   if (!bit7Symmetric_) return 0;
-  __m512 t[8];
-  for (int k = 0; k < 8; ++k) t[k] = _mm512_loadu_ps(table_.data() + 16 * k);
-  const __m512i flip = _mm512_set1_epi32(static_cast<int32_t>(bit7Flip_));
+  const ByteDecoder16 decode(*this);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
-    const __mmask16 bit5 = _mm512_test_epi32_mask(c, _mm512_set1_epi32(32));
-    const __m512 q0 =
-        _mm512_mask_mov_ps(_mm512_permutex2var_ps(t[0], c, t[1]), bit5, _mm512_permutex2var_ps(t[2], c, t[3]));
-    const __m512 q1 =
-        _mm512_mask_mov_ps(_mm512_permutex2var_ps(t[4], c, t[5]), bit5, _mm512_permutex2var_ps(t[6], c, t[7]));
-    const __m512i v = _mm512_castps_si512(_mm512_mask_mov_ps(q0, _mm512_test_epi32_mask(c, _mm512_set1_epi32(64)), q1));
-    const __m512i value = _mm512_mask_xor_epi32(v, _mm512_test_epi32_mask(c, _mm512_set1_epi32(128)), v, flip);
-    put16<kAdd>(out + i, _mm512_castsi512_ps(value));
-  }
+  for (; i + 16 <= n; i += 16) put16<kAdd>(out + i, decode(in + i));
+  return i;
+}
+
+// out = decode(a) + decode(b), 16 values per step in registers: the fused reduction step's
+// two decodes in one pass, its sums written once (the same fp32 additions as decode, then
+// decodeAdd).
+int64_t FloatCodec::decodeSumBytes16(const uint8_t* a, const uint8_t* b, int64_t n, float* out) const {
+  if (!bit7Symmetric_) return 0;
+  const ByteDecoder16 decode(*this);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, _mm512_add_ps(decode(a + i), decode(b + i)));
   return i;
 }
 #endif
@@ -332,8 +352,12 @@ void FloatCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, 
   for (int64_t begin = 0; begin < n; begin += kChunk) {
     const int64_t m = std::min(kChunk, n - begin);
     const size_t off = byteOffset(begin);
-    decodeInto<false>(a + off, m, sums);
-    decodeInto<true>(b + off, m, sums);
+    int64_t summed = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    if (width_ == 1) summed = decodeSumBytes16(a + off, b + off, m, sums);
+#endif
+    decodeInto<false>(a + off + byteOffset(summed), m - summed, sums + summed);
+    decodeInto<true>(b + off + byteOffset(summed), m - summed, sums + summed);
     EncodeContext local = ctx;
     local.offset = ctx.offset + begin;
     encode(sums, m, out + off, local);

@@ -55,6 +55,8 @@ class FloatCodec : public Codec {
   int64_t decodeNibbles16(const uint8_t* in, int64_t n, float* out) const;
   template <bool kAdd>
   int64_t decodeBytes16(const uint8_t* in, int64_t n, float* out) const;
+  int64_t decodeSumBytes16(const uint8_t* a, const uint8_t* b, int64_t n, float* out) const;
+  class ByteDecoder16;
 #endif
 
   void encodeFp32Identity(const float* in, int64_t n, uint8_t* out) const;
