@@ -54,7 +54,9 @@ void AllGatherAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> dat
   sum.reset(n);
   for (size_t k = 0; k < w; ++k) sum.add(gathered + k * bytes);
   sum.result(data[0]);
-  for (size_t i = 1; i < local; ++i) std::memcpy(data[i], data[0], static_cast<size_t>(n) * sizeof(float));
+  for (size_t i = 1; i < local && !s.resultInFirstOnly(); ++i) {
+    std::memcpy(data[i], data[0], static_cast<size_t>(n) * sizeof(float));
+  }
 }
 
 }  // namespace aps::comm

@@ -6,6 +6,7 @@
 #include "comm/RingAllReduce.h"
 #include "comm/TwoShotAllReduce.h"
 #include "framework/core/Error.h"
+#include "framework/core/Parallel.h"
 
 #include <algorithm>
 #include <chrono>
@@ -21,10 +22,10 @@ bool anyRankNonFinite(ExchangeSchedule& s, std::span<float* const> data, int64_t
   const auto w = static_cast<size_t>(s.worldSize());
   std::vector<uint8_t> mine(local), all(w, 0);
   std::vector<const void*> ptr(local);
-  for (size_t i = 0; i < local; ++i) {
-    mine[i] = hasNonFinite(data[i], n) ? 1 : 0;
-    ptr[i] = &mine[i];
-  }
+  for (size_t i = 0; i < local; ++i) ptr[i] = &mine[i];
+  parallelFor(static_cast<int64_t>(local), 1, [&](int64_t i0, int64_t i1) {
+    for (auto i = static_cast<size_t>(i0); i < static_cast<size_t>(i1); ++i) mine[i] = hasNonFinite(data[i], n) ? 1 : 0;
+  });
   std::vector<size_t> counts(w, 1), offsets(w);
   for (size_t r = 0; r < w; ++r) offsets[r] = r;
   s.allGatherShared(ptr, counts, offsets, all.data());
@@ -45,7 +46,8 @@ AllReduceKind parseAllReduceKind(std::string_view name) {
 }
 
 SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> data, int64_t n,
-                                  const precision::EncodeContext& ctx, EncodeObserver* observer) const {
+                                  const precision::EncodeContext& ctx, EncodeObserver* observer,
+                                  bool resultInFirstOnly) const {
   APS_CHECK(data.size() == static_cast<size_t>(transport.localRankCount()),
             "comm {}: got {} buffers for {} local ranks", name(), data.size(), transport.localRankCount());
   APS_CHECK(n >= 0, "comm {}: negative element count {}", name(), n);
@@ -53,6 +55,7 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
   const auto start = std::chrono::steady_clock::now();
   ExchangeSchedule schedule(transport, ctx, scratch_);
   schedule.setObserver(observer);
+  schedule.setResultInFirstOnly(resultInFirstOnly);
   SyncStats stats;
   // Flags are taken before the reduction overwrites the inputs. The result is identical on
   // every rank, so checking it locally is consistent too (catches overflow in the sum).

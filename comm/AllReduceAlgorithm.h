@@ -78,9 +78,11 @@ class AllReduceAlgorithm {
   // sum over all ranks. `ctx` seeds stochastic rounding; vary its stream per call.
   // Calls on one algorithm object are serialised (they share its scratch memory).
   // `observer` (may be null) sees every encode of this rank's schedule (the fidelity probe);
-  // it does not change the result.
+  // it does not change the result. `resultInFirstOnly`: only data[0] need hold the sum
+  // afterwards (the other buffers may keep anything), which spares simulated ranks a copy of
+  // the whole buffer each.
   SyncStats run(Transport& transport, std::span<float* const> data, int64_t n, const precision::EncodeContext& ctx = {},
-                EncodeObserver* observer = nullptr) const;
+                EncodeObserver* observer = nullptr, bool resultInFirstOnly = false) const;
 
   bool checksFinite() const { return checkFinite_; }
   void setCheckFinite(bool check) { checkFinite_ = check; }

@@ -3,6 +3,7 @@
 #include "comm/NonFinite.h"
 #include "comm/SmallAllReduce.h"
 #include "framework/core/Error.h"
+#include "framework/core/Parallel.h"
 #include "precision/HybridPolicy.h"
 
 #include <algorithm>
@@ -79,12 +80,15 @@ void ApsHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
   const size_t layers = bucket.params.size();
   // Every local rank's exponents; the MAX over ranks is taken by the callback, which folds in
   // the other local ranks (simulated ranks) and then the remote ones.
-  std::vector<std::vector<float>> localExponents;
-  for (size_t i = 0; i < data.size(); ++i) {
-    std::vector<precision::LayerGradient> g;
-    for (size_t k = 0; k < layers; ++k) g.push_back(layerOf(context, i, k));
-    localExponents.push_back(scaler.localExponents(g));
-  }
+  // (Simulated ranks: each rank's on all threads, as below; every rank's own buffer.)
+  std::vector<std::vector<float>> localExponents(data.size());
+  parallelForRethrowing(static_cast<int64_t>(data.size()), 1, [&](int64_t i0, int64_t i1) {
+    for (auto i = static_cast<size_t>(i0); i < static_cast<size_t>(i1); ++i) {
+      std::vector<precision::LayerGradient> g;
+      for (size_t k = 0; k < layers; ++k) g.push_back(layerOf(context, i, k));
+      localExponents[i] = scaler.localExponents(g);
+    }
+  });
   std::vector<precision::LayerGradient> first;
   for (size_t k = 0; k < layers; ++k) first.push_back(layerOf(context, 0, k));
   const auto reduceMax = [&](float* values, int64_t n) {
@@ -103,14 +107,15 @@ void ApsHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
     std::copy(perLocal[0].begin(), perLocal[0].end(), values);
   };
   const auto shifts = scaler.shifts(first, reduceMax);
-  for (size_t k = 0; k < layers; ++k) {
-    const int s = shifts.shift[k];
-    scales.setShift(paramOf(bucket, k), s);
-    if (s == 0) continue;
-    for (size_t i = 0; i < data.size(); ++i) {
-      precision::scaleByPowerOfTwo(data[i] + bucket.offsets[k], layerSize(bucket, k), s);
+  for (size_t k = 0; k < layers; ++k) scales.setShift(paramOf(bucket, k), shifts.shift[k]);
+  parallelFor(static_cast<int64_t>(data.size()), 1, [&](int64_t i0, int64_t i1) {
+    for (auto i = static_cast<size_t>(i0); i < static_cast<size_t>(i1); ++i) {
+      for (size_t k = 0; k < layers; ++k) {
+        const int s = shifts.shift[k];
+        if (s != 0) precision::scaleByPowerOfTwo(data[i] + bucket.offsets[k], layerSize(bucket, k), s);
+      }
     }
-  }
+  });
 }
 
 void ApsHook::afterReduce(const BucketContext& context, ParamScales& scales) {

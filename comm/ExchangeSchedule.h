@@ -74,6 +74,10 @@ class ExchangeSchedule {
 
   // The observer of this all-reduce's encodes (null: none, the default).
   void setObserver(EncodeObserver* observer) { observer_ = observer; }
+  // Whether every local rank's buffer must hold the result, or local rank 0's alone (the
+  // caller reads no other: simulated ranks then skip copying the sum into each of theirs).
+  void setResultInFirstOnly(bool firstOnly) { resultInFirstOnly_ = firstOnly; }
+  bool resultInFirstOnly() const { return resultInFirstOnly_; }
   bool observing(EncodeObserver::Site site) const { return observer_ != nullptr && observer_->observes(site); }
   // Reports an encode of values[0, n) (buffer position `begin`) into `encoded` to the
   // observer, decoding the bytes first; nothing without an observer.
@@ -119,6 +123,7 @@ class ExchangeSchedule {
   std::vector<ExchangeTicket> inFlight_;  // started, not yet known to be complete
   std::vector<uint64_t> bytesSent_;
   EncodeObserver* observer_ = nullptr;
+  bool resultInFirstOnly_ = false;
 };
 
 // The encode context of schedule phase `phase` run by `rank` (-1: a computation every rank

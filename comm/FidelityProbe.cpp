@@ -66,7 +66,9 @@ void FidelityProbe::afterReduce(const BucketContext& context, ParamScales& /*sca
   // The counts of every rank: this process's sum travels as local rank 0's share (integers:
   // the total does not depend on how ranks are spread over processes).
   const size_t bytes = layers * kCountsPerLayer * sizeof(int64_t);
-  std::vector<std::vector<int64_t>> mine(context.data.size(), std::vector<int64_t>(layers * kCountsPerLayer, 0));
+  // One share per local rank (the context may carry local rank 0's result buffer alone).
+  const auto localRanks = static_cast<size_t>(context.transport->localRankCount());
+  std::vector<std::vector<int64_t>> mine(localRanks, std::vector<int64_t>(layers * kCountsPerLayer, 0));
   for (size_t k = 0; k < layers; ++k) {
     in_[k].pack(mine[0].data() + k * kCountsPerLayer);
     out_[k].pack(mine[0].data() + k * kCountsPerLayer + kPacked);

@@ -40,6 +40,7 @@ GradientReducer::GradientReducer(Transport& transport, std::vector<std::vector<N
       layout_(countsOf(grads), formatsOrDefault(formats, grads.empty() ? 0 : grads[0].size()), options.bucketCapBytes,
               options.firstBucketCapBytes),
       local_(transport.localRankCount()) {
+  options_.resultInFirstOnly = true;  // every rank's gradient is copied back from local rank 0's buffer
   APS_CHECK(grads.size() == static_cast<size_t>(local_), "comm reducer: got gradients of {} ranks for {} local ranks",
             grads.size(), local_);
   APS_CHECK(!algorithms_.empty(), "comm reducer: needs at least one all-reduce algorithm");
@@ -212,22 +213,26 @@ SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext&
   Transport& transport = *bucket.transport;
   const int64_t n = bucket.layout->count;
   const precision::EncodeContext ctx{options.seed, bucket.step * 1000003ull + static_cast<uint64_t>(bucket.bucket), 0};
-  const auto divide = [&] {
+  const auto divide = [&](std::span<float* const> buffers) {
     const auto world = static_cast<float>(transport.worldSize());
-    for (float* d : bucket.data)
+    for (float* d : buffers)
       for (int64_t i = 0; i < n; ++i) d[i] /= world;
   };
-  if (options.average && options.preDivide) divide();
+  if (options.average && options.preDivide) divide(bucket.data);
   SyncStats sync;
+  std::span<float* const> results = bucket.data;
   if (options.groupSize > 0) {
     sync = reduceBucketHierarchical(algorithm, bucket, options, ctx);
   } else {
     if (options.beforeReduce) options.beforeReduce(bucket);
     EncodeObserver* observer = options.encodeObserver ? options.encodeObserver(bucket) : nullptr;
-    sync = algorithm.run(transport, bucket.data, n, ctx, observer);
-    if (options.afterReduce) options.afterReduce(bucket);
+    sync = algorithm.run(transport, bucket.data, n, ctx, observer, options.resultInFirstOnly);
+    // Every local rank holds the same sum: what follows needs only one copy of it.
+    BucketContext result = bucket;
+    if (options.resultInFirstOnly) result.data = results = bucket.data.first(std::min<size_t>(1, bucket.data.size()));
+    if (options.afterReduce) options.afterReduce(result);
   }
-  if (options.average && !options.preDivide) divide();
+  if (options.average && !options.preDivide) divide(results);
   return sync;
 }
 
@@ -245,12 +250,13 @@ void GradientReducer::reduceBucket(int b) {
                                             {b, &bucket, &transport_, data, step}, options_);
   // Simulated ranks that share a model (copy) share its gradients: of the local ranks writing
   // one destination only the last copy survives, so only that one is made (256 copies of the
-  // whole gradient per step become one per model copy at 256 x 1).
+  // whole gradient per step become one per model copy at 256 x 1). The result is local rank
+  // 0's buffer (ReducerOptions::resultInFirstOnly; every rank's sum is the same).
   for (size_t i = 0; i < data.size(); ++i) {
     for (size_t k = 0; k < bucket.params.size(); ++k) {
       const auto p = static_cast<size_t>(bucket.params[k]);
       const BufferView& grad = grads_[i][p];
-      const float* src = data[i] + bucket.offsets[k];
+      const float* src = data[0] + bucket.offsets[k];
       if (grad.data != src && grad.count > 0 && !overwritten_[i][p]) std::memcpy(grad.data, src, grad.bytes());
     }
   }

@@ -71,13 +71,18 @@ struct ReducerOptions {
   // Asked after beforeReduce: who observes this bucket's encodes (the fidelity probe, on its
   // steps); null, or returning null, for none.
   std::function<EncodeObserver*(const BucketContext&)> encodeObserver = nullptr;
+  // Flat reduction (groupSize 0): only local rank 0's buffer need hold the result; the
+  // afterReduce hooks (given that buffer alone) and the mean then run on it once instead of
+  // once per simulated rank. The reducer sets it, as it copies every rank's gradient from there.
+  bool resultInFirstOnly = false;
 };
 
 // One bucket's reduction, the same wherever buckets come from (GradientReducer here, a
 // PyTorch DDP bucket in the Python module): options.beforeReduce, the all-reduce of every
 // local rank's flat buffer with stochastic rounding seeded by (options.seed, step, bucket),
 // options.afterReduce, then the mean when options.average (taken before the hooks instead with
-// options.preDivide). The buffers hold the result.
+// options.preDivide). The buffers hold the result (local rank 0's alone with
+// options.resultInFirstOnly).
 SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext& bucket, const ReducerOptions& options);
 
 // What one step's gradient synchronisation cost.

@@ -1,6 +1,7 @@
 #include "comm/SimTransport.h"
 
 #include "framework/core/Error.h"
+#include "framework/core/Parallel.h"
 
 #include <cstring>
 
@@ -12,12 +13,17 @@ SimTransport::SimTransport(int worldSize) : worldSize_(worldSize) {
 
 void SimTransport::exchange(std::span<const Message> round) {
   // A schedule never reads a receive buffer in the round that fills it, nor overwrites a
-  // send buffer before the round ends, so copying in list order is a faithful delivery.
-  for (const Message& m : round) {
-    APS_ASSERT(m.src >= 0 && m.src < worldSize_ && m.dst >= 0 && m.dst < worldSize_);
-    if (m.bytes == 0 || m.recvData == m.sendData) continue;
-    std::memmove(m.recvData, m.sendData, m.bytes);
-  }
+  // send buffer before the round ends, so copying in list order is a faithful delivery, and
+  // so is copying in any order: a large round (256 simulated ranks' all-to-all is 65536
+  // messages) is split over the threads.
+  for (const Message& m : round) APS_ASSERT(m.src >= 0 && m.src < worldSize_ && m.dst >= 0 && m.dst < worldSize_);
+  parallelFor(static_cast<int64_t>(round.size()), 1024, [&](int64_t m0, int64_t m1) {
+    for (int64_t k = m0; k < m1; ++k) {
+      const Message& m = round[static_cast<size_t>(k)];
+      if (m.bytes == 0 || m.recvData == m.sendData) continue;
+      std::memmove(m.recvData, m.sendData, m.bytes);
+    }
+  });
 }
 
 }  // namespace aps::comm

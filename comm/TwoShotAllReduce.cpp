@@ -2,6 +2,7 @@
 
 #include "comm/RankOrderSum.h"
 #include "framework/core/Error.h"
+#include "framework/core/Parallel.h"
 
 #include <algorithm>
 #include <cstring>
@@ -106,10 +107,29 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
     }
   };
 
+  // Simulated ranks (every rank in this process) compute their encodes and sums on all
+  // threads; each writes its own bytes from its own context, so the result does not depend on
+  // the thread count. The rounds in flight are then driven between those loops, from this
+  // thread (the schedule is not shared), rather than between slices.
+  const bool simulated = local == w;
+  auto progress = [&] {
+    if (!simulated) s.progress();
+  };
+  auto forEachLocal = [&](const auto& body) {
+    if (simulated && local > 1) {
+      parallelForRethrowing(static_cast<int64_t>(local), 1, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) body(static_cast<size_t>(i));
+      });
+    } else {
+      for (size_t i = 0; i < local; ++i) body(i);
+    }
+    if (simulated) s.progress();
+  };
+
   // Phase 1 of segment k: every rank encodes segment k of each chunk of its input; chunk c's
   // goes to rank c. Started, not waited for.
   auto encodeAndSend = [&](int64_t k) {
-    for (size_t i = 0; i < local; ++i) {
+    forEachLocal([&](size_t i) {
       const int rank = first + static_cast<int>(i);
       for (int c = 0; c < world; ++c) {
         const int64_t len = segmentSize(c, k);
@@ -117,9 +137,9 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
         const int64_t begin = s.chunkBegin(n, c) + k * seg.length;
         codec.encode(data[i] + begin, len, sendBuf[i] + offsets[static_cast<size_t>(c)] + k * stride,
                      s.encodeContext(rank, kEncodeInputPhase, begin));
-        s.progress();
+        progress();
       }
-    }
+    });
     // Every pair with a local end, once: local senders to everyone, then the receives of local
     // ranks from remote senders (O(N) per local rank, not O(N^2), on a real rank).
     auto pair = [&](int src, int dst) {
@@ -141,25 +161,25 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
 
   // Phase 2 of segment k: the owner of chunk c sums the N decoded contributions in fp32 in
   // rank order and encodes the sum once; phase 3 starts: the all-gather of the encoded sums.
-  RankOrderSum sum(codec, RankOrderSum::Mode::Fp32, s.baseContext(), 0);
   std::vector<const void*> sumPtr(local);
   std::vector<size_t> gatherCounts(w), gatherOffsets(w);
   auto sumAndGather = [&](int64_t k) {
-    for (size_t i = 0; i < local; ++i) {
+    forEachLocal([&](size_t i) {
       const int rank = first + static_cast<int>(i);
       const size_t bytes = counts[static_cast<size_t>(rank)];
       const int64_t len = segmentSize(rank, k);
       sumPtr[i] = sumBuf[i] + k * stride;
-      if (len == 0) continue;
+      if (len == 0) return;
+      RankOrderSum sum(codec, RankOrderSum::Mode::Fp32, s.baseContext(), 0);
       sum.resetInto(len, acc[i] + k * seg.length);
       for (int src = 0; src < world; ++src) {
         sum.add(recvBuf[i] + static_cast<size_t>(src) * bytes + k * stride);
-        s.progress();
+        progress();
       }
       codec.encode(sum.fp32Sum(), len, sumBuf[i] + k * stride,
                    s.encodeContext(rank, kEncodeSumPhase, s.chunkBegin(n, rank) + k * seg.length));
-      s.progress();
-    }
+      progress();
+    });
     for (size_t c = 0; c < w; ++c) {
       gatherCounts[c] = segmentBytes(static_cast<int>(c), k);
       gatherOffsets[c] = offsets[c] + k * stride;
@@ -169,12 +189,20 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
 
   // Phase 3 of segment k, once gathered: every rank decodes the same bytes.
   auto decode = [&](int64_t k) {
-    for (int c = 0; c < world; ++c) {
-      const int64_t len = segmentSize(c, k);
-      if (len == 0) continue;
-      codec.decode(gathered + offsets[static_cast<size_t>(c)] + k * stride, len,
-                   data[0] + s.chunkBegin(n, c) + k * seg.length);
+    const auto decodeChunks = [&](int64_t c0, int64_t c1) {
+      for (auto c = static_cast<int>(c0); c < c1; ++c) {
+        const int64_t len = segmentSize(c, k);
+        if (len == 0) continue;
+        codec.decode(gathered + offsets[static_cast<size_t>(c)] + k * stride, len,
+                     data[0] + s.chunkBegin(n, c) + k * seg.length);
+        progress();
+      }
+    };
+    if (simulated) {
+      parallelForRethrowing(world, 16, decodeChunks);
       s.progress();
+    } else {
+      decodeChunks(0, world);
     }
   };
 
@@ -206,7 +234,7 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
     const int64_t begin = s.chunkBegin(n, rank);
     observe(EncodeObserver::Site::Sum, rank, kEncodeSumPhase, begin, s.chunkSize(n, rank), acc[i], sumBuf[i]);
   }
-  for (size_t i = 1; i < local; ++i) {
+  for (size_t i = 1; i < local && !s.resultInFirstOnly(); ++i) {
     if (n > 0) std::memcpy(data[i], data[0], static_cast<size_t>(n) * sizeof(float));
   }
 }

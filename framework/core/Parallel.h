@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
+#include <mutex>
 
 namespace aps {
 
@@ -42,6 +44,23 @@ void parallelFor(int64_t n, int64_t grain, const Fn& fn) {
     const int64_t end = n * (c + 1) / chunks;
     fn(begin, end);
   }
+}
+
+// parallelFor for a fn that may throw: the first exception caught is rethrown on the calling
+// thread once every chunk has finished (an exception may not leave an OpenMP region).
+template <typename Fn>
+void parallelForRethrowing(int64_t n, int64_t grain, const Fn& fn) {
+  std::mutex mutex;
+  std::exception_ptr first;
+  parallelFor(n, grain, [&](int64_t begin, int64_t end) {
+    try {
+      fn(begin, end);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(mutex);
+      if (!first) first = std::current_exception();
+    }
+  });
+  if (first) std::rethrow_exception(first);
 }
 
 }  // namespace aps
