@@ -2,8 +2,8 @@
 """Where a training step's time goes, op by op, in aps and in PyTorch on the same shapes:
 writes docs/PERFORMANCE.md.
 
-    /usr/bin/python3 tools/perf/breakdown.py                 # the three workloads, 2 threads
-    /usr/bin/python3 tools/perf/breakdown.py --steps 5 --out /tmp/PERFORMANCE.md
+    /usr/bin/python3 tools/perf/breakdown.py                 # the three workloads, 2 threads, and the targets
+    /usr/bin/python3 tools/perf/breakdown.py --steps 5 --target-rounds 0 --out /tmp/PERFORMANCE.md
 
 Runs build/bin/aps_bench_train --profile (framework/core/Profile.h: exclusive time per kernel,
 backward node and optimizer) and tools/aps_bench_train/torch_bench.py --profile
@@ -118,6 +118,47 @@ def workload_section(model, image, batch, threads, steps, peaks, aps_bin, python
     return lines, {"model": model, "input": image, "batch": batch, "aps": aps, "torch": torch}
 
 
+# The performance issue's speed targets: aps/PyTorch images per second, unprofiled, as the
+# median of paired rounds (tools/aps_bench_train/compare.sh --rounds): (model, input, batch,
+# threads, steps, target).
+TARGETS = [
+    ("resnet20", "1x28x28", 128, 1, 6, 1.2),
+    ("resnet20", "1x28x28", 128, 2, 6, 1.2),
+    ("resnet20", "3x32x32", 128, 1, 6, 1.2),
+    ("resnet20", "3x32x32", 128, 2, 6, 1.2),
+    ("resnet50", "3x224x224", 8, 2, 3, 1.0),
+    ("resnet50", "3x224x224", 32, 2, 2, 1.0),
+]
+
+
+def targets_section(rounds, aps_bin, python):
+    lines = ["## The targets, paired", "",
+             f"aps/PyTorch images per second without the profile: {rounds} rounds of "
+             "`tools/aps_bench_train/compare.sh --rounds` (each round runs aps and PyTorch back to back, alternating "
+             "which goes first; the median of the rounds' ratios, lowest and highest in brackets). On a shared machine "
+             "whose speed drifts between minutes this is the figure to read, not one run's images per second.", "",
+             "| workload | threads | aps/PyTorch (median) | lowest - highest | target | aps images/s | PyTorch images/s |",
+             "|---|---|---|---|---|---|---|"]
+    env = dict(os.environ, APS_BENCH_TRAIN=str(aps_bin), PYTHON=python)
+    for model, image, batch, threads, steps, target in TARGETS:
+        cmd = ["bash", str(ROOT / "tools" / "aps_bench_train" / "compare.sh"), "--rounds", str(rounds),
+               "--model", model, "--input", image, "--batch", str(batch), "--threads", str(threads),
+               "--steps", str(steps), "--warmup", "2"]
+        out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True, env=env).stdout
+        last = json.loads(out.strip().splitlines()[-1])
+        median = last.get("speed_ratio_median", last.get("speed_ratio_aps_over_torch"))
+        low = last.get("speed_ratio_min", median)
+        high = last.get("speed_ratio_max", median)
+        aps_ips = last.get("aps_images_per_s_median", last.get("aps_images_per_s"))
+        torch_ips = last.get("torch_images_per_s_median", last.get("torch_images_per_s"))
+        lines.append(f"| {model}, {image}, batch {batch} | {threads} | **{median:.2f}x** | {low:.2f} - {high:.2f} | "
+                     f">= {target:.1f} | {aps_ips:,.1f} | {torch_ips:,.1f} |")
+        print(f"breakdown.py: target {model} {image} batch {batch} {threads} threads: aps/PyTorch {median:.2f}x",
+              flush=True)
+    lines.append("")
+    return lines
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, default=2)
@@ -126,6 +167,8 @@ def main():
     p.add_argument("--bin", default=str(ROOT / "build" / "bin"), help="where aps_bench_train and aps_bench_ops are")
     p.add_argument("--python", default="/usr/bin/python3", help="the interpreter with torch")
     p.add_argument("--only", help="only the workload whose model name matches")
+    p.add_argument("--target-rounds", type=int, default=3,
+                   help="paired rounds per speed target (the targets table; 0 leaves it out)")
     args = p.parse_args()
     binary = Path(args.bin)
     for tool in ("aps_bench_train", "aps_bench_ops"):
@@ -159,10 +202,12 @@ def main():
         results.append(result)
         print(f"breakdown.py: {model} {image} batch {batch}: aps {result['aps']['images_per_s']} images/s, "
               f"PyTorch {result['torch']['images_per_s']} images/s", flush=True)
+    if args.target_rounds > 0 and not args.only:
+        md += targets_section(args.target_rounds, binary / "aps_bench_train", args.python)
     md += [f"Load average at the end: {os.getloadavg()[0]:.2f}.", "",
            "## Regenerating", "", "```sh",
            "cmake --build build --target aps_bench_train aps_bench_ops",
-           "/usr/bin/python3 tools/perf/breakdown.py            # about 5 minutes on 2 cores",
+           "/usr/bin/python3 tools/perf/breakdown.py            # about 15 minutes on 2 cores",
            "```", ""]
     notes = ROOT / "tools" / "perf" / "reading.md"
     if notes.exists():
