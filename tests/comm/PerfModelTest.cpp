@@ -92,6 +92,7 @@ TEST(PerfModel, FitRecoversTheNetworkFromPipelinedRecordsOnBothSidesOfTheOverlap
   }
   AllReducePerfModel model;
   model.fit(parseBenchJsonLines(jsonl), kBytes, rates, kappa);
+  EXPECT_EQ(model.overlapEfficiency(), 1.0);
   EXPECT_NEAR(model.alpha(), alpha, alpha * 1e-3);
   EXPECT_NEAR(model.beta(), beta, beta * 1e-3);
   EXPECT_LT(model.medianRelativeError(), 1e-6);
@@ -102,6 +103,38 @@ TEST(PerfModel, FitRecoversTheNetworkFromPipelinedRecordsOnBothSidesOfTheOverlap
               1e-9);
   // Without its pipeline the same all-reduce would pay wire and codec in full.
   EXPECT_GT(model.predict({"two_shot", "e4m3"}, 4, n, 1.0, 0), model.predict({"two_shot", "e4m3"}, 4, n, 1.0));
+}
+
+TEST(PerfModel, FitFindsHowMuchOfTheSmallerTermThePipelineHides) {
+  // The same records as above, but the pipeline hides only 60% of the smaller term (codec
+  // work sharing cores with the network stack): the fit finds 0.6 and the network beside it;
+  // at the ideal 1 (the test above) it keeps 1.
+  const double alpha = 30e-6, beta = 1e-9, kappa = 2.0, efficiency = 0.6;
+  const std::map<std::string, CodecRates> rates{{"fp32", {2e9, 2e9, 2e9, 2e9}}, {"e4m3", {1e8, 1e8, 1e8, 1e8}}};
+  std::string jsonl;
+  for (int64_t n : {int64_t{1} << 12, int64_t{1} << 18, int64_t{1} << 22, int64_t{1} << 24}) {
+    for (const std::string family : {"native", "two_shot", "ring"}) {
+      const std::string codec = family == "native" ? "fp32" : "e4m3";
+      const int64_t segment = family == "ring" ? 0 : int64_t{256} << 10;
+      const AlgorithmCost c = algorithmCost(family, 4, n, kBytes.at(codec), segment);
+      const double t = alpha * c.messages +
+                       overlapped(beta * c.bytes, kappa * c.codecSeconds(rates.at(codec)), c.segments, efficiency);
+      jsonl += record(family, codec, 4, n, t, c.bytes, segment);
+    }
+  }
+  AllReducePerfModel model;
+  model.fit(parseBenchJsonLines(jsonl), kBytes, rates, kappa);
+  EXPECT_NEAR(model.overlapEfficiency(), efficiency, 1e-9);
+  EXPECT_NEAR(model.alpha(), alpha, alpha * 1e-3);
+  EXPECT_NEAR(model.beta(), beta, beta * 1e-3);
+  EXPECT_LT(model.medianRelativeError(), 1e-6);
+  const int64_t n = int64_t{1} << 24;
+  const AlgorithmCost c = algorithmCost("two_shot", 4, n, 1.0, AllReducePerfModel::kPipelineSegmentBytes);
+  EXPECT_NEAR(model.predict({"two_shot", "e4m3"}, 4, n, 1.0),
+              alpha * c.messages +
+                  overlapped(beta * c.bytes, kappa * c.codecSeconds(rates.at("e4m3")), c.segments, efficiency),
+              1e-9);
+  EXPECT_DOUBLE_EQ(overlapped(3.0, 1.0, 4.0, 0.5), 3.625);
 }
 
 TEST(PerfModel, CodecRatesComeFromApsBenchCodec) {

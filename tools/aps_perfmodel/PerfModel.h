@@ -67,11 +67,11 @@ AlgorithmCost algorithmCost(const std::string& family, int ranks, int64_t elemen
 
 // Time on the wire and codec time combined: added up without a pipeline (S = 1); with S
 // segments the smaller of the two hides behind the larger except for one segment's worth (the
-// pipeline's fill and drain): wire + codec - min(wire, codec) (1 - 1/S).
-double overlapped(double wireSeconds, double codecSeconds, double segments);
+// pipeline's fill and drain), at full efficiency e = 1: wire + codec - e min(wire, codec) (1 - 1/S).
+double overlapped(double wireSeconds, double codecSeconds, double segments, double efficiency = 1.0);
 
 // A physical latency-bandwidth model with measured codec work:
-//   T(alg, codec, N, n) = alpha * messages + overlapped(beta * bytes, kappa * codecSeconds, S)
+//   T(alg, codec, N, n) = alpha * messages + overlapped(beta * bytes, kappa * codecSeconds, S, e)
 // alpha (s per message) and beta (s per byte) are the network's, shared by aps's algorithms
 // (one network, one transport: comm's exchange rounds), and fitted. A pipelined two_shot sends
 // 2 S + 1 rounds instead of 3 and overlaps its codec work with them (overlapped()). The codec work is not
@@ -82,7 +82,9 @@ double overlapped(double wireSeconds, double codecSeconds, double segments);
 // library picks its algorithm, segmenting and protocol per size), so it gets its own alpha and
 // beta, measured on the same network. alpha and beta are fitted by non-negative least squares on
 // relative error (small and large sizes weigh alike); fit() refuses calibrations that cannot pin
-// them down (sizes too alike for latency and bandwidth to be told apart).
+// them down (sizes too alike for latency and bandwidth to be told apart). The overlap
+// efficiency e (0 to 1) is fitted too, by a search over it: 1 where the codec work runs on cores
+// of its own, less where it shares them with the network stack.
 class AllReducePerfModel {
  public:
   struct Key {
@@ -99,6 +101,7 @@ class AllReducePerfModel {
   double alpha() const { return alpha_; }
   double beta() const { return beta_; }
   double kappa() const { return kappa_; }
+  double overlapEfficiency() const { return efficiency_; }
   double mpiAlpha() const { return mpiAlpha_; }
   double mpiBeta() const { return mpiBeta_; }
   // A target network: aps's alpha and beta become these, MPI_Allreduce's scale alike.
@@ -110,6 +113,9 @@ class AllReducePerfModel {
   }
   // A target machine's codec slowdown (e.g. 1 where each rank has a core of its own).
   void setCodecSlowdown(double kappa) { kappa_ = kappa; }
+  // A target machine's overlap efficiency (e.g. 1 where codec work does not share the cores
+  // that drive the network).
+  void setOverlapEfficiency(double efficiency) { efficiency_ = efficiency; }
   // The (algorithm, codec) pairs seen in the calibration, which predict() accepts.
   const std::vector<Key>& keys() const { return keys_; }
   bool knows(const Key& key) const;
@@ -125,6 +131,7 @@ class AllReducePerfModel {
   double alpha_ = 0.0;
   double beta_ = 0.0;
   double kappa_ = 1.0;
+  double efficiency_ = 1.0;
   double mpiAlpha_ = 0.0;
   double mpiBeta_ = 0.0;
   std::vector<Key> keys_;

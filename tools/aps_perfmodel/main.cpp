@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   std::string codecRatesPath;
   std::string size = "100M";
   std::vector<int> ranks{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
-  double codecSlowdown = 1.0, targetCodecSlowdown = 0.0;
+  double codecSlowdown = 1.0, targetCodecSlowdown = 0.0, targetEfficiency = -1.0;
   double bandwidthGBps = 0.0, latencyUs = -1.0, forwardMs = 0.0, backwardMs = 0.0, bucketMb = 25.0;
   std::string baseline = "native", csvPath, modelName;
   std::vector<std::string> validate;
@@ -80,6 +80,10 @@ int main(int argc, char** argv) {
   app.add_option("--target-codec-slowdown", targetCodecSlowdown,
                  "the codec slowdown of the cluster to predict (default: the calibration's)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--target-overlap-efficiency", targetEfficiency,
+                 "how much of the smaller of wire and codec time the pipeline hides on the cluster to predict, 0 "
+                 "to 1 (default: the calibration's fit; 1 where codec work has cores of its own)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--size", size, "fp32 gradient bytes per step (suffix K, M, G)")->capture_default_str();
   app.add_option("--ranks", ranks, "rank counts to predict")->delimiter(',')->capture_default_str();
   app.add_option("--bandwidth-GBps", bandwidthGBps, "target network bandwidth per rank (default: calibrated)");
@@ -110,9 +114,10 @@ int main(int argc, char** argv) {
     model.fit(records, bpv, parseCodecBench(readFile(codecRatesPath)), codecSlowdown);
     fmt::print(
         "calibrated on {} records: alpha = {:.2f} us/message, bandwidth = {:.3f} GB/s, codec work "
-        "x{:.2f} of one core's aps_bench_codec time (given), median fit error {:.1f}%\n",
+        "x{:.2f} of one core's aps_bench_codec time (given), pipeline overlap efficiency {:.2f}, median fit "
+        "error {:.1f}%\n",
         records.size(), model.alpha() * 1e6, model.beta() > 0 ? 1e-9 / model.beta() : 0.0, model.kappa(),
-        100.0 * model.medianRelativeError());
+        model.overlapEfficiency(), 100.0 * model.medianRelativeError());
     if (model.mpiBeta() > 0.0)
       fmt::print("  MPI_Allreduce: alpha = {:.2f} us/message, bandwidth = {:.3f} GB/s\n", model.mpiAlpha() * 1e6,
                  1e-9 / model.mpiBeta());
@@ -125,6 +130,10 @@ int main(int argc, char** argv) {
     if (targetCodecSlowdown > 0.0) {
       model.setCodecSlowdown(targetCodecSlowdown);
       fmt::print("target codec work: x{:.2f} of one core's aps_bench_codec time\n", model.kappa());
+    }
+    if (targetEfficiency >= 0.0) {
+      model.setOverlapEfficiency(targetEfficiency);
+      fmt::print("target pipeline overlap efficiency: {:.2f}\n", model.overlapEfficiency());
     }
     int64_t elements = parseBytes(size) / 4, layers = 1;
     if (!modelName.empty()) {
