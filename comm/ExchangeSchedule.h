@@ -42,6 +42,8 @@ class ExchangeSchedule {
   int firstLocalRank() const { return first_; }
   int localRankCount() const { return local_; }
   bool isLocal(int rank) const { return rank >= first_ && rank < first_ + local_; }
+  // Transport::sharesMemory: local ranks may read each other's bytes in place.
+  bool sharesMemory() const { return transport_.sharesMemory(); }
 
   // Queues src -> dst for the current round. Pointers are only read on the local side;
   // messages with neither side local and empty messages are dropped. Bytes are counted for

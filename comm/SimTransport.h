@@ -17,6 +17,7 @@ class SimTransport final : public Transport {
   int localRankCount() const override { return worldSize_; }
 
   void exchange(std::span<const Message> round) override;
+  bool sharesMemory() const override { return true; }
 
  private:
   int worldSize_;

@@ -34,6 +34,7 @@ class SubTransport final : public Transport {
   ExchangeTicket startExchange(std::span<const Message> round) override;
   bool testExchange(ExchangeTicket ticket) override { return parent_.testExchange(ticket); }
   void waitExchange(ExchangeTicket ticket) override { parent_.waitExchange(ticket); }
+  bool sharesMemory() const override { return parent_.sharesMemory(); }
 
  private:
   std::span<const Message> translate(std::span<const Message> round);

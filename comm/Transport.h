@@ -63,6 +63,10 @@ class Transport {
   virtual bool testExchange(ExchangeTicket /*ticket*/) { return true; }
   // Returns once the round of `ticket` is delivered; releases the ticket.
   virtual void waitExchange(ExchangeTicket /*ticket*/) {}
+  // Whether local ranks share one address space and a round between them would be plain
+  // copies (the simulator): a schedule may then leave such messages out, count their bytes
+  // (ExchangeSchedule::countSent) and read the sender's bytes where they lie.
+  virtual bool sharesMemory() const { return false; }
 };
 
 }  // namespace aps::comm

@@ -69,12 +69,17 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
               codec.splitGranule());
   }
 
+  // Simulated ranks: every rank of the world lives in this process.
+  const bool simulated = local == w;
+  // In one address space (the simulator) the owner of chunk c reads each sender's encoded
+  // chunk where the sender wrote it: the all-to-all delivers nothing, and counts its bytes.
+  const bool inPlace = simulated && s.sharesMemory();
   std::vector<uint8_t*> sendBuf(local), recvBuf(local), sumBuf(local);
   std::vector<float*> acc(local);
   for (size_t i = 0; i < local; ++i) {
     const auto rank = static_cast<size_t>(first) + i;
     sendBuf[i] = s.scratch(kSend, i, offsets[w]);
-    recvBuf[i] = s.scratch(kRecv, i, counts[rank] * w);
+    recvBuf[i] = inPlace ? nullptr : s.scratch(kRecv, i, counts[rank] * w);
     sumBuf[i] = s.scratch(kSum, i, counts[rank]);
     acc[i] = s.scratchFloats(kAcc, i, static_cast<size_t>(s.chunkSize(n, static_cast<int>(rank))));
   }
@@ -107,11 +112,9 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
     }
   };
 
-  // Simulated ranks (every rank in this process) compute their encodes and sums on all
-  // threads; each writes its own bytes from its own context, so the result does not depend on
+  // Simulated ranks compute their encodes and sums on all threads; each writes its own bytes from its own context, so the result does not depend on
   // the thread count. The rounds in flight are then driven between those loops, from this
   // thread (the schedule is not shared), rather than between slices.
-  const bool simulated = local == w;
   auto progress = [&] {
     if (!simulated) s.progress();
   };
@@ -144,6 +147,10 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
     // ranks from remote senders (O(N) per local rank, not O(N^2), on a real rank).
     auto pair = [&](int src, int dst) {
       const auto d = static_cast<size_t>(dst);
+      if (inPlace) {
+        if (src != dst) s.countSent(src, segmentBytes(dst, k));
+        return;
+      }
       const void* sendData =
           s.isLocal(src) ? sendBuf[static_cast<size_t>(src - first)] + offsets[d] + k * stride : nullptr;
       void* recvData =
@@ -173,7 +180,8 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
       RankOrderSum sum(codec, RankOrderSum::Mode::Fp32, s.baseContext(), 0);
       sum.resetInto(len, acc[i] + k * seg.length);
       for (int src = 0; src < world; ++src) {
-        sum.add(recvBuf[i] + static_cast<size_t>(src) * bytes + k * stride);
+        sum.add(inPlace ? sendBuf[static_cast<size_t>(src - first)] + offsets[static_cast<size_t>(rank)] + k * stride
+                        : recvBuf[i] + static_cast<size_t>(src) * bytes + k * stride);
         progress();
       }
       codec.encode(sum.fp32Sum(), len, sumBuf[i] + k * stride,
