@@ -112,8 +112,8 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
     }
   };
 
-  // Simulated ranks compute their encodes and sums on all threads; each writes its own bytes from its own context, so the result does not depend on
-  // the thread count. The rounds in flight are then driven between those loops, from this
+  // Simulated ranks compute their encodes and sums on all threads; each writes its own bytes from its own context, so
+  // the result does not depend on the thread count. The rounds in flight are then driven between those loops, from this
   // thread (the schedule is not shared), rather than between slices.
   auto progress = [&] {
     if (!simulated) s.progress();

@@ -130,10 +130,10 @@ TEST(PerfModel, FitFindsHowMuchOfTheSmallerTermThePipelineHides) {
   EXPECT_LT(model.medianRelativeError(), 1e-6);
   const int64_t n = int64_t{1} << 24;
   const AlgorithmCost c = algorithmCost("two_shot", 4, n, 1.0, AllReducePerfModel::kPipelineSegmentBytes);
-  EXPECT_NEAR(model.predict({"two_shot", "e4m3"}, 4, n, 1.0),
-              alpha * c.messages +
-                  overlapped(beta * c.bytes, kappa * c.codecSeconds(rates.at("e4m3")), c.segments, efficiency),
-              1e-9);
+  EXPECT_NEAR(
+      model.predict({"two_shot", "e4m3"}, 4, n, 1.0),
+      alpha * c.messages + overlapped(beta * c.bytes, kappa * c.codecSeconds(rates.at("e4m3")), c.segments, efficiency),
+      1e-9);
   EXPECT_DOUBLE_EQ(overlapped(3.0, 1.0, 4.0, 0.5), 3.625);
 }
 

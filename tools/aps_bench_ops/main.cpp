@@ -117,8 +117,7 @@ void printPeaks(int threads, double minSeconds, int maxIterations) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Times conv2d forward and backward on ResNet-20's layer shapes; prints JSON lines",
-               "aps_bench_ops"};
+  CLI::App app{"Times conv2d forward and backward on ResNet-20's layer shapes; prints JSON lines", "aps_bench_ops"};
   int threads = 2;
   int64_t batch = 128;
   double minSeconds = 0.3;

@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <limits>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 namespace aps::perfmodel {
