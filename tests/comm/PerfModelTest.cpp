@@ -74,22 +74,28 @@ TEST(PerfModel, APipelinedTwoShotSendsMoreRoundsAndHidesTheSmallerTerm) {
   EXPECT_DOUBLE_EQ(overlapped(1.0, 3.0, 4.0), 3.25);
 }
 
-TEST(PerfModel, FitRecoversTheNetworkFromPipelinedRecordsOnBothSidesOfTheOverlap) {
-  // Pipelined two_shot records, wire-bound at 1 GB/s for fp32 and codec-bound at small
-  // segments for a slow 1-byte codec, beside unpipelined ring records.
-  const double alpha = 30e-6, beta = 1e-9, kappa = 2.0;
-  const std::map<std::string, CodecRates> rates{{"fp32", {2e9, 2e9, 2e9, 2e9}}, {"e4m3", {1e8, 1e8, 1e8, 1e8}}};
+// Pipelined two_shot records, wire-bound at 1 GB/s for fp32 and codec-bound at small segments
+// for a slow 1-byte codec, beside unpipelined ring records, timed by the model with `efficiency`.
+const std::map<std::string, CodecRates> kPipelineRates{{"fp32", {2e9, 2e9, 2e9, 2e9}}, {"e4m3", {1e8, 1e8, 1e8, 1e8}}};
+std::string pipelinedRecords(double alpha, double beta, double kappa, double efficiency) {
   std::string jsonl;
   for (int64_t n : {int64_t{1} << 12, int64_t{1} << 18, int64_t{1} << 22, int64_t{1} << 24}) {
     for (const std::string family : {"native", "two_shot", "ring"}) {
       const std::string codec = family == "native" ? "fp32" : "e4m3";
       const int64_t segment = family == "ring" ? 0 : int64_t{256} << 10;
       const AlgorithmCost c = algorithmCost(family, 4, n, kBytes.at(codec), segment);
-      const double t =
-          alpha * c.messages + overlapped(beta * c.bytes, kappa * c.codecSeconds(rates.at(codec)), c.segments);
+      const double t = alpha * c.messages + overlapped(beta * c.bytes, kappa * c.codecSeconds(kPipelineRates.at(codec)),
+                                                       c.segments, efficiency);
       jsonl += record(family, codec, 4, n, t, c.bytes, segment);
     }
   }
+  return jsonl;
+}
+
+TEST(PerfModel, FitRecoversTheNetworkFromPipelinedRecordsOnBothSidesOfTheOverlap) {
+  const double alpha = 30e-6, beta = 1e-9, kappa = 2.0;
+  const auto& rates = kPipelineRates;
+  const std::string jsonl = pipelinedRecords(alpha, beta, kappa, 1.0);
   AllReducePerfModel model;
   model.fit(parseBenchJsonLines(jsonl), kBytes, rates, kappa);
   EXPECT_EQ(model.overlapEfficiency(), 1.0);
@@ -110,18 +116,8 @@ TEST(PerfModel, FitFindsHowMuchOfTheSmallerTermThePipelineHides) {
   // work sharing cores with the network stack): the fit finds 0.6 and the network beside it;
   // at the ideal 1 (the test above) it keeps 1.
   const double alpha = 30e-6, beta = 1e-9, kappa = 2.0, efficiency = 0.6;
-  const std::map<std::string, CodecRates> rates{{"fp32", {2e9, 2e9, 2e9, 2e9}}, {"e4m3", {1e8, 1e8, 1e8, 1e8}}};
-  std::string jsonl;
-  for (int64_t n : {int64_t{1} << 12, int64_t{1} << 18, int64_t{1} << 22, int64_t{1} << 24}) {
-    for (const std::string family : {"native", "two_shot", "ring"}) {
-      const std::string codec = family == "native" ? "fp32" : "e4m3";
-      const int64_t segment = family == "ring" ? 0 : int64_t{256} << 10;
-      const AlgorithmCost c = algorithmCost(family, 4, n, kBytes.at(codec), segment);
-      const double t = alpha * c.messages +
-                       overlapped(beta * c.bytes, kappa * c.codecSeconds(rates.at(codec)), c.segments, efficiency);
-      jsonl += record(family, codec, 4, n, t, c.bytes, segment);
-    }
-  }
+  const auto& rates = kPipelineRates;
+  const std::string jsonl = pipelinedRecords(alpha, beta, kappa, efficiency);
   AllReducePerfModel model;
   model.fit(parseBenchJsonLines(jsonl), kBytes, rates, kappa);
   EXPECT_NEAR(model.overlapEfficiency(), efficiency, 1e-9);
