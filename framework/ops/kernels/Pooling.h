@@ -60,17 +60,22 @@ APS_HOST_DEVICE inline Window adaptiveCovering(int64_t i, int64_t size, int64_t 
 APS_HOST_DEVICE inline float windowMax(const float* x, int64_t w, Window wh, Window ww, int64_t* index) {
   float best = bitCast<float>(0xff800000u);  // -infinity
   int64_t bestIndex = wh.begin * w + ww.begin;
-  bool sawNaN = false;
-  for (int64_t ih = wh.begin; ih < wh.end && !sawNaN; ++ih) {
+  int64_t firstNaN = -1;
+  // Selects, not branches (which value wins depends on the data), and the NaN apart: the
+  // first NaN in scan order is the result if there is one, as if the scan stopped there.
+  for (int64_t ih = wh.begin; ih < wh.end; ++ih) {
     for (int64_t iw = ww.begin; iw < ww.end; ++iw) {
-      const float v = x[ih * w + iw];
-      if (v > best || isNaN(v)) {
-        best = v;
-        bestIndex = ih * w + iw;
-        sawNaN = isNaN(v);
-        if (sawNaN) break;
-      }
+      const int64_t i = ih * w + iw;
+      const float v = x[i];
+      const bool greater = v > best;  // never for a NaN
+      best = greater ? v : best;
+      bestIndex = greater ? i : bestIndex;
+      firstNaN = firstNaN < 0 && isNaN(v) ? i : firstNaN;
     }
+  }
+  if (firstNaN >= 0) {
+    *index = firstNaN;
+    return x[firstNaN];
   }
   *index = bestIndex;
   return best;

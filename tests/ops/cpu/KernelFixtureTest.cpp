@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,18 @@ TEST(MaxPoolKernel, NaNWinsItsWindowAsInPyTorch) {
   aps::cpu::maxPool2dForward(&out, &argmax, in.data(), s);
   EXPECT_TRUE(std::isnan(out));
   EXPECT_EQ(argmax, 1);
+  // The first NaN in scan order, after a larger value and before another NaN: row-major
+  // windows [9 3; NaN(-) NaN(+)] and [-inf -inf; -inf -inf] (the first element).
+  s.w = 4;
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> two = {9.0f, 3.0f, -inf, -inf, -std::nanf(""), std::nanf(""), -inf, -inf};
+  float outs[2] = {0.0f, 0.0f};
+  int64_t argmaxes[2] = {-1, -1};
+  aps::cpu::maxPool2dForward(outs, argmaxes, two.data(), s);
+  EXPECT_TRUE(std::isnan(outs[0]) && std::signbit(outs[0]));
+  EXPECT_EQ(argmaxes[0], 4);
+  EXPECT_EQ(outs[1], -inf);
+  EXPECT_EQ(argmaxes[1], 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, MaxPoolFixture, ::testing::Values("max_pool_k3s2p1", "max_pool_k2s2"));
