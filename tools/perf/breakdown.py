@@ -207,7 +207,7 @@ def main():
     md += [f"Load average at the end: {os.getloadavg()[0]:.2f}.", "",
            "## Regenerating", "", "```sh",
            "cmake --build build --target aps_bench_train aps_bench_ops",
-           "/usr/bin/python3 tools/perf/breakdown.py            # about 15 minutes on 2 cores",
+           "/usr/bin/python3 tools/perf/breakdown.py            # 5-10 minutes on 2 cores",
            "```", ""]
     notes = ROOT / "tools" / "perf" / "reading.md"
     if notes.exists():
