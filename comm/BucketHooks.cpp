@@ -80,7 +80,7 @@ void ApsHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
   const size_t layers = bucket.params.size();
   // Every local rank's exponents; the MAX over ranks is taken by the callback, which folds in
   // the other local ranks (simulated ranks) and then the remote ones.
-  // (Simulated ranks: each rank's on all threads, as below; every rank's own buffer.)
+  // Each rank reads only its own buffer, so simulated ranks find theirs on all threads.
   std::vector<std::vector<float>> localExponents(data.size());
   parallelForRethrowing(static_cast<int64_t>(data.size()), 1, [&](int64_t i0, int64_t i1) {
     for (auto i = static_cast<size_t>(i0); i < static_cast<size_t>(i1); ++i) {

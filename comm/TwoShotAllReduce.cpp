@@ -112,21 +112,25 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
     }
   };
 
-  // Simulated ranks compute their encodes and sums on all threads; each writes its own bytes from its own context, so
-  // the result does not depend on the thread count. The rounds in flight are then driven between those loops, from this
-  // thread (the schedule is not shared), rather than between slices.
+  // Simulated ranks compute their encodes, sums and decodes on all threads; each writes its
+  // own bytes from its own context, so the result does not depend on the thread count. The
+  // rounds in flight are then driven between those loops, from this thread (the schedule is
+  // not shared), rather than between slices.
   auto progress = [&] {
     if (!simulated) s.progress();
   };
-  auto forEachLocal = [&](const auto& body) {
-    if (simulated && local > 1) {
-      parallelForRethrowing(static_cast<int64_t>(local), 1, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) body(static_cast<size_t>(i));
-      });
+  auto forRange = [&](int64_t count, int64_t grain, const auto& range) {
+    if (simulated) {
+      parallelForRethrowing(count, grain, range);
+      s.progress();
     } else {
-      for (size_t i = 0; i < local; ++i) body(i);
+      range(int64_t{0}, count);
     }
-    if (simulated) s.progress();
+  };
+  auto forEachLocal = [&](const auto& body) {
+    forRange(static_cast<int64_t>(local), 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) body(static_cast<size_t>(i));
+    });
   };
 
   // Phase 1 of segment k: every rank encodes segment k of each chunk of its input; chunk c's
@@ -197,7 +201,7 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
 
   // Phase 3 of segment k, once gathered: every rank decodes the same bytes.
   auto decode = [&](int64_t k) {
-    const auto decodeChunks = [&](int64_t c0, int64_t c1) {
+    forRange(world, 16, [&](int64_t c0, int64_t c1) {
       for (auto c = static_cast<int>(c0); c < c1; ++c) {
         const int64_t len = segmentSize(c, k);
         if (len == 0) continue;
@@ -205,13 +209,7 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
                      data[0] + s.chunkBegin(n, c) + k * seg.length);
         progress();
       }
-    };
-    if (simulated) {
-      parallelForRethrowing(world, 16, decodeChunks);
-      s.progress();
-    } else {
-      decodeChunks(0, world);
-    }
+    });
   };
 
   // The software pipeline: step t encodes and sends segment t, sums segment t - 1 once it

@@ -139,9 +139,9 @@ int main(int argc, char** argv) {
     APS_CHECK((parse >> c >> x1 >> h >> x2 >> width) && !(parse >> rest) && x1 == 'x' && x2 == 'x' && c > 0 && h >= 4 &&
                   h == width,
               "--input '{}' is not CxHxW with square maps of at least 4x4", input);
-    const std::vector<Layer> kResNet20 = resnet20Layers(c, h);
-    APS_CHECK(only.empty() || std::any_of(kResNet20.begin(), kResNet20.end(),
-                                          [&](const Layer& layer) { return layer.name == only; }),
+    const std::vector<Layer> layers = resnet20Layers(c, h);
+    APS_CHECK(only.empty() ||
+                  std::any_of(layers.begin(), layers.end(), [&](const Layer& layer) { return layer.name == only; }),
               "aps_bench_ops: unknown --layer '{}'", only);
     aps::setNumThreads(threads);
     if (peaks) {
@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
     std::mt19937 rng(1);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     double networkMs = 0.0, networkCpuMs = 0.0, networkFlops = 0.0;
-    for (const Layer& layer : kResNet20) {
+    for (const Layer& layer : layers) {
       if (!only.empty() && only != layer.name) continue;
       aps::cpu::Conv2dShape s;
       s.n = batch;

@@ -322,19 +322,18 @@ void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
   // machine), less than all of it. A one-dimensional search (steps of 0.05 from 1 down to 0;
   // the fit is linear in the rest) for the least squared relative error; a tie keeps the
   // higher efficiency, so calibrations that cannot tell keep the ideal pipeline.
-  double bestError = std::numeric_limits<double>::infinity(), bestEfficiency = 1.0;
+  double bestError = std::numeric_limits<double>::infinity();
+  Eigen::VectorXd x;
   for (int step = 20; step >= 0; --step) {
     efficiency = step / 20.0;
-    const Eigen::VectorXd x = solve();
-    const double error = (a * x - b).squaredNorm();
-    if (error < bestError * (1.0 - 1e-9)) {
+    const Eigen::VectorXd candidate = solve();
+    const double error = (a * candidate - b).squaredNorm();
+    if (step == 20 || error < bestError * (1.0 - 1e-9)) {
       bestError = error;
-      bestEfficiency = efficiency;
+      efficiency_ = efficiency;
+      x = candidate;
     }
   }
-  efficiency = bestEfficiency;
-  const Eigen::VectorXd x = solve();
-  efficiency_ = efficiency;
   alpha_ = x(kAlpha);
   beta_ = x(kBeta);
   mpiAlpha_ = x(kMpiAlpha);
