@@ -211,6 +211,18 @@ bool gradInputIsConvolution(const Conv2dShape& s) {
 
 void gradInputByConvolution(float* gradIn, const float* gradOut, const float* weight, const Conv2dShape& s,
                             const ConvPlan& plan) {
+  Conv2dShape t = s;
+  t.c = s.k;
+  t.k = s.c;
+  t.h = plan.p;
+  t.w = plan.q;
+  t.padH = s.dilationH * (s.r - 1) - s.padH;
+  t.padW = s.dilationW * (s.s - 1) - s.padW;
+  APS_ASSERT(t.outH() == s.h && t.outW() == s.w);
+  if (detail::panelConvSupported(t)) {  // flips the filters as it packs them
+    detail::panelConvForward(gradIn, gradOut, weight, nullptr, t, detail::PanelWeights::FlippedTransposed);
+    return;
+  }
   const int64_t rs = s.r * s.s;
   // flipped (C, K/g, R, S): flipped[g*Cg + c][k][r][t] = weight[g*Kg + k][c][R-1-r][S-1-t]
   float* flipped = Workspace::get(kSlotFlipped, s.c * plan.kg * rs);
@@ -223,19 +235,7 @@ void gradInputByConvolution(float* gradIn, const float* gradOut, const float* we
       }
     }
   }
-  Conv2dShape t = s;
-  t.c = s.k;
-  t.k = s.c;
-  t.h = plan.p;
-  t.w = plan.q;
-  t.padH = s.dilationH * (s.r - 1) - s.padH;
-  t.padW = s.dilationW * (s.s - 1) - s.padW;
-  APS_ASSERT(t.outH() == s.h && t.outW() == s.w);
-  if (detail::panelConvSupported(t)) {
-    detail::panelConvForward(gradIn, gradOut, flipped, nullptr, t);
-  } else {
-    forwardByColumns(gradIn, gradOut, flipped, nullptr, t, makePlan(t));
-  }
+  forwardByColumns(gradIn, gradOut, flipped, nullptr, t, makePlan(t));
 }
 
 // Any other stride: per image, gradCol = W^T * gradOut, then col2im.

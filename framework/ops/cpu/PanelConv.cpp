@@ -73,7 +73,31 @@ void packWeights(float* packed, const float* weight, const Conv2dShape& s, const
           continue;
         }
         const float* src = weight + (g * geo.kg + k) * geo.kd;
-        for (int64_t d = 0; d < geo.kd; ++d) dst[d * kRows + i] = src[d];
+        // A full block of eight filters goes eight taps at a time through registers.
+        const int64_t vectorTaps = kRows == 8 && block * kRows + kRows <= geo.kg ? geo.kd / 8 * 8 : 0;
+        if (i == 0) {
+          for (int64_t d = 0; d < vectorTaps; d += 8) simd::transpose8x8(dst + d * kRows, kRows, src + d, geo.kd);
+        }
+        for (int64_t d = vectorTaps; d < geo.kd; ++d) dst[d * kRows + i] = src[d];
+      }
+    }
+  }
+}
+
+// packed as packWeights for the convolution t of an input gradient (Conv2d.cpp), from the
+// weight (t.c, t.k / groups, R, S) of the convolution it differentiates: filter c of t, tap
+// (k, r, u), is that weight's [g * t.cg + k][c][R-1-r][S-1-u]. One pass, no flipped copy.
+void packFlippedWeights(float* packed, const float* weight, const Conv2dShape& t, const Geometry& geo) {
+  const int64_t rs = t.r * t.s;
+  for (int64_t g = 0; g < t.groups; ++g) {
+    for (int64_t block = 0; block < geo.blocks; ++block) {
+      float* dst = packed + (g * geo.blocks + block) * geo.kd * kRows;
+      for (int64_t k = 0; k < geo.cg; ++k, dst += rs * kRows) {
+        const float* src = weight + (g * geo.cg + k) * geo.kg * rs;
+        for (int64_t i = 0; i < kRows; ++i) {
+          const int64_t c = block * kRows + i;
+          for (int64_t tap = 0; tap < rs; ++tap) dst[tap * kRows + i] = c < geo.kg ? src[c * rs + rs - 1 - tap] : 0.0f;
+        }
       }
     }
   }
@@ -231,13 +255,18 @@ void padPlanes(float* padded, const float* in, int64_t planes, int64_t h, int64_
 
 bool panelConvSupported(const Conv2dShape& shape) { return makeGeometry(shape).direct; }
 
-void panelConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape) {
+void panelConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape,
+                      PanelWeights layout) {
   const Conv2dShape& s = shape;
   const Geometry geo = makeGeometry(s);
   APS_ASSERT(geo.direct);
 
   float* packed = Workspace::get(kSlotPackedWeights, s.groups * geo.blocks * geo.kd * kRows + geo.kd * 2);
-  packWeights(packed, weight, s, geo);
+  if (layout == PanelWeights::FlippedTransposed) {
+    packFlippedWeights(packed, weight, s, geo);
+  } else {
+    packWeights(packed, weight, s, geo);
+  }
   // Tap offsets live after the packed weights (int64 storage in the same float buffer).
   auto* offsets = reinterpret_cast<int64_t*>(packed + s.groups * geo.blocks * geo.kd * kRows);
   tapOffsets(offsets, s, geo);

@@ -22,6 +22,12 @@ bool panelConvSupported(const Conv2dShape& shape);
 // pixels on AVX-512, 4 x 8 to 24 on AVX2; Goto & van de Geijn, "Anatomy of High-Performance
 // Matrix Multiplication", 2008) reads it in place, and the columns with q >= Q are dropped.
 // Every output is one fixed-order FMA chain, so its bits do not depend on the thread count.
-void panelConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape);
+//
+// With PanelWeights::FlippedTransposed, `weight` is (C, K/g, R, S): the weight of the
+// convolution whose input gradient this one computes (Conv2d.cpp), used flipped in space and
+// transposed in channels as it is packed, without a flipped copy.
+enum class PanelWeights { AsGiven, FlippedTransposed };
+void panelConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape,
+                      PanelWeights layout = PanelWeights::AsGiven);
 
 }  // namespace aps::cpu::detail
