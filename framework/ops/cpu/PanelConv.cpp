@@ -94,9 +94,16 @@ void packFlippedWeights(float* packed, const float* weight, const Conv2dShape& t
       float* dst = packed + (g * geo.blocks + block) * geo.kd * kRows;
       for (int64_t k = 0; k < geo.cg; ++k, dst += rs * kRows) {
         const float* src = weight + (g * geo.cg + k) * geo.kg * rs;
+        // A full block of eight filters: its (8, rs) source rows are consecutive, and each
+        // run of eight source taps is one 8x8 transpose, written to the packed rows backwards.
+        const int64_t vectorTaps = kRows == 8 && block * kRows + kRows <= geo.kg ? rs / 8 * 8 : 0;
+        for (int64_t col = 0; col < vectorTaps; col += 8) {
+          simd::transpose8x8(dst + (rs - 1 - col) * kRows, -kRows, src + block * kRows * rs + col, rs);
+        }
         for (int64_t i = 0; i < kRows; ++i) {
           const int64_t c = block * kRows + i;
-          for (int64_t tap = 0; tap < rs; ++tap) dst[tap * kRows + i] = c < geo.kg ? src[c * rs + rs - 1 - tap] : 0.0f;
+          for (int64_t col = vectorTaps; col < rs; ++col)
+            dst[(rs - 1 - col) * kRows + i] = c < geo.kg ? src[c * rs + col] : 0.0f;
         }
       }
     }
@@ -106,15 +113,16 @@ void packFlippedWeights(float* packed, const float* weight, const Conv2dShape& t
 // offsets[d] for d = (c, r, t): where that filter tap reads, relative to the output pixel's
 // top-left input corner in the padded input.
 void tapOffsets(int64_t* offsets, const Conv2dShape& s, const Geometry& geo) {
-  for (int64_t c = 0; c < geo.cg; ++c) {
-    for (int64_t r = 0; r < s.r; ++r) {
-      for (int64_t t = 0; t < s.s; ++t) {
-        const int64_t y = r * s.dilationH, x = t * s.dilationW;
-        const int64_t phase = y % s.strideH * s.strideW + x % s.strideW;
-        offsets[(c * s.r + r) * s.s + t] =
-            c * geo.planeSize + phase * geo.hp * geo.wp + y / s.strideH * geo.wp + x / s.strideW;
-      }
+  const int64_t rs = s.r * s.s;
+  for (int64_t r = 0; r < s.r; ++r) {
+    for (int64_t t = 0; t < s.s; ++t) {
+      const int64_t y = r * s.dilationH, x = t * s.dilationW;
+      const int64_t phase = y % s.strideH * s.strideW + x % s.strideW;
+      offsets[r * s.s + t] = phase * geo.hp * geo.wp + y / s.strideH * geo.wp + x / s.strideW;
     }
+  }
+  for (int64_t c = 1; c < geo.cg; ++c) {
+    for (int64_t tap = 0; tap < rs; ++tap) offsets[c * rs + tap] = c * geo.planeSize + offsets[tap];
   }
 }
 
