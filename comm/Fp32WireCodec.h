@@ -20,6 +20,7 @@ class Fp32WireCodec final : public precision::Codec {
   // A copy, so any cut keeps every value; multiples of FloatCodec's 64 also keep which of the
   // vectorised or scalar adds a value takes (the sign of a sum of two NaNs may depend on it).
   int64_t splitGranule() const override { return 64; }
+  bool encodesFp32Bits() const override { return true; }
 };
 
 }  // namespace aps::comm

@@ -74,11 +74,16 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
   // In one address space (the simulator) the owner of chunk c reads each sender's encoded
   // chunk where the sender wrote it: the all-to-all delivers nothing, and counts its bytes.
   const bool inPlace = simulated && s.sharesMemory();
+  // There, a codec that encodes fp32 as its own bits (fp32 itself) is not run on the inputs:
+  // the owners sum the senders' values where they lie (Codec::encodesFp32Bits; the encoded sum
+  // has the same bytes), unless an observer wants the inputs' or sums' encodings.
+  const bool readInputs = inPlace && codec.encodesFp32Bits() && !s.observing(EncodeObserver::Site::Input) &&
+                          !s.observing(EncodeObserver::Site::Sum);
   std::vector<uint8_t*> sendBuf(local), recvBuf(local), sumBuf(local);
   std::vector<float*> acc(local);
   for (size_t i = 0; i < local; ++i) {
     const auto rank = static_cast<size_t>(first) + i;
-    sendBuf[i] = s.scratch(kSend, i, offsets[w]);
+    sendBuf[i] = readInputs ? nullptr : s.scratch(kSend, i, offsets[w]);
     recvBuf[i] = inPlace ? nullptr : s.scratch(kRecv, i, counts[rank] * w);
     sumBuf[i] = s.scratch(kSum, i, counts[rank]);
     acc[i] = s.scratchFloats(kAcc, i, static_cast<size_t>(s.chunkSize(n, static_cast<int>(rank))));
@@ -102,6 +107,7 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
   // The inputs' encodes, reported once the first segment is encoded and before any result
   // overwrites an input (data[0] from step 2 on).
   auto observeInputs = [&] {
+    if (!s.observing(EncodeObserver::Site::Input)) return;
     for (size_t i = 0; i < local; ++i) {
       const int rank = first + static_cast<int>(i);
       for (int c = 0; c < world; ++c) {
@@ -136,17 +142,18 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
   // Phase 1 of segment k: every rank encodes segment k of each chunk of its input; chunk c's
   // goes to rank c. Started, not waited for.
   auto encodeAndSend = [&](int64_t k) {
-    forEachLocal([&](size_t i) {
-      const int rank = first + static_cast<int>(i);
-      for (int c = 0; c < world; ++c) {
-        const int64_t len = segmentSize(c, k);
-        if (len == 0) continue;
-        const int64_t begin = s.chunkBegin(n, c) + k * seg.length;
-        codec.encode(data[i] + begin, len, sendBuf[i] + offsets[static_cast<size_t>(c)] + k * stride,
-                     s.encodeContext(rank, kEncodeInputPhase, begin));
-        progress();
-      }
-    });
+    if (!readInputs)
+      forEachLocal([&](size_t i) {
+        const int rank = first + static_cast<int>(i);
+        for (int c = 0; c < world; ++c) {
+          const int64_t len = segmentSize(c, k);
+          if (len == 0) continue;
+          const int64_t begin = s.chunkBegin(n, c) + k * seg.length;
+          codec.encode(data[i] + begin, len, sendBuf[i] + offsets[static_cast<size_t>(c)] + k * stride,
+                       s.encodeContext(rank, kEncodeInputPhase, begin));
+          progress();
+        }
+      });
     // Every pair with a local end, once: local senders to everyone, then the receives of local
     // ranks from remote senders (O(N) per local rank, not O(N^2), on a real rank).
     auto pair = [&](int src, int dst) {
@@ -183,13 +190,15 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
       if (len == 0) return;
       RankOrderSum sum(codec, RankOrderSum::Mode::Fp32, s.baseContext(), 0);
       sum.resetInto(len, acc[i] + k * seg.length);
+      const int64_t begin = s.chunkBegin(n, rank) + k * seg.length;
       for (int src = 0; src < world; ++src) {
-        sum.add(inPlace ? sendBuf[static_cast<size_t>(src - first)] + offsets[static_cast<size_t>(rank)] + k * stride
-                        : recvBuf[i] + static_cast<size_t>(src) * bytes + k * stride);
+        const auto from = static_cast<size_t>(src - first);
+        sum.add(readInputs ? reinterpret_cast<const uint8_t*>(data[from] + begin)
+                : inPlace  ? sendBuf[from] + offsets[static_cast<size_t>(rank)] + k * stride
+                           : recvBuf[i] + static_cast<size_t>(src) * bytes + k * stride);
         progress();
       }
-      codec.encode(sum.fp32Sum(), len, sumBuf[i] + k * stride,
-                   s.encodeContext(rank, kEncodeSumPhase, s.chunkBegin(n, rank) + k * seg.length));
+      codec.encode(sum.fp32Sum(), len, sumBuf[i] + k * stride, s.encodeContext(rank, kEncodeSumPhase, begin));
       progress();
     });
     for (size_t c = 0; c < w; ++c) {

@@ -52,6 +52,13 @@ class Codec {
   // into segments at multiples of this; a codec whose scales or statistics span the whole
   // call (one absmax per chunk) must return 0.
   virtual int64_t splitGranule() const { return 0; }
+
+  // Whether encode writes each value's fp32 bits unchanged, little endian, but for the
+  // payload of a NaN (it keeps the sign): fp32 itself. A sum of such encodings
+  // (decodeAdd) then equals the sum of the values read in place, but for NaN payloads, and
+  // encoding that sum gives the same bytes. The simulator's all-reduce reads its ranks'
+  // inputs in place instead of encoding them. false (the default): no such promise.
+  virtual bool encodesFp32Bits() const { return false; }
 };
 
 }  // namespace aps::precision

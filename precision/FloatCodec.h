@@ -30,6 +30,7 @@ class FloatCodec : public Codec {
   // that path's instruction favours. Cuts at multiples of 64 give every value the path it
   // takes in the whole call, so even NaN bits do not move.
   int64_t splitGranule() const override { return kSplitGranule; }
+  bool encodesFp32Bits() const override { return identityNanBits_ != 0; }
   static constexpr int64_t kSplitGranule = 64;
 
   const FloatFormat& format() const { return quantizer_.format(); }

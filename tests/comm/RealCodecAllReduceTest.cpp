@@ -7,9 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -61,6 +63,75 @@ TEST(RealCodecAllReduce, EveryCodecAndAlgorithmAgreesOnAllRanks) {
               << codec << " " << allReduceKindName(kind) << " n=" << n << " rank " << k;
         }
       }
+    }
+  }
+}
+
+// The simulator, a transport whose local ranks share memory, where fp32's two_shot sums the
+// inputs where they lie instead of encoding them (Codec::encodesFp32Bits): the same bytes as
+// through a transport that copies every message, NaNs of both signs and other payloads and
+// infinities included, for fp32 itself and for `native`'s wire codec.
+class CopyingSimTransport final : public Transport {
+ public:
+  explicit CopyingSimTransport(int ranks) : sim_(ranks) {}
+  std::string transportName() const override { return "copying sim"; }
+  int worldSize() const override { return sim_.worldSize(); }
+  int firstLocalRank() const override { return sim_.firstLocalRank(); }
+  int localRankCount() const override { return sim_.localRankCount(); }
+  void exchange(std::span<const Message> round) override { sim_.exchange(round); }
+
+ private:
+  SimTransport sim_;
+};
+
+TEST(RealCodecAllReduce, Fp32InputsReadInPlaceGiveTheBitsOfCopiedMessages) {
+  const int ranks = 5;
+  const int64_t n = 3001;
+  auto inputs = [&] {
+    std::vector<std::vector<float>> data;
+    for (int k = 0; k < ranks; ++k) {
+      Rng rng(300 + static_cast<uint64_t>(k));
+      std::vector<float> v(static_cast<size_t>(n));
+      for (float& x : v) x = rng.normal();
+      data.push_back(std::move(v));
+    }
+    const float inf = std::numeric_limits<float>::infinity();
+    auto nan = [](uint32_t bits) { return std::bit_cast<float>(bits); };
+    data[1][7] = nan(0x7fc00001u);    // a quiet NaN with a payload
+    data[3][7] = nan(0xffc12345u);    // and a negative one later in rank order
+    data[2][100] = nan(0xff800001u);  // a negative signalling NaN alone
+    data[0][2000] = inf;              // inf + -inf
+    data[4][2000] = -inf;
+    data[4][2999] = -inf;     // an infinity alone
+    data[0][1500] = 3.0e38f;  // finite inputs whose sum overflows
+    data[1][1500] = 3.0e38f;
+    return data;
+  };
+  for (const AllReduceKind kind : {AllReduceKind::TwoShot, AllReduceKind::Native}) {
+    for (const int64_t segmentBytes : {int64_t{0}, int64_t{1024}}) {
+      auto shared = inputs(), copied = inputs();
+      std::vector<float*> ps, pc;
+      for (auto& d : shared) ps.push_back(d.data());
+      for (auto& d : copied) pc.push_back(d.data());
+      const AllReduceOptions options{.kind = kind, .segmentBytes = segmentBytes};
+      SimTransport sim(ranks);
+      CopyingSimTransport copying(ranks);
+      ASSERT_TRUE(sim.sharesMemory());
+      ASSERT_FALSE(copying.sharesMemory());
+      const SyncStats a = makeAllReduce(options, std::shared_ptr<const precision::Codec>(precision::makeCodec("fp32")))
+                              ->run(sim, ps, n);
+      const SyncStats b = makeAllReduce(options, std::shared_ptr<const precision::Codec>(precision::makeCodec("fp32")))
+                              ->run(copying, pc, n);
+      for (int k = 0; k < ranks; ++k) {
+        EXPECT_EQ(0, std::memcmp(shared[static_cast<size_t>(k)].data(), copied[static_cast<size_t>(k)].data(),
+                                 static_cast<size_t>(n) * 4))
+            << allReduceKindName(kind) << " segments of " << segmentBytes << " bytes, rank " << k;
+      }
+      EXPECT_TRUE(std::isnan(shared[0][7]) && std::isnan(shared[0][100]) && std::isnan(shared[0][2000]));
+      EXPECT_TRUE(std::signbit(shared[0][100]));
+      EXPECT_EQ(shared[0][2999], -std::numeric_limits<float>::infinity());
+      EXPECT_EQ(a.bytesSent, b.bytesSent);
+      EXPECT_TRUE(a.nonFinite && b.nonFinite);
     }
   }
 }
