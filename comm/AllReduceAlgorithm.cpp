@@ -59,7 +59,7 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
   SyncStats stats;
   // Flags are taken before the reduction overwrites the inputs. The result is identical on
   // every rank, so checking it locally is consistent too (catches overflow in the sum).
-  if (checkFinite_) stats.nonFinite = anyRankNonFinite(schedule, data, n);
+  if (checkFinite_ && !resultKeepsNonFinite()) stats.nonFinite = anyRankNonFinite(schedule, data, n);
   reduce(schedule, data, n);
   if (checkFinite_ && !stats.nonFinite) stats.nonFinite = hasNonFinite(data[0], n);
   stats.bytesSent = schedule.bytesSent();

@@ -89,6 +89,12 @@ class AllReduceAlgorithm {
 
  protected:
   virtual void reduce(ExchangeSchedule& schedule, std::span<float* const> data, int64_t n) const = 0;
+  // Whether a NaN or inf in any rank's input always leaves one in the result: every result
+  // value is then an fp32 sum of the inputs' values as they are (fp32 on the wire), and the
+  // check of the result alone flags every non-finite input; the inputs' check, a pass over
+  // every rank's buffer and a round, is skipped. false: the wire may lose them (E2M1
+  // saturates an inf or a NaN to 6).
+  virtual bool resultKeepsNonFinite() const { return false; }
 
  private:
   bool checkFinite_ = true;

@@ -41,6 +41,9 @@ class TwoShotAllReduce final : public AllReduceAlgorithm {
 
  protected:
   void reduce(ExchangeSchedule& schedule, std::span<float* const> data, int64_t n) const override;
+  // fp32 on the wire: the owners' fp32 sums see every input value, and NaN and inf survive
+  // the sum and its encoding.
+  bool resultKeepsNonFinite() const override { return codec_->encodesFp32Bits(); }
 
  private:
   std::shared_ptr<const precision::Codec> codec_;

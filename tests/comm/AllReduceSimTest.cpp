@@ -4,6 +4,7 @@
 #include "comm/SmallAllReduce.h"
 #include "framework/core/Error.h"
 #include "framework/core/Rng.h"
+#include "precision/CodecSpec.h"
 #include "tests/comm/TestCodecs.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace aps::comm {
@@ -206,22 +208,42 @@ TEST(AllReduceSim, AllZeroBuffersStayZero) {
   }
 }
 
+// fp32 on the wire (fp32 itself, and native) flags non-finite inputs from the result alone
+// (AllReduceAlgorithm::resultKeepsNonFinite); the other codecs check the inputs first, which
+// E2M1 needs: it saturates an inf or a NaN to a finite code (6), so its result can be finite.
 TEST(AllReduceSim, NonFiniteIsFlaggedOnEveryRank) {
-  for (AllReduceKind kind :
-       {AllReduceKind::Ring, AllReduceKind::TwoShot, AllReduceKind::AllGather, AllReduceKind::Native}) {
-    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+  using CodecPtr = std::shared_ptr<const precision::Codec>;
+  const CodecPtr fp32(precision::makeCodec("fp32")), e2m1(precision::makeCodec("e2m1"));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const CodecPtr& codec : {CodecPtr(kHalf), fp32, e2m1}) {
+    const bool wireKeepsInf = codec != e2m1;
+    for (AllReduceKind kind :
+         {AllReduceKind::Ring, AllReduceKind::TwoShot, AllReduceKind::AllGather, AllReduceKind::Native}) {
+      const std::string what = codec->name() + " " + std::string(allReduceKindName(kind));
+      for (float bad : {std::numeric_limits<float>::quiet_NaN(), inf, -inf}) {
+        for (int rank : {0, 3}) {
+          World w = makeWorld(4, 50);
+          w.data[static_cast<size_t>(rank)][17] = bad;
+          const SyncStats stats = reduceSim(w, {.kind = kind}, codec, 50);
+          EXPECT_TRUE(stats.nonFinite) << what << " " << bad << " on rank " << rank;
+          expectIdenticalOnAllRanks(w);
+          if (wireKeepsInf) {
+            EXPECT_FALSE(std::isfinite(w.data[0][17])) << what;
+          }
+        }
+      }
+      // inf and -inf on two ranks: a NaN sum.
       World w = makeWorld(4, 50);
-      w.data[2][17] = bad;
-      const SyncStats stats = reduceSim(w, {.kind = kind}, kHalf, 50);
-      EXPECT_TRUE(stats.nonFinite) << allReduceKindName(kind);
-      expectIdenticalOnAllRanks(w);
-      EXPECT_FALSE(std::isfinite(w.data[0][17]));
+      w.data[1][5] = inf;
+      w.data[2][5] = -inf;
+      EXPECT_TRUE(reduceSim(w, {.kind = kind}, codec, 50).nonFinite) << what;
+      // Overflow of the sum itself is flagged too, where the wire can carry an inf.
+      if (!wireKeepsInf) continue;
+      std::vector<std::vector<float>> big(2, std::vector<float>(4, 3e38f));
+      std::vector<float*> p{big[0].data(), big[1].data()};
+      SimTransport sim(2);
+      EXPECT_TRUE(makeAllReduce({.kind = kind}, codec)->run(sim, p, 4).nonFinite) << what;
     }
-    // Overflow of the sum itself is flagged too.
-    std::vector<std::vector<float>> big(2, std::vector<float>(4, 3e38f));
-    std::vector<float*> p{big[0].data(), big[1].data()};
-    SimTransport sim(2);
-    EXPECT_TRUE(makeAllReduce({.kind = kind}, kHalf)->run(sim, p, 4).nonFinite);
   }
 }
 

@@ -105,7 +105,8 @@ TEST(BlockScaledAllReduce, EveryAlgorithmAgreesOnAllRanksAndStaysCloseAt64Ranks)
           err += d * d;
           ref += exact[static_cast<size_t>(i)] * exact[static_cast<size_t>(i)];
         }
-        std::printf("%s %s group %ld: rms relative error %.3f\n", name.c_str(), std::string(allReduceKindName(kind)).c_str(), static_cast<long>(g), std::sqrt(err / ref));
+        std::printf("%s %s group %ld: rms relative error %.3f\n", name.c_str(),
+                    std::string(allReduceKindName(kind)).c_str(), static_cast<long>(g), std::sqrt(err / ref));
         EXPECT_LT(std::sqrt(err / ref), bound) << name << " " << allReduceKindName(kind) << " group " << g;
       }
     }

@@ -151,7 +151,8 @@ TEST(HierarchicalReduce, ApsPaysLog2GAndLog2NOverGBitsOfHeadroomNotLog2N) {
 
 TEST(HierarchicalReduce, CountsEachLevelsBytes) {
   // fp32 on the wire, n divisible by every chunk count: two_shot over k ranks sends
-  // 2 (k-1)/k * 4n bytes plus k-1 flag bytes per rank.
+  // 2 (k-1)/k * 4n bytes per rank (and no flag round: an fp32 result flags non-finite
+  // inputs itself).
   const int world = 4;
   const int64_t n = 1000;
   SimTransport sim(world);
@@ -163,7 +164,7 @@ TEST(HierarchicalReduce, CountsEachLevelsBytes) {
   ReducerOptions options;
   options.groupSize = 2;
   const SyncStats s = reduceBucket(*algorithm, {0, &layout.buckets()[0], &sim, pointers, 0}, options);
-  const uint64_t level = 4 * n + 1;  // two_shot over 2 ranks
+  const uint64_t level = 4 * n;  // two_shot over 2 ranks
   const uint64_t leader = level + 4 /* group flags */ + level + (4 * n + 1) /* to the other member */;
   EXPECT_EQ(s.bytesSent, (std::vector<uint64_t>{leader, level, leader, level}));
   for (auto& d : data) EXPECT_EQ(d[7], 2.0f);
@@ -177,8 +178,8 @@ TEST(HierarchicalReduce, CountsEachLevelsBytes) {
   for (auto& d : more) pointers.push_back(d.data());
   options.groupSize = 4;
   const SyncStats t = reduceBucket(*algorithm, {0, &layout.buckets()[0], &eight, pointers, 0}, options);
-  const uint64_t group = 2 * 3 * 1000 + 3;  // two_shot over 4 ranks: 2 (3/4) 4n + 3
-  const uint64_t top = 4 + 4 * n + 1;       // flags, two_shot over the 2 leaders
+  const uint64_t group = 2 * 3 * 1000;  // two_shot over 4 ranks: 2 (3/4) 4n
+  const uint64_t top = 4 + 4 * n;       // flags, two_shot over the 2 leaders
   const uint64_t chief = group + top + 3 * (1000 + 1) + 3 * 1000, member = group + 2 * 1000;
   EXPECT_EQ(t.bytesSent, (std::vector<uint64_t>{chief, member, member, member, chief, member, member, member}));
   for (auto& d : more) EXPECT_EQ(d[999], 2.0f);
