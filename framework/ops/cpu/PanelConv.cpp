@@ -26,23 +26,30 @@ constexpr int64_t kTilesPerTask = 4;
 
 // Caller-thread workspace slots, read by every thread.
 constexpr int kSlotPaddedInput = 4;
-constexpr int kSlotPackedWeights = 5;
+constexpr int kSlotOffsets = 5;
 
-// tile (kRows, W * kLanes; row stride kMaxCols) <- a (depth, kRows)^T * b (depth, W * kLanes),
-// where row d of b is the padded input itself at base + offsets[d], so nothing is packed.
+// tile (kRows, W * kLanes; row stride kMaxCols) <- a (depth, kRows)^T * b (depth, W * kLanes).
+// Nothing is packed: row d of b is the padded input itself at base + offsets[d], and a's
+// element (d, i) is the weight at filters[i] + weightOffsets[d] (filters[i]: filter i's first
+// weight; the two layouts of PanelWeights differ only in these offsets). Each broadcast reads
+// its weight where it lies.
 template <int W>
-void microKernel(float* tile, const float* a, const float* base, const int64_t* offsets, int64_t depth) {
+void microKernel(float* tile, const float* const* filters, const int64_t* weightOffsets, const float* base,
+                 const int64_t* offsets, int64_t depth) {
   Vec c[kRows][W];
   for (int64_t i = 0; i < kRows; ++i) {
     for (int w = 0; w < W; ++w) c[i][w] = simd::zero();
   }
-  for (int64_t d = 0; d < depth; ++d, a += kRows) {
+  const float* f[kRows];
+  for (int64_t i = 0; i < kRows; ++i) f[i] = filters[i];
+  for (int64_t d = 0; d < depth; ++d) {
     const float* b = base + offsets[d];
+    const int64_t o = weightOffsets[d];
     Vec x[W];
     for (int w = 0; w < W; ++w) x[w] = simd::load(b + w * kLanes);
     for (int64_t i = 0; i < kRows; ++i) {
-      const Vec f = simd::broadcast(a + i);
-      for (int w = 0; w < W; ++w) c[i][w] = simd::fma(f, x[w], c[i][w]);
+      const Vec v = simd::broadcast(f[i] + o);
+      for (int w = 0; w < W; ++w) c[i][w] = simd::fma(v, x[w], c[i][w]);
     }
   }
   for (int64_t i = 0; i < kRows; ++i) {
@@ -51,7 +58,7 @@ void microKernel(float* tile, const float* a, const float* base, const int64_t* 
 }
 
 struct Geometry {
-  int64_t p, q, pq, cg, kg, kd, blocks;  // blocks: 4-filter blocks per group
+  int64_t p, q, pq, cg, kg, kd, blocks;  // blocks: kRows-filter blocks per group
   // The zero-padded input, each plane split into strideH x strideW phases (a, b) holding its
   // rows a, a + strideH, ... and columns b, b + strideW, ...: (phases, hp, wp) per channel, so
   // that the pixels of an output row read consecutive floats at any stride.
@@ -61,53 +68,26 @@ struct Geometry {
   int64_t directColumns;  // direct path: columns per image (p * wp, rounded up to the tile)
 };
 
-// packed (groups, blocks, kd, kRows) <- weight (K, kd), zero rows past each group's filters.
-void packWeights(float* packed, const float* weight, const Conv2dShape& s, const Geometry& geo) {
-  for (int64_t g = 0; g < s.groups; ++g) {
-    for (int64_t block = 0; block < geo.blocks; ++block) {
-      float* dst = packed + (g * geo.blocks + block) * geo.kd * kRows;
-      for (int64_t i = 0; i < kRows; ++i) {
-        const int64_t k = block * kRows + i;
-        if (k >= geo.kg) {
-          for (int64_t d = 0; d < geo.kd; ++d) dst[d * kRows + i] = 0.0f;
-          continue;
-        }
-        const float* src = weight + (g * geo.kg + k) * geo.kd;
-        // A full block of eight filters goes eight taps at a time through registers.
-        const int64_t vectorTaps = kRows == 8 && block * kRows + kRows <= geo.kg ? geo.kd / 8 * 8 : 0;
-        if (i == 0) {
-          for (int64_t d = 0; d < vectorTaps; d += 8) simd::transpose8x8(dst + d * kRows, kRows, src + d, geo.kd);
-        }
-        for (int64_t d = vectorTaps; d < geo.kd; ++d) dst[d * kRows + i] = src[d];
-      }
-    }
-  }
-}
+// Where the weights lie (nothing is packed): filter i of group g, tap d, is
+// weight[g * groupStride + i * filterStride + weightOffsets[d]].
+struct WeightLayout {
+  int64_t groupStride, filterStride;
+};
 
-// packed as packWeights for the convolution t of an input gradient (Conv2d.cpp), from the
-// weight (t.c, t.k / groups, R, S) of the convolution it differentiates: filter c of t, tap
-// (k, r, u), is that weight's [g * t.cg + k][c][R-1-r][S-1-u]. One pass, no flipped copy.
-void packFlippedWeights(float* packed, const float* weight, const Conv2dShape& t, const Geometry& geo) {
-  const int64_t rs = t.r * t.s;
-  for (int64_t g = 0; g < t.groups; ++g) {
-    for (int64_t block = 0; block < geo.blocks; ++block) {
-      float* dst = packed + (g * geo.blocks + block) * geo.kd * kRows;
-      for (int64_t k = 0; k < geo.cg; ++k, dst += rs * kRows) {
-        const float* src = weight + (g * geo.cg + k) * geo.kg * rs;
-        // A full block of eight filters: its (8, rs) source rows are consecutive, and each
-        // run of eight source taps is one 8x8 transpose, written to the packed rows backwards.
-        const int64_t vectorTaps = kRows == 8 && block * kRows + kRows <= geo.kg ? rs / 8 * 8 : 0;
-        for (int64_t col = 0; col < vectorTaps; col += 8) {
-          simd::transpose8x8(dst + (rs - 1 - col) * kRows, -kRows, src + block * kRows * rs + col, rs);
-        }
-        for (int64_t i = 0; i < kRows; ++i) {
-          const int64_t c = block * kRows + i;
-          for (int64_t col = vectorTaps; col < rs; ++col)
-            dst[(rs - 1 - col) * kRows + i] = c < geo.kg ? src[c * rs + col] : 0.0f;
-        }
-      }
-    }
+// PanelWeights::AsGiven: weight (K, kd), tap d at d.
+// PanelWeights::FlippedTransposed, for the convolution t of an input gradient (Conv2d.cpp):
+// weight (t.c, t.k / groups, R, S) of the convolution it differentiates; filter c of t, tap
+// (k, r, u), is that weight's [g * t.cg + k][c][R-1-r][S-1-u].
+WeightLayout weightOffsets(int64_t* weightOffsets, const Conv2dShape& s, const Geometry& geo, PanelWeights layout) {
+  if (layout == PanelWeights::AsGiven) {
+    for (int64_t d = 0; d < geo.kd; ++d) weightOffsets[d] = d;
+    return {geo.kg * geo.kd, geo.kd};
   }
+  const int64_t rs = s.r * s.s;
+  for (int64_t k = 0; k < geo.cg; ++k) {
+    for (int64_t j = 0; j < rs; ++j) weightOffsets[k * rs + j] = k * geo.kg * rs + rs - 1 - j;
+  }
+  return {geo.cg * geo.kg * rs, rs};
 }
 
 // offsets[d] for d = (c, r, t): where that filter tap reads, relative to the output pixel's
@@ -141,21 +121,26 @@ inline void storeRun(float* out, const float* tile, int64_t first, int64_t colum
 
 // Direct path: image n, tile index within the image; columns are padded-width pixels
 // p * wp + q, of which q < Q are real outputs.
-void directTile(float* out, const float* padded, const float* packed, const float* bias, const int64_t* offsets,
-                int64_t n, int64_t tileInImage, const Conv2dShape& s, const Geometry& geo) {
+void directTile(float* out, const float* padded, const float* weight, const WeightLayout& wl,
+                const int64_t* weightOffsets, const float* bias, const int64_t* offsets, int64_t n, int64_t tileInImage,
+                const Conv2dShape& s, const Geometry& geo) {
   alignas(64) float tile[kRows * kMaxCols];
   const int64_t width = geo.directWidth * kLanes;
   const int64_t j0 = tileInImage * width;
   for (int64_t g = 0; g < s.groups; ++g) {
     const float* base = padded + (n * s.c + g * geo.cg) * geo.planeSize + j0;
     for (int64_t block = 0; block < geo.blocks; ++block) {
-      const float* a = packed + (g * geo.blocks + block) * geo.kd * kRows;
+      // A block past the group's last filter repeats that filter; its rows are not stored.
+      const float* filters[kRows];
+      for (int64_t i = 0; i < kRows; ++i) {
+        filters[i] = weight + g * wl.groupStride + std::min(block * kRows + i, geo.kg - 1) * wl.filterStride;
+      }
       if (geo.directWidth == 3) {
-        microKernel<3>(tile, a, base, offsets, geo.kd);
+        microKernel<3>(tile, filters, weightOffsets, base, offsets, geo.kd);
       } else if (geo.directWidth == 2) {
-        microKernel<2>(tile, a, base, offsets, geo.kd);
+        microKernel<2>(tile, filters, weightOffsets, base, offsets, geo.kd);
       } else {
-        microKernel<1>(tile, a, base, offsets, geo.kd);
+        microKernel<1>(tile, filters, weightOffsets, base, offsets, geo.kd);
       }
       const int64_t kFirst = g * geo.kg + block * kRows;
       const int64_t count = std::min(kRows, geo.kg - block * kRows);
@@ -269,15 +254,11 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
   const Geometry geo = makeGeometry(s);
   APS_ASSERT(geo.direct);
 
-  float* packed = Workspace::get(kSlotPackedWeights, s.groups * geo.blocks * geo.kd * kRows + geo.kd * 2);
-  if (layout == PanelWeights::FlippedTransposed) {
-    packFlippedWeights(packed, weight, s, geo);
-  } else {
-    packWeights(packed, weight, s, geo);
-  }
-  // Tap offsets live after the packed weights (int64 storage in the same float buffer).
-  auto* offsets = reinterpret_cast<int64_t*>(packed + s.groups * geo.blocks * geo.kd * kRows);
+  // The tap offsets of the input and of the weights (int64 storage in a float buffer).
+  auto* offsets = reinterpret_cast<int64_t*>(Workspace::get(kSlotOffsets, geo.kd * 4));
+  int64_t* wOffsets = offsets + geo.kd;
   tapOffsets(offsets, s, geo);
+  const WeightLayout wl = weightOffsets(wOffsets, s, geo, layout);
   // Over-wide direct tiles read up to a tile (plus the filter's reach) past the last pixel.
   const int64_t tail = kSlack + geo.directColumns;
   float* padded = Workspace::get(kSlotPaddedInput, s.n * s.c * geo.planeSize + tail);
@@ -295,7 +276,7 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t last = std::min(tiles, (task + 1) * kTilesPerTask);
     for (int64_t tile = task * kTilesPerTask; tile < last; ++tile) {
-      directTile(out, padded, packed, bias, offsets, tile / tilesPerImage, tile % tilesPerImage, s, geo);
+      directTile(out, padded, weight, wl, wOffsets, bias, offsets, tile / tilesPerImage, tile % tilesPerImage, s, geo);
     }
   }
 }

@@ -23,9 +23,10 @@ bool panelConvSupported(const Conv2dShape& shape);
 // Matrix Multiplication", 2008) reads it in place, and the columns with q >= Q are dropped.
 // Every output is one fixed-order FMA chain, so its bits do not depend on the thread count.
 //
-// With PanelWeights::FlippedTransposed, `weight` is (C, K/g, R, S): the weight of the
-// convolution whose input gradient this one computes (Conv2d.cpp), used flipped in space and
-// transposed in channels as it is packed, without a flipped copy.
+// The weights are read where they lie (no packed copy): each broadcast weight is found by a
+// per-tap offset. With PanelWeights::FlippedTransposed, `weight` is (C, K/g, R, S): the weight
+// of the convolution whose input gradient this one computes (Conv2d.cpp), read flipped in
+// space and transposed in channels through those offsets, without a flipped copy.
 enum class PanelWeights { AsGiven, FlippedTransposed };
 void panelConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape,
                       PanelWeights layout = PanelWeights::AsGiven);
