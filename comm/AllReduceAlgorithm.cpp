@@ -34,6 +34,10 @@ bool anyRankNonFinite(ExchangeSchedule& s, std::span<float* const> data, int64_t
 
 }  // namespace
 
+void AllReduceAlgorithm::foldInput(float* /*acc*/, const float* /*input*/, int64_t /*n*/, bool /*first*/) const {
+  APS_FAIL("comm {}: does not sum inputs ahead", name());
+}
+
 uint64_t SyncStats::maxBytesSent() const {
   return bytesSent.empty() ? 0 : *std::max_element(bytesSent.begin(), bytesSent.end());
 }
@@ -46,8 +50,8 @@ AllReduceKind parseAllReduceKind(std::string_view name) {
 }
 
 SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> data, int64_t n,
-                                  const precision::EncodeContext& ctx, EncodeObserver* observer,
-                                  bool resultInFirstOnly) const {
+                                  const precision::EncodeContext& ctx, EncodeObserver* observer, bool resultInFirstOnly,
+                                  bool inputsSummedInFirst) const {
   APS_CHECK(data.size() == static_cast<size_t>(transport.localRankCount()),
             "comm {}: got {} buffers for {} local ranks", name(), data.size(), transport.localRankCount());
   APS_CHECK(n >= 0, "comm {}: negative element count {}", name(), n);
@@ -56,6 +60,10 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
   ExchangeSchedule schedule(transport, ctx, scratch_);
   schedule.setObserver(observer);
   schedule.setResultInFirstOnly(resultInFirstOnly);
+  // Folded inputs are gone: only a result that keeps a NaN or inf can flag them.
+  APS_CHECK(!inputsSummedInFirst || (sumsInputsAhead() && resultKeepsNonFinite() && observer == nullptr),
+            "comm {}: cannot take inputs summed ahead", name());
+  schedule.setInputsSummedInFirst(inputsSummedInFirst);
   SyncStats stats;
   // Flags are taken before the reduction overwrites the inputs. The result is identical on
   // every rank, so checking it locally is consistent too (catches overflow in the sum).

@@ -80,9 +80,22 @@ class AllReduceAlgorithm {
   // `observer` (may be null) sees every encode of this rank's schedule (the fidelity probe);
   // it does not change the result. `resultInFirstOnly`: only data[0] need hold the sum
   // afterwards (the other buffers may keep anything), which spares simulated ranks a copy of
-  // the whole buffer each.
+  // the whole buffer each. `inputsSummedInFirst` (only where sumsInputsAhead()): the caller has
+  // already folded every rank's input into data[0] with foldInput, in rank order, and the
+  // other buffers are not read.
   SyncStats run(Transport& transport, std::span<float* const> data, int64_t n, const precision::EncodeContext& ctx = {},
-                EncodeObserver* observer = nullptr, bool resultInFirstOnly = false) const;
+                EncodeObserver* observer = nullptr, bool resultInFirstOnly = false,
+                bool inputsSummedInFirst = false) const;
+
+  // Whether, on a transport holding every rank in one address space (the simulator), the
+  // ranks' inputs can be summed before run() as they become ready (GradientReducer folds
+  // each simulated rank's gradient while backward still runs, instead of keeping 256 copies
+  // and summing them after): true where the result is an fp32 sum of the inputs in rank order,
+  // as foldInput computes it, and nothing else reads the inputs (no observer may see them).
+  virtual bool sumsInputsAhead() const { return false; }
+  // acc (n) <- the fold of the next rank's input into the running sum (rank 0's: `first`),
+  // exactly as run() would add it. Only where sumsInputsAhead().
+  virtual void foldInput(float* acc, const float* input, int64_t n, bool first) const;
 
   bool checksFinite() const { return checkFinite_; }
   void setCheckFinite(bool check) { checkFinite_ = check; }

@@ -43,7 +43,9 @@ void BucketScaling::setFormats(std::vector<FormatScaling> perFormat) {
   std::vector<std::shared_ptr<const precision::ApsScaler>> aps;
   std::vector<std::shared_ptr<precision::Fp8LmScaler>> fp8lm;
   std::vector<float> maxValues;  // the probe's saturation threshold per format
+  touchesFormat_.clear();
   for (const auto& f : perFormat) {
+    touchesFormat_.push_back(f.format || f.errorFeedback || f.scaler || f.autoscaler ? 1 : 0);
     maxValues.push_back(f.format ? f.format->maxValue() : std::numeric_limits<float>::infinity());
     APS_CHECK(!f.errorFeedback || f.format, "bucket scaling: error feedback needs a float wire format");
     auto quantizer = f.format ? std::make_shared<const precision::Quantizer>(*f.format) : nullptr;
@@ -68,6 +70,11 @@ void BucketScaling::install(ReducerOptions& options) {
   options.beforeReduce = [this](const BucketContext& c) { beforeReduce(c); };
   options.afterReduce = [this](const BucketContext& c) { afterReduce(c); };
   options.encodeObserver = [this](const BucketContext& c) { return observerFor(c); };
+  // fp32 (no wire format to scale, measure or feed back) is left alone, unless a probe runs.
+  options.hooksReadInputs = [this](int format) {
+    return probe_ != nullptr || format < 0 || static_cast<size_t>(format) >= touchesFormat_.size() ||
+           touchesFormat_[static_cast<size_t>(format)] != 0;
+  };
 }
 
 bool BucketScaling::Observers::observes(Site site) const {

@@ -126,6 +126,7 @@ class BucketScaling {
   bool probeAtWorldLevel_ = false;                  // installWorldLevel: not in chain_
   std::shared_ptr<FidelityProbe> leaderProbe_;      // the group level's, on the leader level
   std::vector<std::shared_ptr<BucketHook>> chain_;  // in beforeReduce order
+  std::vector<uint8_t> touchesFormat_;              // [format]: some hook acts on its buckets
   Observers observers_;                             // the current bucket's (communication thread)
 };
 

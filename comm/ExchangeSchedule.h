@@ -80,6 +80,9 @@ class ExchangeSchedule {
   // caller reads no other: simulated ranks then skip copying the sum into each of theirs).
   void setResultInFirstOnly(bool firstOnly) { resultInFirstOnly_ = firstOnly; }
   bool resultInFirstOnly() const { return resultInFirstOnly_; }
+  // AllReduceAlgorithm::run's inputsSummedInFirst.
+  void setInputsSummedInFirst(bool summed) { inputsSummedInFirst_ = summed; }
+  bool inputsSummedInFirst() const { return inputsSummedInFirst_; }
   bool observing(EncodeObserver::Site site) const { return observer_ != nullptr && observer_->observes(site); }
   // Reports an encode of values[0, n) (buffer position `begin`) into `encoded` to the
   // observer, decoding the bytes first; nothing without an observer.
@@ -126,6 +129,7 @@ class ExchangeSchedule {
   std::vector<uint64_t> bytesSent_;
   EncodeObserver* observer_ = nullptr;
   bool resultInFirstOnly_ = false;
+  bool inputsSummedInFirst_ = false;
 };
 
 // The encode context of schedule phase `phase` run by `rank` (-1: a computation every rank

@@ -86,6 +86,20 @@ GradientReducer::GradientReducer(Transport& transport, std::vector<std::vector<N
   }
   marked_.assign(params * static_cast<size_t>(local_), 0);
   queued_.assign(buckets, 0);
+  // Folding needs every rank of the world here, in one address space, and a flat reduction
+  // whose inputs no one else reads (pre-division scales each rank's buffer).
+  const bool wholeWorldHere =
+      local_ > 1 && local_ == transport.worldSize() && transport.sharesMemory() && options_.groupSize == 0;
+  const bool hooksInstalled = options_.beforeReduce || options_.afterReduce || options_.encodeObserver;
+  for (const BucketLayout::Bucket& b : layout_.buckets()) {
+    const bool hooksRead = hooksInstalled && (!options_.hooksReadInputs || options_.hooksReadInputs(b.format));
+    folds_.push_back(wholeWorldHere && !(options_.average && options_.preDivide) && !hooksRead &&
+                             algorithms_[static_cast<size_t>(b.format)]->sumsInputsAhead()
+                         ? 1
+                         : 0);
+  }
+  nextFold_.assign(params, 0);
+  staged_.assign(params * static_cast<size_t>(local_), 0);
   thread_ = std::thread([this] { commLoop(); });
 }
 
@@ -123,22 +137,60 @@ void GradientReducer::markReady(int param, int localRank) {
   const int b = layout_.bucketOf(param);
   const BufferView slot = flatGradient(param, localRank);
   const BufferView& grad = grads_[static_cast<size_t>(localRank)][p];
-  bool queue = false;
+  const bool fold = folds_[static_cast<size_t>(b)] != 0;
+  bool foldNow = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     uint8_t& flag = marked_[static_cast<size_t>(localRank) * names_.size() + p];
     APS_CHECK(flag == 0, "comm reducer: gradient '{}' (local rank {}) marked ready twice in one step", names_[p],
               localRank);
     flag = 1;
+    foldNow = fold && nextFold_[p] == localRank;
+  }
+  if (foldNow) {  // its predecessor is folded: fold it from where backward left it
+    foldFrom(param, localRank, static_cast<const float*>(grad.data));
+    return;
   }
   // Copy outside the lock: hooks of different parameters may run concurrently.
   if (grad.data != slot.data && grad.count > 0) std::memcpy(slot.data, grad.data, grad.bytes());
+  bool queue = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (--pending_[static_cast<size_t>(b)] == 0 && options_.overlap) {
-      queued_[static_cast<size_t>(b)] = 1;
-      queue = true;
+    if (fold) {
+      // Staged: the rank folding its predecessor folds it too, unless that one has just
+      // finished (and found it not staged yet).
+      staged_[static_cast<size_t>(localRank) * names_.size() + p] = 1;
+      foldNow = nextFold_[p] == localRank;
+    } else {
+      queue = arrivedLocked(b);
     }
+  }
+  if (foldNow) foldFrom(param, localRank, static_cast<const float*>(slot.data));
+  if (queue) cv_.notify_all();
+}
+
+bool GradientReducer::arrivedLocked(int bucket) {
+  if (--pending_[static_cast<size_t>(bucket)] != 0 || !options_.overlap) return false;
+  queued_[static_cast<size_t>(bucket)] = 1;
+  return true;
+}
+
+void GradientReducer::foldFrom(int param, int localRank, const float* src) {
+  const auto p = static_cast<size_t>(param);
+  const int b = layout_.bucketOf(param);
+  const AllReduceAlgorithm& algorithm =
+      *algorithms_[static_cast<size_t>(layout_.buckets()[static_cast<size_t>(b)].format)];
+  float* acc = static_cast<float*>(flatGradient(param, 0).data);
+  const int64_t count = grads_[0][p].count;
+  bool queue = false;
+  for (int rank = localRank;;) {
+    if (count > 0) algorithm.foldInput(acc, src, count, rank == 0);
+    std::lock_guard<std::mutex> lock(mutex_);
+    nextFold_[p] = rank + 1;
+    queue = arrivedLocked(b) || queue;
+    ++rank;
+    if (rank == local_ || staged_[static_cast<size_t>(rank) * names_.size() + p] == 0) break;
+    src = static_cast<const float*>(flatGradient(param, rank).data);
   }
   if (queue) cv_.notify_all();
 }
@@ -171,6 +223,8 @@ StepCommStats GradientReducer::wait() {
     queued_[b] = 0;
   }
   std::fill(marked_.begin(), marked_.end(), 0);
+  std::fill(nextFold_.begin(), nextFold_.end(), 0);
+  std::fill(staged_.begin(), staged_.end(), 0);
   nextBucket_ = 0;
   doneBuckets_ = 0;
   ++step_;
@@ -226,7 +280,8 @@ SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext&
   } else {
     if (options.beforeReduce) options.beforeReduce(bucket);
     EncodeObserver* observer = options.encodeObserver ? options.encodeObserver(bucket) : nullptr;
-    sync = algorithm.run(transport, bucket.data, n, ctx, observer, options.resultInFirstOnly);
+    sync =
+        algorithm.run(transport, bucket.data, n, ctx, observer, options.resultInFirstOnly, bucket.inputsSummedInFirst);
     // Every local rank holds the same sum: what follows needs only one copy of it.
     BucketContext result = bucket;
     if (options.resultInFirstOnly) result.data = results = bucket.data.first(std::min<size_t>(1, bucket.data.size()));
@@ -246,8 +301,9 @@ void GradientReducer::reduceBucket(int b) {
     std::lock_guard<std::mutex> lock(mutex_);
     step = step_;
   }
-  const SyncStats sync = comm::reduceBucket(*algorithms_[static_cast<size_t>(bucket.format)],
-                                            {b, &bucket, &transport_, data, step}, options_);
+  const SyncStats sync =
+      comm::reduceBucket(*algorithms_[static_cast<size_t>(bucket.format)],
+                         {b, &bucket, &transport_, data, step, folds_[static_cast<size_t>(b)] != 0}, options_);
   // Simulated ranks that share a model (copy) share its gradients: of the local ranks writing
   // one destination only the last copy survives, so only that one is made (256 copies of the
   // whole gradient per step become one per model copy at 256 x 1). The result is local rank

@@ -31,6 +31,9 @@ struct BucketContext {
   Transport* transport = nullptr;                // for tiny agreements (comm/SmallAllReduce.h)
   std::span<float* const> data = {};             // the flat buffer of each local rank
   uint64_t step = 0;
+  // data[0] already holds the fp32 sum of every rank's input, folded in rank order as
+  // backward produced them (GradientReducer on the simulator); the other buffers hold nothing.
+  bool inputsSummedInFirst = false;
 };
 using BucketCallback = std::function<void(const BucketContext&)>;
 
@@ -71,6 +74,11 @@ struct ReducerOptions {
   // Asked after beforeReduce: who observes this bucket's encodes (the fidelity probe, on its
   // steps); null, or returning null, for none.
   std::function<EncodeObserver*(const BucketContext&)> encodeObserver = nullptr;
+  // Whether the hooks above (before/afterReduce, encodeObserver) read or change the ranks'
+  // buffers of a bucket of this wire format (scaling, error feedback, statistics, a probe).
+  // Where none does, the reducer may sum simulated ranks' gradients as they arrive
+  // (AllReduceAlgorithm::sumsInputsAhead). Null with hooks installed: they may.
+  std::function<bool(int format)> hooksReadInputs = nullptr;
   // Flat reduction (groupSize 0): only local rank 0's buffer need hold the result; the
   // afterReduce hooks (given that buffer alone) and the mean then run on it once instead of
   // once per simulated rank. The reducer sets it, as it copies every rank's gradient from there.
@@ -105,6 +113,13 @@ struct StepCommStats {
 // Gradients are copied into the flat buckets at markReady and back after the reduction. With a SimTransport, every
 // virtual rank registers its own gradients and marks them ready (markReady(p, localRank)); a bucket is queued once all
 // local ranks have.
+//
+// Folding (the simulator, fp32 on the wire, no hook reading the buffers): a bucket whose
+// algorithm sumsInputsAhead() does not keep every simulated rank's copy. Each parameter's
+// gradients are folded into local rank 0's buffer in rank order as they are marked ready;
+// a rank that comes before its predecessor is folded is copied to its own buffer (staged)
+// and folded by whoever folds the rank before it. The sum is that of the unfolded run, bit
+// for bit, and the memory traffic of 256 copies (written in backward, read after it) is gone.
 class GradientReducer {
  public:
   // grads[i]: the gradients of local rank transport.firstLocalRank() + i in registration
@@ -130,6 +145,8 @@ class GradientReducer {
   int bucketsReduced();
 
   const BucketLayout& layout() const { return layout_; }
+  // Whether bucket b is folded as its gradients arrive (see above).
+  bool foldsBucket(int bucket) const { return folds_.at(static_cast<size_t>(bucket)) != 0; }
   int paramCount() const { return static_cast<int>(names_.size()); }
 
  private:
@@ -137,6 +154,10 @@ class GradientReducer {
   BufferView flatGradient(int param, int localRank);
   void commLoop();
   void reduceBucket(int b);
+  // Folds (param, localRank) from `src`, then every staged rank after it; mutex_ not held.
+  void foldFrom(int param, int localRank, const float* src);
+  // One (param, rank) gradient is in its bucket; queues a complete bucket. mutex_ held.
+  bool arrivedLocked(int bucket);
 
   Transport& transport_;
   ReducerOptions options_;
@@ -153,6 +174,9 @@ class GradientReducer {
   std::vector<int> pending_;     // gradients a bucket still waits for
   std::vector<uint8_t> marked_;  // [local * params + p]
   std::vector<uint8_t> queued_;  // bucket b is complete and waits for the thread
+  std::vector<uint8_t> folds_;   // [bucket]: folded as marked (see above)
+  std::vector<int> nextFold_;    // [param]: the local rank whose gradient is folded next
+  std::vector<uint8_t> staged_;  // [local * params + p]: copied to its own buffer, not yet folded
   int nextBucket_ = 0;           // next bucket the thread reduces this step
   int doneBuckets_ = 0;
   bool stop_ = false;

@@ -23,6 +23,18 @@ TwoShotAllReduce::TwoShotAllReduce(std::shared_ptr<const precision::Codec> codec
 
 std::string TwoShotAllReduce::name() const { return name_ + "/" + codec_->name(); }
 
+// RankOrderSum's fp32 sum, rank by rank: the first input decoded, each next one decoded and
+// added; the inputs are read as their own encoding (fp32 bits).
+void TwoShotAllReduce::foldInput(float* acc, const float* input, int64_t n, bool first) const {
+  APS_CHECK(sumsInputsAhead(), "comm {}: does not sum inputs ahead", name());
+  const auto* bytes = reinterpret_cast<const uint8_t*>(input);
+  if (first) {
+    codec_->decode(bytes, n, acc);
+  } else {
+    codec_->decodeAdd(bytes, n, acc);
+  }
+}
+
 TwoShotAllReduce::Segments TwoShotAllReduce::segments(int64_t n, int world) const {
   // Chunk c is [n c / world, n (c + 1) / world): the longest has ceil(n / world) values.
   const int64_t longest = (n + world - 1) / world;
@@ -79,6 +91,10 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
   // has the same bytes), unless an observer wants the inputs' or sums' encodings.
   const bool readInputs = inPlace && codec.encodesFp32Bits() && !s.observing(EncodeObserver::Site::Input) &&
                           !s.observing(EncodeObserver::Site::Sum);
+  // The inputs summed ahead (foldInput, in rank order): data[0] holds every chunk's fp32 sum.
+  const bool summedAhead = s.inputsSummedInFirst();
+  APS_CHECK(!summedAhead || readInputs, "comm {}: inputs summed ahead need fp32 on the wire in one address space",
+            name());
   std::vector<uint8_t*> sendBuf(local), recvBuf(local), sumBuf(local);
   std::vector<float*> acc(local);
   for (size_t i = 0; i < local; ++i) {
@@ -188,9 +204,14 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
       const int64_t len = segmentSize(rank, k);
       sumPtr[i] = sumBuf[i] + k * stride;
       if (len == 0) return;
+      const int64_t begin = s.chunkBegin(n, rank) + k * seg.length;
+      if (summedAhead) {
+        codec.encode(data[0] + begin, len, sumBuf[i] + k * stride, s.encodeContext(rank, kEncodeSumPhase, begin));
+        progress();
+        return;
+      }
       RankOrderSum sum(codec, RankOrderSum::Mode::Fp32, s.baseContext(), 0);
       sum.resetInto(len, acc[i] + k * seg.length);
-      const int64_t begin = s.chunkBegin(n, rank) + k * seg.length;
       for (int src = 0; src < world; ++src) {
         const auto from = static_cast<size_t>(src - first);
         sum.add(readInputs ? reinterpret_cast<const uint8_t*>(data[from] + begin)

@@ -39,6 +39,11 @@ class TwoShotAllReduce final : public AllReduceAlgorithm {
   Segments segments(int64_t n, int world) const;
   int64_t segmentBytes() const { return segmentBytes_; }
 
+  // fp32 on the wire (Codec::encodesFp32Bits): the owners' sums are fp32 sums of the inputs
+  // in rank order, so they can be taken ahead (AllReduceAlgorithm::sumsInputsAhead).
+  bool sumsInputsAhead() const override { return codec_->encodesFp32Bits(); }
+  void foldInput(float* acc, const float* input, int64_t n, bool first) const override;
+
  protected:
   void reduce(ExchangeSchedule& schedule, std::span<float* const> data, int64_t n) const override;
   // fp32 on the wire: the owners' fp32 sums see every input value, and NaN and inf survive

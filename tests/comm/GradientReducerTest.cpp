@@ -147,6 +147,87 @@ TEST(GradientReducer, ReducesEveryBucketLikeOneAllReduceOfTheFlatBuffer) {
   }
 }
 
+// The simulator's folding (GradientReducer, "Folding"): two model copies compute the ranks
+// in turn (copy c: ranks c, c + 2, ...), as comm.sim_workers does, each marking its
+// gradients from its own thread in backward's order, so ranks arrive out of order and are
+// staged. The folded sums must be the bits of the unfolded reduction: -0 sums stay -0, a
+// NaN is flagged, and the bytes counted are the same.
+TEST(GradientReducer, FoldedSumsAreTheBitsOfTheUnfoldedOnes) {
+  const int ranks = 8, copies = 2;
+  const std::vector<int64_t> sizes{300, 7, 1000, 64, 5, 0};
+  for (const std::string spec : {"fp32", "native"}) {
+    const std::shared_ptr<const AllReduceAlgorithm> algorithm =
+        spec == "native" ? makeAllReduce({.kind = AllReduceKind::Native}, nullptr)
+                         : makeAllReduce({.kind = AllReduceKind::TwoShot}, precision::makeCodec("fp32"));
+    // Each step's gradients: [step][rank][param].
+    std::vector<std::vector<std::vector<std::vector<float>>>> steps;
+    for (uint64_t step = 0; step < 3; ++step) {
+      Model m(ranks, sizes, 100 + step);
+      for (int r = 0; r < ranks; ++r) m.grads[static_cast<size_t>(r)][2][11] = -0.0f;
+      if (step == 1) m.grads[5][2][3] = std::numeric_limits<float>::quiet_NaN();
+      steps.push_back(m.grads);
+    }
+    struct Run {
+      std::vector<std::vector<std::vector<float>>> result;  // [copy][param]
+      std::vector<StepCommStats> stats;
+      std::vector<bool> folds;
+    };
+    const auto run = [&](bool hooks) {
+      SimTransport sim(ranks);
+      Model copyGrads(copies, sizes, 0);
+      std::vector<std::vector<NamedGradient>> named;
+      const auto perCopy = copyGrads.named();
+      for (int r = 0; r < ranks; ++r) named.push_back(perCopy[static_cast<size_t>(r % copies)]);
+      ReducerOptions options{.bucketCapBytes = 2000, .firstBucketCapBytes = 100};
+      options.average = true;
+      if (hooks) options.beforeReduce = [](const BucketContext&) {};  // may read the buffers: no folding
+      GradientReducer reducer(sim, std::move(named), {algorithm}, {}, options);
+      Run out;
+      for (size_t b = 0; b < reducer.layout().buckets().size(); ++b)
+        out.folds.push_back(reducer.foldsBucket(static_cast<int>(b)));
+      for (const auto& grads : steps) {
+        std::vector<std::thread> workers;
+        for (int c = 0; c < copies; ++c) {
+          workers.emplace_back([&, c] {
+            for (int r = c; r < ranks; r += copies) {
+              for (size_t p = 0; p < sizes.size(); ++p) copyGrads.grads[static_cast<size_t>(c)][p] = grads[r][p];
+              for (int p = static_cast<int>(sizes.size()) - 1; p >= 0; --p) {
+                if ((r + p) % 3 == 0) std::this_thread::yield();
+                reducer.markReady(p, r);
+              }
+            }
+          });
+        }
+        for (auto& w : workers) w.join();
+        out.stats.push_back(reducer.wait());
+      }
+      out.result = copyGrads.grads;
+      return out;
+    };
+    const Run folded = run(false), plain = run(true);
+    ASSERT_FALSE(folded.folds.empty());
+    for (size_t b = 0; b < folded.folds.size(); ++b) {
+      EXPECT_TRUE(folded.folds[b]) << spec << " bucket " << b;
+      EXPECT_FALSE(plain.folds[b]) << spec << " bucket " << b;
+    }
+    for (size_t step = 0; step < steps.size(); ++step) {
+      EXPECT_EQ(folded.stats[step].nonFinite, step == 1) << spec;
+      EXPECT_EQ(plain.stats[step].nonFinite, step == 1) << spec;
+      EXPECT_EQ(folded.stats[step].bytesSent, plain.stats[step].bytesSent) << spec;
+    }
+    for (int c = 0; c < copies; ++c) {
+      for (size_t p = 0; p < sizes.size(); ++p) {
+        const auto& got = folded.result[static_cast<size_t>(c)][p];
+        const auto& want = plain.result[static_cast<size_t>(c)][p];
+        ASSERT_EQ(got.size(), want.size());
+        EXPECT_EQ(0, got.empty() ? 0 : std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << spec << " copy " << c << " param " << p;
+      }
+      EXPECT_TRUE(std::signbit(folded.result[static_cast<size_t>(c)][2][11])) << spec << ": a sum of -0 is -0";
+    }
+  }
+}
+
 TEST(GradientReducer, OverlapStartsBeforeBackwardEnds) {
   const int ranks = 2;
   Model model(ranks, {64, 64, 64, 64}, 2);
