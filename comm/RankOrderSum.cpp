@@ -53,17 +53,21 @@ void RankOrderSum::roundToFormat(std::vector<float>& v) {
   codec_.decode(scratch_.data(), n_, v.data());
 }
 
+void RankOrderSum::addFp32(const precision::Codec& codec, const uint8_t* encoded, int64_t n, float* sum, bool first) {
+  if (first) {
+    codec.decode(encoded, n, sum);
+  } else {
+    codec.decodeAdd(encoded, n, sum);
+  }
+}
+
 void RankOrderSum::add(const uint8_t* encoded) {
   const int k = added_++;
   if (n_ == 0) return;
   const auto count = static_cast<size_t>(n_);
   switch (mode_) {
     case Mode::Fp32:
-      if (k == 0) {
-        codec_.decode(encoded, n_, sum_);
-      } else {
-        codec_.decodeAdd(encoded, n_, sum_);
-      }
+      addFp32(codec_, encoded, n_, sum_, k == 0);
       break;
     case Mode::RoundEveryAdd:
       if (k == 0) {

@@ -26,6 +26,10 @@ class RankOrderSum {
   void resetInto(int64_t n, float* acc);
   // Adds the next rank's encoded contribution (encodedBytes(n) bytes).
   void add(const uint8_t* encoded);
+  // The Fp32 mode's step, for a sum kept outside a RankOrderSum (the simulator folding ranks
+  // as they arrive, AllReduceAlgorithm::foldInput): sum (n) <- the first rank's contribution
+  // decoded, or sum + the next one's decoded.
+  static void addFp32(const precision::Codec& codec, const uint8_t* encoded, int64_t n, float* sum, bool first);
   // The sum: fp32 (Fp32), decoded from the format (RoundEveryAdd), or the compensated sum.
   void result(float* out) const;
   // Fp32 mode: the running sum itself.

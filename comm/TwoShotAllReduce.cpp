@@ -23,16 +23,11 @@ TwoShotAllReduce::TwoShotAllReduce(std::shared_ptr<const precision::Codec> codec
 
 std::string TwoShotAllReduce::name() const { return name_ + "/" + codec_->name(); }
 
-// RankOrderSum's fp32 sum, rank by rank: the first input decoded, each next one decoded and
-// added; the inputs are read as their own encoding (fp32 bits).
+// The owners' sum (RankOrderSum's fp32 mode), one rank at a time; the inputs are read as
+// their own encoding (fp32 bits), as reduce() reads them in place.
 void TwoShotAllReduce::foldInput(float* acc, const float* input, int64_t n, bool first) const {
   APS_CHECK(sumsInputsAhead(), "comm {}: does not sum inputs ahead", name());
-  const auto* bytes = reinterpret_cast<const uint8_t*>(input);
-  if (first) {
-    codec_->decode(bytes, n, acc);
-  } else {
-    codec_->decodeAdd(bytes, n, acc);
-  }
+  RankOrderSum::addFp32(*codec_, reinterpret_cast<const uint8_t*>(input), n, acc, first);
 }
 
 TwoShotAllReduce::Segments TwoShotAllReduce::segments(int64_t n, int world) const {
@@ -102,7 +97,9 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
     sendBuf[i] = readInputs ? nullptr : s.scratch(kSend, i, offsets[w]);
     recvBuf[i] = inPlace ? nullptr : s.scratch(kRecv, i, counts[rank] * w);
     sumBuf[i] = s.scratch(kSum, i, counts[rank]);
-    acc[i] = s.scratchFloats(kAcc, i, static_cast<size_t>(s.chunkSize(n, static_cast<int>(rank))));
+    // Summed ahead, the sums are already in data[0].
+    acc[i] =
+        summedAhead ? nullptr : s.scratchFloats(kAcc, i, static_cast<size_t>(s.chunkSize(n, static_cast<int>(rank))));
   }
   uint8_t* gathered = s.scratch(kGathered, 0, offsets[w]);
 
