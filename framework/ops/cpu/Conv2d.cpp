@@ -38,7 +38,7 @@ constexpr int64_t kTargetColumns = 1024;
 constexpr int64_t kMinChunks = 8;
 
 // Workspace slots used inside the parallel loops; kSlotFlipped belongs to
-// the calling thread (slots 4 and 5 are taken by the panel convolution).
+// the calling thread (slots 4, 5 and 7 are taken by the panel convolution).
 constexpr int kSlotColumns = 0;
 constexpr int kSlotStaging = 1;
 constexpr int kSlotGradColumns = 3;

@@ -5,6 +5,8 @@
 #include "framework/ops/cpu/Simd.h"
 #include "framework/ops/cpu/Workspace.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -27,6 +29,7 @@ constexpr int64_t kTilesPerTask = 4;
 // Caller-thread workspace slots, read by every thread.
 constexpr int kSlotPaddedInput = 4;
 constexpr int kSlotOffsets = 5;
+constexpr int kSlotImages = 7;  // an image's padded planes per thread
 
 // tile (kRows, W * kLanes; row stride kMaxCols) <- a (depth, kRows)^T * b (depth, W * kLanes).
 // Nothing is packed: row d of b is the padded input itself at base + offsets[d], and a's
@@ -54,6 +57,25 @@ void microKernel(float* tile, const float* const* filters, const int64_t* weight
   }
   for (int64_t i = 0; i < kRows; ++i) {
     for (int w = 0; w < W; ++w) simd::store(tile + i * kMaxCols + w * kLanes, c[i][w]);
+  }
+}
+
+// padded <- planes [plane0, plane1) of in (planes, h, w) with a zero border, plane i at
+// padded + i * (h + 2 padH) (w + 2 padW).
+void padPlaneRange(float* padded, const float* in, int64_t plane0, int64_t plane1, int64_t h, int64_t w, int64_t padH,
+                   int64_t padW) {
+  const int64_t wp = w + 2 * padW, planeSize = (h + 2 * padH) * wp;
+  for (int64_t plane = plane0; plane < plane1; ++plane) {
+    float* dst = padded + plane * planeSize;
+    const float* src = in + plane * h * w;
+    std::fill(dst, dst + padH * wp, 0.0f);
+    for (int64_t y = 0; y < h; ++y) {
+      float* row = dst + (padH + y) * wp;
+      std::fill(row, row + padW, 0.0f);
+      std::memcpy(row + padW, src + y * w, static_cast<size_t>(w) * sizeof(float));
+      std::fill(row + padW + w, row + wp, 0.0f);
+    }
+    std::fill(dst + (padH + h) * wp, dst + planeSize, 0.0f);
   }
 }
 
@@ -121,14 +143,15 @@ inline void storeRun(float* out, const float* tile, int64_t first, int64_t colum
 
 // Direct path: image n, tile index within the image; columns are padded-width pixels
 // p * wp + q, of which q < Q are real outputs.
-void directTile(float* out, const float* padded, const float* weight, const WeightLayout& wl,
+// `image`: image n's padded planes, followed by what a tile may read past them.
+void directTile(float* out, const float* image, const float* weight, const WeightLayout& wl,
                 const int64_t* weightOffsets, const float* bias, const int64_t* offsets, int64_t n, int64_t tileInImage,
                 const Conv2dShape& s, const Geometry& geo) {
   alignas(64) float tile[kRows * kMaxCols];
   const int64_t width = geo.directWidth * kLanes;
   const int64_t j0 = tileInImage * width;
   for (int64_t g = 0; g < s.groups; ++g) {
-    const float* base = padded + (n * s.c + g * geo.cg) * geo.planeSize + j0;
+    const float* base = image + g * geo.cg * geo.planeSize + j0;
     for (int64_t block = 0; block < geo.blocks; ++block) {
       // A block past the group's last filter repeats that filter; its rows are not stored.
       const float* filters[kRows];
@@ -195,54 +218,50 @@ Geometry makeGeometry(const Conv2dShape& s) {
   return geo;
 }
 
-// padded <- the input's planes zero-padded and split into phases (Geometry), followed by
-// `tail` zeros.
-void padPhases(float* padded, const float* in, const Conv2dShape& s, const Geometry& geo, int64_t tail) {
-  const int64_t planes = s.n * s.c;
-  parallelFor(planes, 8, [&](int64_t plane0, int64_t plane1) {
-    for (int64_t plane = plane0; plane < plane1; ++plane) {
-      const float* src = in + plane * s.h * s.w;
-      float* dst = padded + plane * geo.planeSize;
-      for (int64_t a = 0; a < s.strideH; ++a) {
-        for (int64_t b = 0; b < s.strideW; ++b, dst += geo.hp * geo.wp) {
-          for (int64_t y = 0; y < geo.hp; ++y) {
-            float* row = dst + y * geo.wp;
-            const int64_t ih = y * s.strideH + a - s.padH;
-            if (ih < 0 || ih >= s.h) {
-              std::fill(row, row + geo.wp, 0.0f);
-              continue;
-            }
-            for (int64_t x = 0; x < geo.wp; ++x) {
-              const int64_t iw = x * s.strideW + b - s.padW;
-              row[x] = iw >= 0 && iw < s.w ? src[ih * s.w + iw] : 0.0f;
-            }
+// padded <- input planes [plane0, plane1) zero-padded and split into phases (Geometry),
+// plane i at padded + i * planeSize.
+void padPhasePlanes(float* padded, const float* in, int64_t plane0, int64_t plane1, const Conv2dShape& s,
+                    const Geometry& geo) {
+  for (int64_t plane = plane0; plane < plane1; ++plane) {
+    const float* src = in + plane * s.h * s.w;
+    float* dst = padded + plane * geo.planeSize;
+    for (int64_t a = 0; a < s.strideH; ++a) {
+      for (int64_t b = 0; b < s.strideW; ++b, dst += geo.hp * geo.wp) {
+        for (int64_t y = 0; y < geo.hp; ++y) {
+          float* row = dst + y * geo.wp;
+          const int64_t ih = y * s.strideH + a - s.padH;
+          if (ih < 0 || ih >= s.h) {
+            std::fill(row, row + geo.wp, 0.0f);
+            continue;
+          }
+          for (int64_t x = 0; x < geo.wp; ++x) {
+            const int64_t iw = x * s.strideW + b - s.padW;
+            row[x] = iw >= 0 && iw < s.w ? src[ih * s.w + iw] : 0.0f;
           }
         }
       }
     }
-  });
-  std::fill(padded + planes * geo.planeSize, padded + planes * geo.planeSize + tail, 0.0f);
+  }
+}
+
+// padded <- planes [plane0, plane1) of `in` padded as the panel kernel reads them: zero
+// borders at unit stride, zero borders and stride phases otherwise (plane i at padded + i * planeSize).
+void padRange(float* padded, const float* in, int64_t plane0, int64_t plane1, const Conv2dShape& s,
+              const Geometry& geo) {
+  if (s.strideH == 1 && s.strideW == 1) {
+    padPlaneRange(padded, in, plane0, plane1, s.h, s.w, s.padH, s.padW);
+  } else {
+    padPhasePlanes(padded, in, plane0, plane1, s, geo);
+  }
 }
 
 }  // namespace
 
 void padPlanes(float* padded, const float* in, int64_t planes, int64_t h, int64_t w, int64_t padH, int64_t padW,
                int64_t tail) {
-  const int64_t wp = w + 2 * padW, planeSize = (h + 2 * padH) * wp;
-  parallelFor(planes, 8, [&](int64_t plane0, int64_t plane1) {
-    for (int64_t plane = plane0; plane < plane1; ++plane) {
-      float* dst = padded + plane * planeSize;
-      const float* src = in + plane * h * w;
-      std::fill(dst, dst + padH * wp, 0.0f);
-      for (int64_t y = 0; y < h; ++y) {
-        float* row = dst + (padH + y) * wp;
-        std::fill(row, row + padW, 0.0f);
-        std::memcpy(row + padW, src + y * w, static_cast<size_t>(w) * sizeof(float));
-        std::fill(row + padW + w, row + wp, 0.0f);
-      }
-      std::fill(dst + (padH + h) * wp, dst + planeSize, 0.0f);
-    }
-  });
+  const int64_t planeSize = (h + 2 * padH) * (w + 2 * padW);
+  parallelFor(planes, 8,
+              [&](int64_t plane0, int64_t plane1) { padPlaneRange(padded, in, plane0, plane1, h, w, padH, padW); });
   std::fill(padded + planes * planeSize, padded + planes * planeSize + tail, 0.0f);
 }
 
@@ -261,22 +280,49 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
   const WeightLayout wl = weightOffsets(wOffsets, s, geo, layout);
   // Over-wide direct tiles read up to a tile (plus the filter's reach) past the last pixel.
   const int64_t tail = kSlack + geo.directColumns;
-  float* padded = Workspace::get(kSlotPaddedInput, s.n * s.c * geo.planeSize + tail);
-  if (s.strideH == 1 && s.strideW == 1) {
-    padPlanes(padded, in, s.n * s.c, s.h, s.w, s.padH, s.padW, tail);
-  } else {
-    padPhases(padded, in, s, geo, tail);
+  const int64_t imageSize = s.c * geo.planeSize;
+  const int64_t tilesPerImage = geo.directColumns / (geo.directWidth * kLanes);
+  const int64_t available = numThreads();
+
+  if (available == 1 || s.n >= 2 * available) {
+    // An image per task: each thread pads the image into its own buffer and computes all of
+    // its tiles while the padded planes are in its cache, instead of one pass padding the
+    // whole batch to memory and another reading it back. The same FMA chains, so the same bits.
+    // The threads' buffers are taken here, on the calling thread: a worker thread's first
+    // allocation would give it a heap arena of its own (megabytes of resident memory).
+    const int threads = static_cast<int>(std::min<int64_t>(available, s.n));
+    const int64_t stride = (imageSize + tail + 15) / 16 * 16;  // 64-byte aligned buffers
+    float* buffers = Workspace::get(kSlotImages, threads * stride);
+    // The weight gradient pads the whole batch into kSlotPaddedInput (ConvWeightGrad.cpp).
+    // Taking that room now, untouched (no resident memory), keeps it where the first
+    // convolution of the forward pass puts it, below the activations: taken first in the
+    // backward pass it lands above them and ResNet-20's peak memory grew by 2-6 MiB.
+    Workspace::get(kSlotPaddedInput, s.n * imageSize + tail);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
+    for (int64_t n = 0; n < s.n; ++n) {
+      float* image = buffers + omp_get_thread_num() * stride;
+      padRange(image, in + n * s.c * s.h * s.w, 0, s.c, s, geo);
+      std::fill(image + imageSize, image + imageSize + tail, 0.0f);
+      for (int64_t tile = 0; tile < tilesPerImage; ++tile) {
+        directTile(out, image, weight, wl, wOffsets, bias, offsets, n, tile, s, geo);
+      }
+    }
+    return;
   }
 
-  const int64_t tilesPerImage = geo.directColumns / (geo.directWidth * kLanes);
+  // Fewer images than tasks for the threads: the whole batch padded first, tiles shared out.
+  float* padded = Workspace::get(kSlotPaddedInput, s.n * imageSize + tail);
+  parallelFor(s.n * s.c, 8, [&](int64_t plane0, int64_t plane1) { padRange(padded, in, plane0, plane1, s, geo); });
+  std::fill(padded + s.n * imageSize, padded + s.n * imageSize + tail, 0.0f);
   const int64_t tiles = s.n * tilesPerImage;
   const int64_t tasks = (tiles + kTilesPerTask - 1) / kTilesPerTask;
-  const int threads = static_cast<int>(std::min<int64_t>(numThreads(), tasks));
+  const int threads = static_cast<int>(std::min<int64_t>(available, tasks));
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
   for (int64_t task = 0; task < tasks; ++task) {
     const int64_t last = std::min(tiles, (task + 1) * kTilesPerTask);
     for (int64_t tile = task * kTilesPerTask; tile < last; ++tile) {
-      directTile(out, padded, weight, wl, wOffsets, bias, offsets, tile / tilesPerImage, tile % tilesPerImage, s, geo);
+      const int64_t n = tile / tilesPerImage;
+      directTile(out, padded + n * imageSize, weight, wl, wOffsets, bias, offsets, n, tile % tilesPerImage, s, geo);
     }
   }
 }

@@ -169,9 +169,19 @@ TEST(ConvReference, EveryPathMatchesPlainLoops) {
   for (const Case& t : kCases) check(t);
 }
 
+// The panel kernel pads and computes an image per task when there are at least twice as many
+// images as threads, or one thread (batches of 4 and 5 here on two threads, every batch on
+// one), and pads the whole batch first otherwise.
 TEST(ConvReference, EveryPathMatchesPlainLoopsOnTwoThreads) {
   const int saved = aps::numThreads();
   aps::setNumThreads(2);
+  for (const Case& t : kCases) check(t);
+  aps::setNumThreads(saved);
+}
+
+TEST(ConvReference, EveryPathMatchesPlainLoopsOnOneThread) {
+  const int saved = aps::numThreads();
+  aps::setNumThreads(1);
   for (const Case& t : kCases) check(t);
   aps::setNumThreads(saved);
 }
