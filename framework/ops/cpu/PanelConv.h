@@ -21,7 +21,10 @@ bool panelConvSupported(const Conv2dShape& shape);
 // the split input at a fixed offset: a register-tiled FMA micro-kernel (8 filters x 16 to 48
 // pixels on AVX-512, 4 x 8 to 24 on AVX2; Goto & van de Geijn, "Anatomy of High-Performance
 // Matrix Multiplication", 2008) reads it in place, and the columns with q >= Q are dropped.
-// Every output is one fixed-order FMA chain, so its bits do not depend on the thread count.
+// With at least two images per thread (or one thread), each image is padded into its thread's
+// buffer just before its tiles are computed, so the padded planes are read from cache; smaller
+// batches are padded whole first and their tiles shared out. Every output is one fixed-order
+// FMA chain, so its bits depend neither on the thread count nor on the path.
 //
 // The weights are read where they lie (no packed copy): each broadcast weight is found by a
 // per-tap offset. With PanelWeights::FlippedTransposed, `weight` is (C, K/g, R, S): the weight
