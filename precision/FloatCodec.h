@@ -40,6 +40,10 @@ class FloatCodec : public Codec {
   const kernels::RoundingParams& roundingParams() const { return quantizer_.params(); }
   // How this codec's codes decode (kernels::decodeCode; the CUDA codec decodes with it).
   const kernels::CodeDecodeParams& decodeParams() const { return decodeParams_; }
+  // Whether the fused decodeAddEncode decodes byte codes through fp16 (F16C) rather than table
+  // permutes: E + M = 7 formats whose codes embed in fp16 up to one shared special value,
+  // checked code by code when the codec is built (AVX-512 builds only).
+  bool decodesBytesThroughFp16() const { return half_.usable; }
 
  private:
   // Byte offset of element i (i even for packed nibbles).
@@ -57,7 +61,13 @@ class FloatCodec : public Codec {
   template <bool kAdd>
   int64_t decodeBytes16(const uint8_t* in, int64_t n, float* out) const;
   int64_t decodeSumBytes16(const uint8_t* a, const uint8_t* b, int64_t n, float* out) const;
+  template <typename Decoder, bool kAdd>
+  int64_t decodeBytesWith(const uint8_t* in, int64_t n, float* out) const;
+  template <typename Decoder>
+  int64_t decodeSumBytesWith(const uint8_t* a, const uint8_t* b, int64_t n, float* out) const;
+  void probeHalfLayout();
   class ByteDecoder16;
+  class HalfDecoder16;
 #endif
 
   void encodeFp32Identity(const float* in, int64_t n, uint8_t* out) const;
@@ -71,6 +81,13 @@ class FloatCodec : public Codec {
   // Byte codes: table_[c | 128] has table_[c]'s bits xor bit7Flip_ for every c (checked, not assumed).
   bool bit7Symmetric_ = false;
   uint32_t bit7Flip_ = 0;
+  // Byte codes that decode through fp16 (FloatCodec::HalfDecoder16; probeHalfLayout).
+  struct HalfLayout {
+    bool usable = false;
+    int shift = 0;                            // the magnitude's left shift onto fp16's fields
+    float scale = 1.0f;                       // 2^(15 - bias)
+    uint32_t patchFrom = 128, patchBits = 0;  // magnitudes >= patchFrom decode to patchBits
+  } half_;
   // fp32 with IEEE overflow: the bits of its NaN (encode is then encodeFp32Identity); else 0.
   uint32_t identityNanBits_ = 0;
 };

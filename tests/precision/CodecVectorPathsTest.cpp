@@ -275,6 +275,32 @@ TEST(CodecVectorPaths, DecodeAddAndDecodeAddEncodeAgreeWithTheSharedDecodeAndRou
   }
 }
 
+// The fused step decodes byte codes through fp16 where every code embeds (the bits are checked
+// against the table by the decode-add-encode test above); a decoder that fails its own check
+// at construction falls back to the table permutes, which this test would notice.
+TEST(CodecVectorPaths, FusedStepDecodesEmbeddableByteCodesThroughFp16) {
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__F16C__)
+  const bool vector = true;
+#else
+  const bool vector = false;
+#endif
+  // e4m3: NaN is the one special (0x7f); e5m2: fp16's own inf, its NaNs one value; a custom
+  // bias without specials: every code a scaled fp16 value.
+  for (const char* name : {"e4m3", "e5m2"}) {
+    EXPECT_EQ(FloatCodec(FloatFormat::preset(name), RoundingMode::Stochastic).decodesBytesThroughFp16(), vector)
+        << name;
+  }
+  const auto e3m4 = FloatFormat::fromMap(
+      {{"exponent_bits", "3"}, {"mantissa_bits", "4"}, {"bias", "2"}, {"specials", "none"}, {"overflow", "saturate"}});
+  EXPECT_EQ(FloatCodec(e3m4, RoundingMode::NearestEven).decodesBytesThroughFp16(), vector);
+  // Not: IEEE specials below fp16's (inf and NaNs, two values), codes without subnormals (the
+  // smallest read differently in fp16, and not as one value), formats narrower than a byte.
+  EXPECT_FALSE(FloatCodec(FloatFormat::preset("e4m3_ieee"), RoundingMode::NearestEven).decodesBytesThroughFp16());
+  const auto flushed = FloatFormat::fromMap({{"preset", "e5m2"}, {"subnormals", "false"}});
+  EXPECT_FALSE(FloatCodec(flushed, RoundingMode::NearestEven).decodesBytesThroughFp16());
+  EXPECT_FALSE(FloatCodec(FloatFormat::preset("e3m2"), RoundingMode::NearestEven).decodesBytesThroughFp16());
+}
+
 // Blocks of 64 a vector path is most likely to get wrong: every code value and midpoint (ties
 // between codes) and their neighbours at absmax 1, at 3 and at the smallest normal; zeros;
 // one huge value among small ones; NaN; infinities; subnormal absmax (the inverse is inf);

@@ -31,6 +31,8 @@ inline std::vector<FloatFormat> vectorPathFormats() {
   formats.push_back(FloatFormat::fromMap({{"preset", "bf16"}, {"overflow", "saturate"}}));
   formats.push_back(FloatFormat::fromMap({{"preset", "bf16"}, {"subnormals", "false"}, {"overflow", "saturate"}}));
   formats.push_back(FloatFormat::fromMap({{"exponent_bits", "3"}, {"mantissa_bits", "4"}, {"bias", "2"}}));
+  formats.push_back(FloatFormat::fromMap(
+      {{"exponent_bits", "3"}, {"mantissa_bits", "4"}, {"bias", "2"}, {"specials", "none"}, {"overflow", "saturate"}}));
   formats.push_back(FloatFormat::fromMap({{"exponent_bits", "6"}, {"mantissa_bits", "5"}, {"bias", "40"}}));
   formats.push_back(FloatFormat::fromMap(
       {{"exponent_bits", "2"}, {"mantissa_bits", "2"}, {"specials", "none"}, {"overflow", "saturate"}}));
