@@ -22,7 +22,7 @@ namespace aps::precision {
 
 namespace {
 
-constexpr int64_t kChunk = 1024;  // values per fused step; even, so nibble chunks start on a byte
+constexpr int64_t kChunk = 4096;  // values per fused step; even, so nibble chunks start on a byte
 
 bool sameLayout(const FloatFormat& a, const FloatFormat& b) {
   return a.exponentBits == b.exponentBits && a.mantissaBits == b.mantissaBits && a.bias == b.bias &&
