@@ -9,12 +9,24 @@
 # one round and the median over rounds is the figure to quote, not one run's images per second.
 # APS_BENCH_TRAIN overrides the binary (default: build/bin/aps_bench_train);
 # PYTHON the interpreter with torch (default: /usr/bin/python3).
+# PyTorch runs with the C heap settings aps's CpuAllocator sets for itself (glibc's trim
+# threshold 256 MiB, top pad 4 MiB, fixed mmap threshold 32 MiB), so that the two are compared
+# on their kernels: with glibc's defaults PyTorch's heap is trimmed and faulted in again, and its
+# speed moves by up to 2.5x between runs of the same command. APS_COMPARE_TORCH_HEAP=default
+# runs it with glibc's defaults instead; each summary line says which ("torch_heap").
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 bench="${APS_BENCH_TRAIN:-$root/build/bin/aps_bench_train}"
 python="${PYTHON:-/usr/bin/python3}"
 [[ -x "$bench" ]] || { echo "compare.sh: $bench not found; build the aps_bench_train target" >&2; exit 1; }
+
+torch_heap="${APS_COMPARE_TORCH_HEAP:-aps}"
+case "$torch_heap" in
+  aps) torch_env=(env MALLOC_TRIM_THRESHOLD_=268435456 MALLOC_TOP_PAD_=4194304 MALLOC_MMAP_THRESHOLD_=33554432) ;;
+  default) torch_env=(env) ;;
+  *) echo "compare.sh: APS_COMPARE_TORCH_HEAP must be 'aps' or 'default', got '$torch_heap'" >&2; exit 2 ;;
+esac
 
 rounds=1
 if [[ "${1:-}" == "--rounds" ]]; then
@@ -27,17 +39,18 @@ summaries=()
 for ((round = 1; round <= rounds; ++round)); do
   if ((round % 2 == 1)); then
     aps_line="$("$bench" "$@")"
-    torch_line="$("$python" "$here/torch_bench.py" "$@")"
+    torch_line="$("${torch_env[@]}" "$python" "$here/torch_bench.py" "$@")"
   else
-    torch_line="$("$python" "$here/torch_bench.py" "$@")"
+    torch_line="$("${torch_env[@]}" "$python" "$here/torch_bench.py" "$@")"
     aps_line="$("$bench" "$@")"
   fi
   echo "$aps_line"
   echo "$torch_line"
-  summary="$("$python" - "$aps_line" "$torch_line" <<'PY'
+  summary="$("$python" - "$aps_line" "$torch_line" "$torch_heap" <<'PY'
 import json, sys
 a, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 print(json.dumps({"model": a["model"], "input": a["input"], "batch": a["batch"], "threads": a["threads"],
+                  "torch_heap": sys.argv[3],
                   "aps_images_per_s": a["images_per_s"], "torch_images_per_s": t["images_per_s"],
                   "speed_ratio_aps_over_torch": round(a["images_per_s"] / t["images_per_s"], 3),
                   "aps_cpu_ms_per_step": a["cpu_ms_per_step"], "torch_cpu_ms_per_step": t["cpu_ms_per_step"],
@@ -57,7 +70,7 @@ rows = [json.loads(s) for s in sys.argv[1:]]
 ratios = [r["speed_ratio_aps_over_torch"] for r in rows]
 first = rows[0]
 print(json.dumps({"model": first["model"], "input": first["input"], "batch": first["batch"],
-                  "threads": first["threads"], "rounds": len(rows),
+                  "threads": first["threads"], "torch_heap": first["torch_heap"], "rounds": len(rows),
                   "speed_ratio_median": round(statistics.median(ratios), 3),
                   "speed_ratio_min": min(ratios), "speed_ratio_max": max(ratios),
                   "speed_ratios": ratios,
