@@ -49,8 +49,14 @@ ROWS = [
 ]
 
 
-def run_json(cmd):
-    out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
+# The C heap settings aps's CpuAllocator sets for itself; PyTorch gets them too, as in
+# compare.sh (with glibc's defaults its heap is trimmed and faulted in again, and its speed
+# moved by up to 2.5x between runs of the same command).
+TORCH_HEAP = {"MALLOC_TRIM_THRESHOLD_": "268435456", "MALLOC_TOP_PAD_": "4194304", "MALLOC_MMAP_THRESHOLD_": "33554432"}
+
+
+def run_json(cmd, env=None):
+    out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -81,7 +87,8 @@ def workload_section(model, image, batch, threads, steps, peaks, aps_bin, python
     common = ["--model", model, "--input", image, "--batch", str(batch), "--threads", str(threads),
               "--steps", str(steps), "--warmup", "2", "--profile"]
     aps = run_json([str(aps_bin)] + common)
-    torch = run_json([python, str(ROOT / "tools" / "aps_bench_train" / "torch_bench.py")] + common)
+    torch = run_json([python, str(ROOT / "tools" / "aps_bench_train" / "torch_bench.py")] + common,
+                     env=dict(os.environ, **TORCH_HEAP))
     a_ops, t_ops = aps["profile"]["ops"], torch["profile"]["ops"]
     a_step, t_step = aps["profile"]["step_ms"], torch["profile"]["step_ms"]
     lines = [f"### {model}, {image}, batch {batch}, {threads} threads", "",
