@@ -6,6 +6,8 @@
 #include "framework/ops/cpu/Simd.h"
 #include "framework/ops/cpu/Workspace.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 namespace aps::cpu::detail {
@@ -24,12 +26,18 @@ constexpr int64_t kChunkFloats = 4 * 1024 * 1024;
 // into accumulator rows past the real ones, which are dropped.
 constexpr int kTapStep = 2;
 
+// Pixels per block: each thread walks the batch a block of whole images at a time and runs
+// all of its tiles over a block before the next, so the block's transposed gradOut and padded
+// input are read from memory once per thread and from its cache by every further tile.
+constexpr int64_t kBlockPixels = 256;
+
 // Workspace slots of the calling thread, used by all: the chunk's transposed gradOut, the
-// accumulators, the tap offsets and the padded input.
+// accumulators, the tap offsets and each thread's padded block of images (the slot
+// PanelConv.cpp pads its images into).
 constexpr int kSlotGradRows = 1;
 constexpr int kSlotAccumulators = 2;
 constexpr int kSlotOffsets = 3;
-constexpr int kSlotPaddedInput = 4;
+constexpr int kSlotImages = 7;
 
 // Taps per tile for V vectors of filters: V x T accumulators plus V gradOut vectors and a
 // broadcast must fit the registers; beyond 16 taps the offsets no longer fit in registers.
@@ -163,14 +171,10 @@ void convWeightGrad(float* gradWeight, const float* gradOut, const float* in, co
   const int64_t kPad = (kg + kLanes - 1) / kLanes * kLanes, kdPad = kd + kTapStep;
   float* acc = Workspace::get(kSlotAccumulators, s.groups * kdPad * kPad);
 
-  // The taps read the zero-padded input in place (a copy only where there is padding).
-  const int64_t wp = s.w + 2 * s.padW, planeSize = (s.h + 2 * s.padH) * wp;
-  const float* padded = in;
-  if (s.padH != 0 || s.padW != 0) {
-    float* buffer = Workspace::get(kSlotPaddedInput, s.n * s.c * planeSize);
-    padPlanes(buffer, in, s.n * s.c, s.h, s.w, s.padH, s.padW, 0);
-    padded = buffer;
-  }
+  // The taps read the zero-padded input: in place without padding, otherwise each thread pads
+  // the channels its tiles read, a block of images at a time, into its own buffer.
+  const int64_t wp = s.w + 2 * s.padW, planeSize = (s.h + 2 * s.padH) * wp, imageFloats = s.c * planeSize;
+  const bool padding = s.padH != 0 || s.padW != 0;
   // offsets[(c, r, t)]: where tap (c, r, t) of a pixel reads, relative to the pixel's
   // top-left input corner; the spare taps repeat the last.
   auto* offsets = reinterpret_cast<int64_t*>(Workspace::get(kSlotOffsets, 2 * kdPad));
@@ -183,8 +187,8 @@ void convWeightGrad(float* gradWeight, const float* gradOut, const float* in, co
   }
   std::fill(offsets + kd, offsets + kdPad, offsets[kd - 1]);
 
-  // Tiles: (group, filter vectors, taps). Their sizes only decide which thread computes
-  // which weights, never the order of any weight's FMAs.
+  // Tiles: (group, filter vectors, taps), each thread a contiguous range of them. Their sizes
+  // only decide which thread computes which weights, never the order of any weight's FMAs.
   const int64_t vectors = kPad / kLanes;
   const int64_t vectorsPerTile = std::min<int64_t>(kMaxVectors, vectors);
   const int64_t filterTiles = (vectors + vectorsPerTile - 1) / vectorsPerTile;
@@ -192,13 +196,17 @@ void convWeightGrad(float* gradWeight, const float* gradOut, const float* in, co
   const int64_t taps = tapsPerTile(vectorsPerTile, kd, s.groups * filterTiles, threads);
   const int64_t tapTiles = (kd + taps - 1) / taps;
   const int64_t tiles = s.groups * filterTiles * tapTiles;
+  const int team = static_cast<int>(std::min<int64_t>(threads, tiles));
+
+  const int64_t imagesPerBlock = std::clamp<int64_t>((kBlockPixels + pq - 1) / pq, 1, s.n);
+  // The threads' buffers are taken here, on the calling thread (PanelConv.cpp says why).
+  const int64_t bufferStride = (imagesPerBlock * imageFloats + 15) / 16 * 16;
+  float* buffers = padding ? Workspace::get(kSlotImages, team * bufferStride) : nullptr;
 
   const int64_t imagesPerChunk = std::clamp<int64_t>(kChunkFloats / (s.groups * pq * kPad), 1, s.n);
   float* dyT = Workspace::get(kSlotGradRows, s.groups * imagesPerChunk * pq * kPad);
   for (int64_t n0 = 0; n0 < s.n; n0 += imagesPerChunk) {
     const int64_t images = std::min(imagesPerChunk, s.n - n0);
-    const int64_t rows = images * p;
-    const int team = static_cast<int>(std::min<int64_t>(threads, std::max(tiles, s.groups * images)));
 #pragma omp parallel num_threads(team) if (team > 1)
     {
       // gradOut of the chunk transposed, (group, pixel, filter), zero past the filters.
@@ -207,14 +215,42 @@ void convWeightGrad(float* gradWeight, const float* gradOut, const float* in, co
         const int64_t g = gb / images, b = gb % images;
         transpose(dyT + gb * pq * kPad, kPad, gradOut + ((n0 + b) * s.k + g * kg) * pq, pq, kg, pq);
       }
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t tile = 0; tile < tiles; ++tile) {
-        const int64_t g = tile / (filterTiles * tapTiles);
-        const int64_t v0 = tile / tapTiles % filterTiles * vectorsPerTile, t0 = tile % tapTiles * taps;
-        const Pixels px{padded + (n0 * s.c + g * cg) * planeSize, s.c * planeSize, p, s.strideH * wp, q, s.strideW};
-        outerTilesFor(std::min(vectorsPerTile, vectors - v0), std::min(taps, kd - t0),
-                      acc + (g * kdPad + t0) * kPad + v0 * kLanes, kPad, n0 == 0,
-                      dyT + g * images * pq * kPad + v0 * kLanes, kPad, px, rows, offsets + t0);
+      const int members = omp_get_num_threads(), me = omp_get_thread_num();
+      const int64_t first = tiles * me / members, last = tiles * (me + 1) / members;
+      const auto tileAt = [&](int64_t tile) {
+        struct {
+          int64_t g, v0, t0;
+        } at{tile / (filterTiles * tapTiles), tile / tapTiles % filterTiles * vectorsPerTile, tile % tapTiles * taps};
+        return at;
+      };
+      // The input channels [cLo, cHi) that this thread's tiles read, spare tap rows included.
+      int64_t cLo = s.c, cHi = 0;
+      for (int64_t tile = first; tile < last; ++tile) {
+        const auto at = tileAt(tile);
+        const int64_t lastTap =
+            std::min(at.t0 + (std::min(taps, kd - at.t0) + kTapStep - 1) / kTapStep * kTapStep, kd) - 1;
+        cLo = std::min(cLo, at.g * cg + at.t0 / rs);
+        cHi = std::max(cHi, at.g * cg + lastTap / rs + 1);
+      }
+      float* buffer = padding ? buffers + me * bufferStride : nullptr;
+      for (int64_t b0 = 0; b0 < images && first < last; b0 += imagesPerBlock) {
+        const int64_t blockImages = std::min(imagesPerBlock, images - b0);
+        const float* block = in + (n0 + b0) * imageFloats;
+        if (padding) {
+          for (int64_t b = 0; b < blockImages; ++b) {
+            padPlaneRange(buffer + b * imageFloats + cLo * planeSize, in + ((n0 + b0 + b) * s.c + cLo) * s.h * s.w, 0,
+                          cHi - cLo, s.h, s.w, s.padH, s.padW);
+          }
+          block = buffer;
+        }
+        for (int64_t tile = first; tile < last; ++tile) {
+          const auto at = tileAt(tile);
+          const Pixels px{block + at.g * cg * planeSize, imageFloats, p, s.strideH * wp, q, s.strideW};
+          outerTilesFor(std::min(vectorsPerTile, vectors - at.v0), std::min(taps, kd - at.t0),
+                        acc + (at.g * kdPad + at.t0) * kPad + at.v0 * kLanes, kPad, n0 + b0 == 0,
+                        dyT + (at.g * images + b0) * pq * kPad + at.v0 * kLanes, kPad, px, blockImages * p,
+                        offsets + at.t0);
+        }
       }
     }
   }

@@ -60,25 +60,6 @@ void microKernel(float* tile, const float* const* filters, const int64_t* weight
   }
 }
 
-// padded <- planes [plane0, plane1) of in (planes, h, w) with a zero border, plane i at
-// padded + i * (h + 2 padH) (w + 2 padW).
-void padPlaneRange(float* padded, const float* in, int64_t plane0, int64_t plane1, int64_t h, int64_t w, int64_t padH,
-                   int64_t padW) {
-  const int64_t wp = w + 2 * padW, planeSize = (h + 2 * padH) * wp;
-  for (int64_t plane = plane0; plane < plane1; ++plane) {
-    float* dst = padded + plane * planeSize;
-    const float* src = in + plane * h * w;
-    std::fill(dst, dst + padH * wp, 0.0f);
-    for (int64_t y = 0; y < h; ++y) {
-      float* row = dst + (padH + y) * wp;
-      std::fill(row, row + padW, 0.0f);
-      std::memcpy(row + padW, src + y * w, static_cast<size_t>(w) * sizeof(float));
-      std::fill(row + padW + w, row + wp, 0.0f);
-    }
-    std::fill(dst + (padH + h) * wp, dst + planeSize, 0.0f);
-  }
-}
-
 struct Geometry {
   int64_t p, q, pq, cg, kg, kd, blocks;  // blocks: kRows-filter blocks per group
   // The zero-padded input, each plane split into strideH x strideW phases (a, b) holding its
@@ -257,12 +238,21 @@ void padRange(float* padded, const float* in, int64_t plane0, int64_t plane1, co
 
 }  // namespace
 
-void padPlanes(float* padded, const float* in, int64_t planes, int64_t h, int64_t w, int64_t padH, int64_t padW,
-               int64_t tail) {
-  const int64_t planeSize = (h + 2 * padH) * (w + 2 * padW);
-  parallelFor(planes, 8,
-              [&](int64_t plane0, int64_t plane1) { padPlaneRange(padded, in, plane0, plane1, h, w, padH, padW); });
-  std::fill(padded + planes * planeSize, padded + planes * planeSize + tail, 0.0f);
+void padPlaneRange(float* padded, const float* in, int64_t plane0, int64_t plane1, int64_t h, int64_t w, int64_t padH,
+                   int64_t padW) {
+  const int64_t wp = w + 2 * padW, planeSize = (h + 2 * padH) * wp;
+  for (int64_t plane = plane0; plane < plane1; ++plane) {
+    float* dst = padded + plane * planeSize;
+    const float* src = in + plane * h * w;
+    std::fill(dst, dst + padH * wp, 0.0f);
+    for (int64_t y = 0; y < h; ++y) {
+      float* row = dst + (padH + y) * wp;
+      std::fill(row, row + padW, 0.0f);
+      std::memcpy(row + padW, src + y * w, static_cast<size_t>(w) * sizeof(float));
+      std::fill(row + padW + w, row + wp, 0.0f);
+    }
+    std::fill(dst + (padH + h) * wp, dst + planeSize, 0.0f);
+  }
 }
 
 bool panelConvSupported(const Conv2dShape& shape) { return makeGeometry(shape).direct; }
@@ -293,11 +283,6 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
     const int threads = static_cast<int>(std::min<int64_t>(available, s.n));
     const int64_t stride = (imageSize + tail + 15) / 16 * 16;  // 64-byte aligned buffers
     float* buffers = Workspace::get(kSlotImages, threads * stride);
-    // The weight gradient pads the whole batch into kSlotPaddedInput (ConvWeightGrad.cpp).
-    // Taking that room now, untouched (no resident memory), keeps it where the first
-    // convolution of the forward pass puts it, below the activations: taken first in the
-    // backward pass it lands above them and ResNet-20's peak memory grew by 2-6 MiB.
-    Workspace::get(kSlotPaddedInput, s.n * imageSize + tail);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
     for (int64_t n = 0; n < s.n; ++n) {
       float* image = buffers + omp_get_thread_num() * stride;

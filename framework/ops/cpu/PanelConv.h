@@ -4,10 +4,10 @@
 
 namespace aps::cpu::detail {
 
-// padded (planes, h + 2 padH, w + 2 padW) <- in (planes, h, w) with a zero border, followed
-// by `tail` zeros that kernels reading past the last plane may touch.
-void padPlanes(float* padded, const float* in, int64_t planes, int64_t h, int64_t w, int64_t padH, int64_t padW,
-               int64_t tail);
+// padded <- planes [plane0, plane1) of in (planes, h, w) with a zero border, plane i at
+// padded + i * (h + 2 padH) (w + 2 padW). Serial: callers split the planes or the images.
+void padPlaneRange(float* padded, const float* in, int64_t plane0, int64_t plane1, int64_t h, int64_t w, int64_t padH,
+                   int64_t padW);
 
 // Whether panelConvForward handles this shape: few enough padded columns wasted (it
 // computes over the padded row width) that reading the input in place pays, and a kernel at
