@@ -68,8 +68,18 @@ struct Geometry {
   int64_t hp, wp, planeSize;
   bool direct;            // stride 1 with little waste: read the padded input in place
   int64_t directWidth;    // direct path: tile width in vectors, 1 to kMaxWidth
-  int64_t directColumns;  // direct path: columns per image (p * wp, rounded up to the tile)
+  int64_t directColumns;  // direct path: columns per block (rows * wp, rounded up to the tile)
+  // A block of `images` images stacked in one tall plane per channel (unit stride, same-size
+  // output): image b's rows start at row padH + b * pitch, the padH zero rows after each image
+  // serving as the bottom border of one and the top border of the next. Output row t of the
+  // block (t < rows) is image t / pitch's row t % pitch, real where t % pitch < P. One image:
+  // pitch = hp, rows = P, the plane as above.
+  int64_t images, pitch, rows;
 };
+
+// Whether images can be stacked (Geometry): unit stride and an output the input's height, so
+// that padH zero rows between images are both borders.
+bool stackable(const Conv2dShape& s) { return s.strideH == 1 && s.strideW == 1 && s.outH() == s.h; }
 
 // Where the weights lie (nothing is packed): filter i of group g, tap d, is
 // weight[g * groupStride + i * filterStride + weightOffsets[d]].
@@ -122,12 +132,13 @@ inline void storeRun(float* out, const float* tile, int64_t first, int64_t colum
   }
 }
 
-// Direct path: image n, tile index within the image; columns are padded-width pixels
-// p * wp + q, of which q < Q are real outputs.
-// `image`: image n's padded planes, followed by what a tile may read past them.
+// Direct path: the block of images from image n, tile index within the block; columns are
+// padded-width pixels t * wp + q of the block's output rows t < rows, of which q < Q in real
+// rows are outputs.
+// `image`: the block's padded planes, followed by what a tile may read past them.
 void directTile(float* out, const float* image, const float* weight, const WeightLayout& wl,
                 const int64_t* weightOffsets, const float* bias, const int64_t* offsets, int64_t n, int64_t tileInImage,
-                const Conv2dShape& s, const Geometry& geo) {
+                int64_t rows, const Conv2dShape& s, const Geometry& geo) {
   alignas(64) float tile[kRows * kMaxCols];
   const int64_t width = geo.directWidth * kLanes;
   const int64_t j0 = tileInImage * width;
@@ -149,12 +160,14 @@ void directTile(float* out, const float* image, const float* weight, const Weigh
       const int64_t kFirst = g * geo.kg + block * kRows;
       const int64_t count = std::min(kRows, geo.kg - block * kRows);
       for (int64_t j = j0; j < j0 + width;) {
-        const int64_t p = j / geo.wp, q = j % geo.wp;
-        if (p >= geo.p) break;
+        const int64_t t = j / geo.wp, q = j % geo.wp;
+        if (t >= rows) break;
+        const int64_t b = t / geo.pitch, p = t % geo.pitch;
         const int64_t length = std::min(geo.wp - q, j0 + width - j);
-        const int64_t real = std::max<int64_t>(0, std::min(length, geo.q - q));
+        const int64_t real = p < geo.p ? std::max<int64_t>(0, std::min(length, geo.q - q)) : 0;
         if (real > 0) {
-          storeRun(out + (n * s.k + kFirst) * geo.pq + p * geo.q + q, tile, j - j0, real, count, kFirst, bias, geo.pq);
+          storeRun(out + ((n + b) * s.k + kFirst) * geo.pq + p * geo.q + q, tile, j - j0, real, count, kFirst, bias,
+                   geo.pq);
         }
         j += length;
       }
@@ -162,7 +175,9 @@ void directTile(float* out, const float* image, const float* weight, const Weigh
   }
 }
 
-Geometry makeGeometry(const Conv2dShape& s) {
+// The geometry of `images` stacked images (stackable shapes only, when more than one), with
+// tiles `width` vectors wide (0: chosen as below).
+Geometry makeGeometry(const Conv2dShape& s, int64_t images = 1, int width = 0) {
   Geometry geo{};
   geo.p = s.outH();
   geo.q = s.outW();
@@ -174,6 +189,15 @@ Geometry makeGeometry(const Conv2dShape& s) {
   geo.hp = (s.h + 2 * s.padH + s.strideH - 1) / s.strideH;
   geo.wp = (s.w + 2 * s.padW + s.strideW - 1) / s.strideW;
   geo.planeSize = s.strideH * s.strideW * geo.hp * geo.wp;
+  geo.images = images;
+  geo.pitch = geo.hp;
+  geo.rows = geo.p;
+  if (images > 1) {
+    APS_ASSERT(stackable(s));
+    geo.pitch = s.h + s.padH;
+    geo.rows = images * geo.pitch - s.padH;
+    geo.planeSize = (s.padH + images * geo.pitch) * geo.wp;
+  }
   // The direct path computes outputs over the padded width (wasting wp - Q columns per
   // row) and whole tiles per image; take it when that waste is small, since it packs nothing.
   // Packing short rows costs more than computing up to 60% extra columns (measured on
@@ -182,14 +206,14 @@ Geometry makeGeometry(const Conv2dShape& s) {
   // issues a load and eight broadcasts per eight FMAs and runs at about 60% of a wider one
   // (ResNet-20's 16-channel 28x28 layers: 848 columns at width 1, 864 at width 2 or 3, and
   // width 1 took 1.5-2x as long, `aps_bench_ops --layer conv_16to16_28`).
-  const auto columnsAt = [&](int64_t width) {
-    return (geo.p * geo.wp + width * kLanes - 1) / (width * kLanes) * (width * kLanes);
+  const auto columnsAt = [&](int64_t vectors) {
+    return (geo.rows * geo.wp + vectors * kLanes - 1) / (vectors * kLanes) * (vectors * kLanes);
   };
   const int64_t fewest = columnsAt(1);
-  for (int width = 1; width <= kMaxWidth; ++width) {
-    const int64_t columns = columnsAt(width);
-    if (width == 1 || columns * 100 <= fewest * 105) {
-      geo.directWidth = width;
+  for (int w = 1; w <= kMaxWidth; ++w) {
+    const int64_t columns = columnsAt(w);
+    if (width == 0 ? w == 1 || columns * 100 <= fewest * 105 : w == width) {
+      geo.directWidth = w;
       geo.directColumns = columns;
     }
   }
@@ -236,6 +260,58 @@ void padRange(float* padded, const float* in, int64_t plane0, int64_t plane1, co
   }
 }
 
+// padded <- images [0, count) of `in` (N, C, h, w) stacked as Geometry says, channel c's
+// tall plane at padded + c * planeSize: zero borders, padH zero rows between images.
+void padStacked(float* padded, const float* in, int64_t count, const Conv2dShape& s, const Geometry& geo) {
+  const int64_t wp = geo.wp, gap = s.padH * wp;
+  for (int64_t c = 0; c < s.c; ++c) {
+    float* dst = padded + c * geo.planeSize;
+    std::fill(dst, dst + gap, 0.0f);
+    for (int64_t b = 0; b < count; ++b) {
+      const float* src = in + (b * s.c + c) * s.h * s.w;
+      float* rows = dst + (s.padH + b * geo.pitch) * wp;
+      for (int64_t y = 0; y < s.h; ++y) {
+        float* row = rows + y * wp;
+        std::fill(row, row + s.padW, 0.0f);
+        std::memcpy(row + s.padW, src + y * s.w, static_cast<size_t>(s.w) * sizeof(float));
+        std::fill(row + s.padW + s.w, row + wp, 0.0f);
+      }
+      std::fill(rows + s.h * wp, rows + s.h * wp + gap, 0.0f);
+    }
+  }
+}
+
+// Images per stacked block for the per-image path, and the tile width: the fewest columns
+// computed per output pixel, a one-vector tile counted at 1.6 columns and a two-vector one at
+// 1.1 (the register tile's loads per FMA; a one-vector tile runs at about 60% of a
+// three-vector one). Several images only where that saves at least 3% against one image at
+// makeGeometry's width, at most 8 (the block stays in cache), and at least two blocks per
+// thread.
+struct Stacking {
+  int64_t images;
+  int width;
+};
+Stacking stacking(const Conv2dShape& s, int64_t threads) {
+  const auto cost = [&](const Geometry& g) {
+    const double penalty = g.directWidth == 1 ? 1.6 : g.directWidth == 2 ? 1.1 : 1.0;
+    return static_cast<double>(g.directColumns) * penalty / static_cast<double>(g.images * g.pq);
+  };
+  Stacking best{1, 0};
+  if (!stackable(s)) return best;
+  double bestCost = cost(makeGeometry(s)) * 0.97;
+  const int64_t most = std::clamp<int64_t>(threads == 1 ? s.n : s.n / (2 * threads), 1, 8);
+  for (int64_t images = 2; images <= most; ++images) {
+    for (int width = 1; width <= kMaxWidth; ++width) {
+      const double c = cost(makeGeometry(s, images, width));
+      if (c < bestCost) {
+        best = {images, width};
+        bestCost = c;
+      }
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 void padPlaneRange(float* padded, const float* in, int64_t plane0, int64_t plane1, int64_t h, int64_t w, int64_t padH,
@@ -263,33 +339,50 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
   const Geometry geo = makeGeometry(s);
   APS_ASSERT(geo.direct);
 
+  const int64_t available = numThreads();
+  const bool perImage = available == 1 || s.n >= 2 * available;
+  // The geometry the tiles read: a block of stacked images on the per-image path.
+  const Stacking stack = perImage ? stacking(s, available) : Stacking{1, 0};
+  const int64_t images = stack.images;
+  const Geometry blk = images > 1 ? makeGeometry(s, images, stack.width) : geo;
+
   // The tap offsets of the input and of the weights (int64 storage in a float buffer).
   auto* offsets = reinterpret_cast<int64_t*>(Workspace::get(kSlotOffsets, geo.kd * 4));
   int64_t* wOffsets = offsets + geo.kd;
-  tapOffsets(offsets, s, geo);
+  tapOffsets(offsets, s, blk);
   const WeightLayout wl = weightOffsets(wOffsets, s, geo, layout);
   // Over-wide direct tiles read up to a tile (plus the filter's reach) past the last pixel.
-  const int64_t tail = kSlack + geo.directColumns;
+  const int64_t tail = kSlack + blk.directColumns;
   const int64_t imageSize = s.c * geo.planeSize;
-  const int64_t tilesPerImage = geo.directColumns / (geo.directWidth * kLanes);
-  const int64_t available = numThreads();
+  const int64_t tileWidth = blk.directWidth * kLanes;
 
-  if (available == 1 || s.n >= 2 * available) {
-    // An image per task: each thread pads the image into its own buffer and computes all of
-    // its tiles while the padded planes are in its cache, instead of one pass padding the
-    // whole batch to memory and another reading it back. The same FMA chains, so the same bits.
+  if (perImage) {
+    // A block of images per task: each thread pads the block into its own buffer and
+    // computes all of its tiles while the padded planes are in its cache, instead of one pass
+    // padding the whole batch to memory and another reading it back. Small maps stack several
+    // images in one tall plane (Geometry), so that wider register tiles run over them. The
+    // same FMA chains, so the same bits.
     // The threads' buffers are taken here, on the calling thread: a worker thread's first
     // allocation would give it a heap arena of its own (megabytes of resident memory).
-    const int threads = static_cast<int>(std::min<int64_t>(available, s.n));
-    const int64_t stride = (imageSize + tail + 15) / 16 * 16;  // 64-byte aligned buffers
+    const int64_t blocks = (s.n + images - 1) / images;
+    const int threads = static_cast<int>(std::min<int64_t>(available, blocks));
+    const int64_t blockSize = s.c * blk.planeSize;
+    const int64_t stride = (blockSize + tail + 15) / 16 * 16;  // 64-byte aligned buffers
     float* buffers = Workspace::get(kSlotImages, threads * stride);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-    for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t block = 0; block < blocks; ++block) {
       float* image = buffers + omp_get_thread_num() * stride;
-      padRange(image, in + n * s.c * s.h * s.w, 0, s.c, s, geo);
-      std::fill(image + imageSize, image + imageSize + tail, 0.0f);
-      for (int64_t tile = 0; tile < tilesPerImage; ++tile) {
-        directTile(out, image, weight, wl, wOffsets, bias, offsets, n, tile, s, geo);
+      const int64_t n = block * images, count = std::min(images, s.n - n);
+      if (images > 1) {
+        padStacked(image, in + n * s.c * s.h * s.w, count, s, blk);
+      } else {
+        padRange(image, in + n * s.c * s.h * s.w, 0, s.c, s, geo);
+      }
+      std::fill(image + blockSize, image + blockSize + tail, 0.0f);
+      const int64_t rows = images > 1 ? count * blk.pitch - s.padH : geo.p;
+      const int64_t tiles = (rows * blk.wp + tileWidth - 1) / tileWidth;
+      for (int64_t tile = 0; tile < tiles; ++tile) {
+        directTile(out, image, weight, wl, wOffsets, bias, offsets, n, tile, rows, s, blk);
       }
     }
     return;
@@ -299,6 +392,7 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
   float* padded = Workspace::get(kSlotPaddedInput, s.n * imageSize + tail);
   parallelFor(s.n * s.c, 8, [&](int64_t plane0, int64_t plane1) { padRange(padded, in, plane0, plane1, s, geo); });
   std::fill(padded + s.n * imageSize, padded + s.n * imageSize + tail, 0.0f);
+  const int64_t tilesPerImage = geo.directColumns / tileWidth;
   const int64_t tiles = s.n * tilesPerImage;
   const int64_t tasks = (tiles + kTilesPerTask - 1) / kTilesPerTask;
   const int threads = static_cast<int>(std::min<int64_t>(available, tasks));
@@ -307,7 +401,8 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
     const int64_t last = std::min(tiles, (task + 1) * kTilesPerTask);
     for (int64_t tile = task * kTilesPerTask; tile < last; ++tile) {
       const int64_t n = tile / tilesPerImage;
-      directTile(out, padded + n * imageSize, weight, wl, wOffsets, bias, offsets, n, tile % tilesPerImage, s, geo);
+      directTile(out, padded + n * imageSize, weight, wl, wOffsets, bias, offsets, n, tile % tilesPerImage, geo.p, s,
+                 geo);
     }
   }
 }

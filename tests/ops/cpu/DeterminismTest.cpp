@@ -43,11 +43,21 @@ TEST(Determinism, Conv2dForwardAndBackward) {
   // 19 images: the batch is split into several multi-image chunks. Unit stride takes the
   // in-place panel path; stride 2 the im2col + Eigen path, whose forward batches several
   // images per GEMM. 5 images: the panel kernel pads and computes an image per task on 1 and
-  // 2 threads, and pads the whole batch first on 3 (fewer than two images per thread).
-  for (auto [groups, stride, images] :
-       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 19}, {2, 1, 19}, {1, 2, 19}, {2, 2, 19}, {1, 1, 5}, {2, 1, 5}}) {
+  // 2 threads, and pads the whole batch first on 3 (fewer than two images per thread). The
+  // panel kernel stacks small maps several to a block where that wastes fewer columns (14x13
+  // maps: 3 images per block on 1, 2 and 3 threads, the last block short; 8x8 with 9 images:
+  // 7, 2 and 1 image per block on 1, 2 and 3 threads; 7x7: one image per block).
+  for (auto [groups, stride, images, mapH, mapW] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>{1, 1, 19, 14, 13},
+        {2, 1, 19, 14, 13},
+        {1, 2, 19, 14, 13},
+        {2, 2, 19, 14, 13},
+        {1, 1, 5, 14, 13},
+        {2, 1, 5, 14, 13},
+        {1, 1, 19, 7, 7},
+        {2, 1, 9, 8, 8}}) {
     aps::cpu::Conv2dShape s;
-    s.n = images, s.c = 8, s.h = 14, s.w = 13, s.k = 8, s.r = 3, s.s = 3, s.padH = 1, s.padW = 1, s.groups = groups;
+    s.n = images, s.c = 8, s.h = mapH, s.w = mapW, s.k = 8, s.r = 3, s.s = 3, s.padH = 1, s.padW = 1, s.groups = groups;
     s.strideH = s.strideW = stride;
     const std::vector<float> x = randomVector(static_cast<size_t>(s.n * s.c * s.h * s.w), 1);
     const std::vector<float> w = randomVector(static_cast<size_t>(s.k * s.c / groups * 9), 2);
