@@ -175,6 +175,14 @@ void directTile(float* out, const float* image, const float* weight, const Weigh
   }
 }
 
+// The time of a tile `width` vectors wide per column, relative to the widest: a one-vector
+// tile issues a load and eight broadcasts per eight FMAs and runs at about 60% of a wider one
+// (ResNet-20's 16-channel 28x28 layers: 848 columns at width 1, 864 at width 2 or 3, and width
+// 1 took 1.5-2x as long, `aps_bench_ops --layer conv_16to16_28`); two- and three-vector tiles
+// run alike (its 14x14 layers: 224 columns at width 2 ran 5-10% faster than 240 at width 3;
+// the stride-2 layers of 3x32x32: 288 columns at width 3 15-20% faster than 272 at width 1).
+double tileCost(int width) { return width == 1 ? 1.6 : 1.0; }
+
 // The geometry of `images` stacked images (stackable shapes only, when more than one), with
 // tiles `width` vectors wide (0: chosen as below).
 Geometry makeGeometry(const Conv2dShape& s, int64_t images = 1, int width = 0) {
@@ -202,19 +210,15 @@ Geometry makeGeometry(const Conv2dShape& s, int64_t images = 1, int width = 0) {
   // row) and whole tiles per image; take it when that waste is small, since it packs nothing.
   // Packing short rows costs more than computing up to 60% extra columns (measured on
   // ResNet-20's 7x7 maps: direct with 64 columns for 49 pixels beats packing).
-  // The widest tile computing at most 5% more columns than the narrowest: a one-vector tile
-  // issues a load and eight broadcasts per eight FMAs and runs at about 60% of a wider one
-  // (ResNet-20's 16-channel 28x28 layers: 848 columns at width 1, 864 at width 2 or 3, and
-  // width 1 took 1.5-2x as long, `aps_bench_ops --layer conv_16to16_28`).
-  const auto columnsAt = [&](int64_t vectors) {
-    return (geo.rows * geo.wp + vectors * kLanes - 1) / (vectors * kLanes) * (vectors * kLanes);
-  };
-  const int64_t fewest = columnsAt(1);
+  // The tile width with the fewest columns weighted by tileCost, the widest among equals.
+  double best = 0.0;
   for (int w = 1; w <= kMaxWidth; ++w) {
-    const int64_t columns = columnsAt(w);
-    if (width == 0 ? w == 1 || columns * 100 <= fewest * 105 : w == width) {
+    const int64_t columns = (geo.rows * geo.wp + w * kLanes - 1) / (w * kLanes) * (w * kLanes);
+    const double cost = static_cast<double>(columns) * tileCost(w);
+    if (width == 0 ? w == 1 || cost <= best : w == width) {
       geo.directWidth = w;
       geo.directColumns = columns;
+      best = cost;
     }
   }
   // Strided kernels narrower than the stride (1x1 projections) would copy phases they never
@@ -282,19 +286,16 @@ void padStacked(float* padded, const float* in, int64_t count, const Conv2dShape
 }
 
 // Images per stacked block for the per-image path, and the tile width: the fewest columns
-// computed per output pixel, a one-vector tile counted at 1.6 columns and a two-vector one at
-// 1.1 (the register tile's loads per FMA; a one-vector tile runs at about 60% of a
-// three-vector one). Several images only where that saves at least 3% against one image at
-// makeGeometry's width, at most 8 (the block stays in cache), and at least two blocks per
-// thread.
+// computed per output pixel, weighted by tileCost. Several images only where that saves at least 3% against one image
+// at makeGeometry's width, at most 8 (the block stays in cache), and at least two blocks per thread.
 struct Stacking {
   int64_t images;
   int width;
 };
 Stacking stacking(const Conv2dShape& s, int64_t threads) {
   const auto cost = [&](const Geometry& g) {
-    const double penalty = g.directWidth == 1 ? 1.6 : g.directWidth == 2 ? 1.1 : 1.0;
-    return static_cast<double>(g.directColumns) * penalty / static_cast<double>(g.images * g.pq);
+    return static_cast<double>(g.directColumns) * tileCost(static_cast<int>(g.directWidth)) /
+           static_cast<double>(g.images * g.pq);
   };
   Stacking best{1, 0};
   if (!stackable(s)) return best;

@@ -163,11 +163,11 @@ const Case kCases[] = {
     {1, 2, 11, 11, 3, 7, 7, 1, 3, 1, 1},
     {2, 3, 12, 12, 4, 1, 1, 1, 0, 1, 1},
     {1, 17, 3, 3, 17, 3, 3, 1, 0, 1, 1},
-    // Small maps the panel kernel stacks several to a block (up to 8, the last block short),
-    // with groups, and dilated with a border as wide.
+    // Small maps the panel kernel stacks several to a block (4 and 3 images, the last block
+    // short; 2 with groups).
     {11, 16, 8, 8, 24, 3, 3, 1, 1, 1, 1},
-    {9, 6, 7, 5, 6, 3, 3, 1, 1, 1, 2},
-    {10, 4, 9, 9, 8, 3, 3, 1, 2, 2, 1},
+    {19, 5, 9, 9, 7, 3, 3, 1, 1, 1, 1},
+    {8, 6, 12, 12, 10, 3, 3, 1, 1, 1, 2},
 };
 
 TEST(ConvReference, EveryPathMatchesPlainLoops) {

@@ -44,9 +44,9 @@ TEST(Determinism, Conv2dForwardAndBackward) {
   // in-place panel path; stride 2 the im2col + Eigen path, whose forward batches several
   // images per GEMM. 5 images: the panel kernel pads and computes an image per task on 1 and
   // 2 threads, and pads the whole batch first on 3 (fewer than two images per thread). The
-  // panel kernel stacks small maps several to a block where that wastes fewer columns (14x13
-  // maps: 3 images per block on 1, 2 and 3 threads, the last block short; 8x8 with 9 images:
-  // 7, 2 and 1 image per block on 1, 2 and 3 threads; 7x7: one image per block).
+  // panel kernel stacks small maps several to a block where that wastes fewer columns (8x8:
+  // 4 images per block on 1 and 2 threads, the last block short, one on 3; 9x9 with groups: 3
+  // on 1, 2 and 3).
   for (auto [groups, stride, images, mapH, mapW] :
        {std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>{1, 1, 19, 14, 13},
         {2, 1, 19, 14, 13},
@@ -54,8 +54,8 @@ TEST(Determinism, Conv2dForwardAndBackward) {
         {2, 2, 19, 14, 13},
         {1, 1, 5, 14, 13},
         {2, 1, 5, 14, 13},
-        {1, 1, 19, 7, 7},
-        {2, 1, 9, 8, 8}}) {
+        {1, 1, 19, 8, 8},
+        {2, 1, 19, 9, 9}}) {
     aps::cpu::Conv2dShape s;
     s.n = images, s.c = 8, s.h = mapH, s.w = mapW, s.k = 8, s.r = 3, s.s = 3, s.padH = 1, s.padW = 1, s.groups = groups;
     s.strideH = s.strideW = stride;
