@@ -122,16 +122,106 @@ void outerTilesFor(int64_t vectors, int64_t taps, float* acc, int64_t ldAcc, boo
   }
 }
 
+// rowTile: outerTile for unit horizontal stride and dilation and filter rows three taps wide,
+// over Rows whole filter rows (taps 3i, 3i + 1, 3i + 2 of the tile read x at offsets o_i, o_i + 1,
+// o_i + 2). Pixel j's tap 3i + t reads the input at o_i + j + t, so the input at u serves
+// pixel u with tap 3i, pixel u - 1 with tap 3i + 1 and pixel u - 2 with tap 3i + 2: one
+// broadcast per filter row feeds three outer-product rows (a third of outerTile's broadcasts),
+// the last three pixels' gradOut vectors held in registers. Each accumulator still takes the
+// pixels in order, one FMA each: the same chains, so the same bits as outerTile.
+template <int Rows, int V>
+void rowTile(float* acc, int64_t ldAcc, bool first, const float* dy, int64_t ldDy, const Pixels& px, int64_t rows,
+             const int64_t* offsets) {
+  Vec a[Rows][3][V];
+  for (int i = 0; i < Rows; ++i) {
+    for (int t = 0; t < 3; ++t) {
+      for (int v = 0; v < V; ++v) {
+        a[i][t][v] = first ? simd::zero() : simd::load(acc + (3 * i + t) * ldAcc + v * kLanes);
+      }
+    }
+  }
+  int64_t o[Rows];
+  for (int i = 0; i < Rows; ++i) o[i] = offsets[3 * i];
+  const int64_t q = px.q;
+  // step<T0, T1>(u, d): the input at u times gradOut vectors d[t] for taps t in [T0, T1].
+  const auto step = [&]<int T0, int T1>(const float* x, int64_t u, const Vec(&d)[3][V]) {
+    for (int i = 0; i < Rows; ++i) {
+      const Vec b = simd::broadcast(x + o[i] + u);
+      for (int t = T0; t <= T1; ++t) {
+        for (int v = 0; v < V; ++v) a[i][t][v] = simd::fma(b, d[t][v], a[i][t][v]);
+      }
+    }
+  };
+  for (int64_t row = 0; row < rows; ++row, dy += q * ldDy) {
+    const float* x = px.row(row);
+    // d[t]: the gradOut of pixel u - t.
+    Vec d[3][V];
+    for (int v = 0; v < V; ++v) d[0][v] = simd::load(dy + v * kLanes);
+    step.template operator()<0, 0>(x, 0, d);
+    for (int v = 0; v < V; ++v) d[1][v] = d[0][v], d[0][v] = simd::load(dy + ldDy + v * kLanes);
+    step.template operator()<0, 1>(x, 1, d);
+    for (int64_t u = 2; u < q; ++u) {
+      for (int v = 0; v < V; ++v) {
+        d[2][v] = d[1][v], d[1][v] = d[0][v], d[0][v] = simd::load(dy + u * ldDy + v * kLanes);
+      }
+      step.template operator()<0, 2>(x, u, d);
+    }
+    for (int v = 0; v < V; ++v) d[2][v] = d[1][v], d[1][v] = d[0][v];
+    step.template operator()<1, 2>(x, q, d);
+    for (int v = 0; v < V; ++v) d[2][v] = d[1][v];
+    step.template operator()<2, 2>(x, q + 1, d);
+  }
+  for (int i = 0; i < Rows; ++i) {
+    for (int t = 0; t < 3; ++t) {
+      for (int v = 0; v < V; ++v) simd::store(acc + (3 * i + t) * ldAcc + v * kLanes, a[i][t][v]);
+    }
+  }
+}
+
+// Filter rows per rowTile for V vectors: 3 V accumulators per row, plus 3 V gradOut vectors and
+// a broadcast, within the registers.
+template <int V>
+constexpr int maxRows() {
+  return std::min(8, (simd::kRegisters - 3 * V - 1) / (3 * V));
+}
+
+// rowTile over `rows` (1 to maxRows<V>()) filter rows.
+template <int V, int R = maxRows<V>()>
+void rowTiles(int64_t filterRows, float* acc, int64_t ldAcc, bool first, const float* dy, int64_t ldDy,
+              const Pixels& px, int64_t rows, const int64_t* offsets) {
+  if constexpr (R > 1) {
+    if (filterRows < R) {
+      rowTiles<V, R - 1>(filterRows, acc, ldAcc, first, dy, ldDy, px, rows, offsets);
+      return;
+    }
+  }
+  rowTile<R, V>(acc, ldAcc, first, dy, ldDy, px, rows, offsets);
+}
+
+// rowTiles for `vectors` (1 or 2) filter vectors.
+void rowTilesFor(int64_t vectors, int64_t filterRows, float* acc, int64_t ldAcc, bool first, const float* dy,
+                 int64_t ldDy, const Pixels& px, int64_t rows, const int64_t* offsets) {
+  if (vectors == 1) {
+    rowTiles<1>(filterRows, acc, ldAcc, first, dy, ldDy, px, rows, offsets);
+  } else {
+    APS_ASSERT(vectors == 2);
+    rowTiles<2>(filterRows, acc, ldAcc, first, dy, ldDy, px, rows, offsets);
+  }
+}
+
 // Taps per tile for `vectors` filter vectors: the tile count split over the threads in as
 // few rounds as possible, with the largest tile among equals (fewer gradOut loads per FMA).
-int64_t tapsPerTile(int64_t vectors, int64_t kd, int64_t otherTiles, int64_t threads) {
-  const int64_t most = vectors == 1   ? maxTaps<1>()
+// Row tiles (rowTile) take whole filter rows of three taps.
+int64_t tapsPerTile(int64_t vectors, int64_t kd, int64_t otherTiles, int64_t threads, bool rowTiles) {
+  const int64_t most = rowTiles       ? 3 * (vectors == 1 ? maxRows<1>() : maxRows<2>())
+                       : vectors == 1 ? maxTaps<1>()
                        : vectors == 2 ? maxTaps<2>()
                        : vectors == 3 ? maxTaps<3>()
                                       : maxTaps<4>();
+  const int64_t step = rowTiles ? 3 : kTapStep;
   int64_t best = most;
   double bestCost = 0.0;
-  for (int64_t taps = most; taps >= std::min<int64_t>(most, kMinTaps); taps -= kTapStep) {
+  for (int64_t taps = most; taps >= std::min<int64_t>(most, kMinTaps); taps -= step) {
     const int64_t tiles = otherTiles * ((kd + taps - 1) / taps);
     const int64_t rounds = (tiles + threads - 1) / threads;
     // Per pixel, a tile costs its FMAs plus about two cycles of loop and gradOut loads.
@@ -189,11 +279,15 @@ void convWeightGrad(float* gradWeight, const float* gradOut, const float* in, co
 
   // Tiles: (group, filter vectors, taps), each thread a contiguous range of them. Their sizes
   // only decide which thread computes which weights, never the order of any weight's FMAs.
+  // Row tiles (rowTile) where the filter rows are three taps wide at unit horizontal stride and
+  // dilation, for up to two filter vectors (with more, outerTile loads fewer broadcasts per FMA
+  // already).
   const int64_t vectors = kPad / kLanes;
+  const bool rowTiles = s.s == 3 && s.strideW == 1 && s.dilationW == 1 && q >= 2 && vectors <= 2;
   const int64_t vectorsPerTile = std::min<int64_t>(kMaxVectors, vectors);
   const int64_t filterTiles = (vectors + vectorsPerTile - 1) / vectorsPerTile;
   const int threads = numThreads();
-  const int64_t taps = tapsPerTile(vectorsPerTile, kd, s.groups * filterTiles, threads);
+  const int64_t taps = tapsPerTile(vectorsPerTile, kd, s.groups * filterTiles, threads, rowTiles);
   const int64_t tapTiles = (kd + taps - 1) / taps;
   const int64_t tiles = s.groups * filterTiles * tapTiles;
   const int team = static_cast<int>(std::min<int64_t>(threads, tiles));
@@ -246,10 +340,16 @@ void convWeightGrad(float* gradWeight, const float* gradOut, const float* in, co
         for (int64_t tile = first; tile < last; ++tile) {
           const auto at = tileAt(tile);
           const Pixels px{block + at.g * cg * planeSize, imageFloats, p, s.strideH * wp, q, s.strideW};
-          outerTilesFor(std::min(vectorsPerTile, vectors - at.v0), std::min(taps, kd - at.t0),
-                        acc + (at.g * kdPad + at.t0) * kPad + at.v0 * kLanes, kPad, n0 + b0 == 0,
-                        dyT + (at.g * images + b0) * pq * kPad + at.v0 * kLanes, kPad, px, blockImages * p,
+          float* tileAcc = acc + (at.g * kdPad + at.t0) * kPad + at.v0 * kLanes;
+          const float* tileDy = dyT + (at.g * images + b0) * pq * kPad + at.v0 * kLanes;
+          const int64_t tileVectors = std::min(vectorsPerTile, vectors - at.v0), tileTaps = std::min(taps, kd - at.t0);
+          if (rowTiles) {
+            rowTilesFor(tileVectors, tileTaps / 3, tileAcc, kPad, n0 + b0 == 0, tileDy, kPad, px, blockImages * p,
                         offsets + at.t0);
+          } else {
+            outerTilesFor(tileVectors, tileTaps, tileAcc, kPad, n0 + b0 == 0, tileDy, kPad, px, blockImages * p,
+                          offsets + at.t0);
+          }
         }
       }
     }

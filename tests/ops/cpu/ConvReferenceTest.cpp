@@ -170,6 +170,66 @@ const Case kCases[] = {
     {8, 6, 12, 12, 10, 3, 3, 1, 1, 1, 2},
 };
 
+// The weight gradient's documented order (ConvWeightGrad.h): each weight one float FMA chain
+// from zero over the pixels of the batch in order (image, output row, output column), the
+// taps that fall on the zero border included (they add a zero product).
+std::vector<float> weightGradientFmaChains(const Conv2dShape& s, const std::vector<float>& x,
+                                           const std::vector<float>& dy) {
+  const int64_t p = s.outH(), q = s.outW(), cg = s.c / s.groups, kg = s.k / s.groups;
+  std::vector<float> gw(static_cast<size_t>(s.k * cg * s.r * s.s), 0.0f);
+  for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t oh = 0; oh < p; ++oh) {
+      for (int64_t ow = 0; ow < q; ++ow) {
+        for (int64_t k = 0; k < s.k; ++k) {
+          const int64_t g = k / kg;
+          const float dv = dy[static_cast<size_t>(((n * s.k + k) * p + oh) * q + ow)];
+          for (int64_t c = 0; c < cg; ++c) {
+            for (int64_t r = 0; r < s.r; ++r) {
+              for (int64_t t = 0; t < s.s; ++t) {
+                const int64_t ih = oh * s.strideH - s.padH + r * s.dilationH;
+                const int64_t iw = ow * s.strideW - s.padW + t * s.dilationW;
+                const bool inside = ih >= 0 && ih < s.h && iw >= 0 && iw < s.w;
+                const float xv = inside ? x[static_cast<size_t>(((n * s.c + g * cg + c) * s.h + ih) * s.w + iw)] : 0.0f;
+                float& acc = gw[static_cast<size_t>(((k * cg + c) * s.r + r) * s.s + t)];
+                acc = std::fma(xv, dv, acc);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return gw;
+}
+
+// Bit for bit, on one and two threads: 3-wide filter rows at unit stride (row tiles, one and
+// two filter vectors, and the outer-product tiles beyond; without a border, where the first and
+// last columns' products are not zero, and with a wider one), strides, 1x1, dilation, groups.
+TEST(ConvReference, WeightGradientIsOneFmaChainPerWeightInPixelOrder) {
+  const Case cases[] = {
+      {3, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1}, {2, 5, 9, 11, 32, 3, 3, 1, 1, 1, 1},  {2, 7, 8, 8, 20, 3, 3, 1, 1, 1, 1},
+      {2, 6, 9, 9, 64, 3, 3, 1, 1, 1, 1},    {2, 6, 13, 11, 10, 3, 3, 2, 1, 1, 1}, {2, 9, 10, 10, 33, 1, 1, 1, 0, 1, 1},
+      {2, 4, 12, 10, 12, 3, 3, 1, 2, 2, 1},  {3, 8, 9, 9, 8, 3, 3, 1, 1, 1, 2},    {2, 5, 2, 2, 7, 3, 3, 1, 1, 1, 1},
+      {2, 6, 9, 11, 16, 3, 3, 1, 0, 1, 1},   {2, 3, 10, 12, 32, 3, 3, 1, 0, 1, 1}, {2, 4, 8, 9, 16, 3, 3, 1, 2, 1, 1},
+  };
+  const int saved = aps::numThreads();
+  for (const int threads : {1, 2}) {
+    aps::setNumThreads(threads);
+    for (const Case& t : cases) {
+      const Conv2dShape s = shapeOf(t);
+      const std::vector<float> x = randomVector(static_cast<size_t>(s.n * s.c * s.h * s.w), 11);
+      const std::vector<float> w = randomVector(static_cast<size_t>(s.k * s.c / s.groups * s.r * s.s), 12);
+      const std::vector<float> dy = randomVector(static_cast<size_t>(s.n * s.k * s.outH() * s.outW()), 13);
+      const std::vector<float> want = weightGradientFmaChains(s, x, dy);
+      std::vector<float> gw(want.size(), NAN);
+      aps::cpu::conv2dBackward(nullptr, gw.data(), nullptr, dy.data(), x.data(), w.data(), s);
+      EXPECT_EQ(0, std::memcmp(gw.data(), want.data(), want.size() * sizeof(float)))
+          << name(t) << " on " << threads << " threads";
+    }
+  }
+  aps::setNumThreads(saved);
+}
+
 TEST(ConvReference, EveryPathMatchesPlainLoops) {
   for (const Case& t : kCases) check(t);
 }
