@@ -60,6 +60,13 @@ void microKernel(float* tile, const float* const* filters, const int64_t* weight
   }
 }
 
+// row (wp floats) <- padW zeros, src (w floats), zeros to the end.
+inline void padRow(float* row, const float* src, int64_t w, int64_t padW, int64_t wp) {
+  simd::fillZero(row, padW);
+  simd::copy(row + padW, src, w);
+  simd::fillZero(row + padW + w, wp - padW - w);
+}
+
 struct Geometry {
   int64_t p, q, pq, cg, kg, kd, blocks;  // blocks: kRows-filter blocks per group
   // The zero-padded input, each plane split into strideH x strideW phases (a, b) holding its
@@ -275,10 +282,7 @@ void padStacked(float* padded, const float* in, int64_t count, const Conv2dShape
       const float* src = in + (b * s.c + c) * s.h * s.w;
       float* rows = dst + (s.padH + b * geo.pitch) * wp;
       for (int64_t y = 0; y < s.h; ++y) {
-        float* row = rows + y * wp;
-        std::fill(row, row + s.padW, 0.0f);
-        std::memcpy(row + s.padW, src + y * s.w, static_cast<size_t>(s.w) * sizeof(float));
-        std::fill(row + s.padW + s.w, row + wp, 0.0f);
+        padRow(rows + y * wp, src + y * s.w, s.w, s.padW, wp);
       }
       std::fill(rows + s.h * wp, rows + s.h * wp + gap, 0.0f);
     }
@@ -323,10 +327,7 @@ void padPlaneRange(float* padded, const float* in, int64_t plane0, int64_t plane
     const float* src = in + plane * h * w;
     std::fill(dst, dst + padH * wp, 0.0f);
     for (int64_t y = 0; y < h; ++y) {
-      float* row = dst + (padH + y) * wp;
-      std::fill(row, row + padW, 0.0f);
-      std::memcpy(row + padW, src + y * w, static_cast<size_t>(w) * sizeof(float));
-      std::fill(row + padW + w, row + wp, 0.0f);
+      padRow(dst + (padH + y) * wp, src + y * w, w, padW, wp);
     }
     std::fill(dst + (padH + h) * wp, dst + planeSize, 0.0f);
   }

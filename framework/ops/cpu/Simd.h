@@ -62,6 +62,46 @@ inline Vec fma(Vec a, Vec b, Vec c) {
 }
 #endif
 
+// dst[0, n) <- src[0, n), and dst[0, n) <- 0: whole vectors, then the rest under a mask, with
+// no call (for the rows of a few dozen floats the convolutions pad, a memcpy or memset call
+// costs more than the copy).
+inline void copy(float* dst, const float* src, int64_t n) {
+  int64_t i = 0;
+#if defined(APS_SIMD_AVX512) || defined(APS_SIMD_AVX2)
+  for (; i + kLanes <= n; i += kLanes) store(dst + i, load(src + i));
+#endif
+#if defined(APS_SIMD_AVX512)
+  if (i < n) {
+    const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm512_mask_storeu_ps(dst + i, mask, _mm512_maskz_loadu_ps(mask, src + i));
+  }
+#elif defined(APS_SIMD_AVX2)
+  if (i < n) {
+    alignas(32) static constexpr int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - (n - i)));
+    _mm256_maskstore_ps(dst + i, mask, _mm256_maskload_ps(src + i, mask));
+  }
+#else
+  for (; i < n; ++i) dst[i] = src[i];
+#endif
+}
+inline void fillZero(float* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(APS_SIMD_AVX512) || defined(APS_SIMD_AVX2)
+  for (; i + kLanes <= n; i += kLanes) store(dst + i, zero());
+#endif
+#if defined(APS_SIMD_AVX512)
+  if (i < n) _mm512_mask_storeu_ps(dst + i, static_cast<__mmask16>((1u << (n - i)) - 1u), zero());
+#elif defined(APS_SIMD_AVX2)
+  if (i < n) {
+    alignas(32) static constexpr int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    _mm256_maskstore_ps(dst + i, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - (n - i))), zero());
+  }
+#else
+  for (; i < n; ++i) dst[i] = 0.0f;
+#endif
+}
+
 // dst[i * ldDst + j] = src[j * ldSrc + i] for i, j < 8: an 8x8 block transposed, in
 // registers where AVX is available.
 inline void transpose8x8(float* dst, int64_t ldDst, const float* src, int64_t ldSrc) {
