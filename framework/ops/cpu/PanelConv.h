@@ -23,8 +23,11 @@ bool panelConvSupported(const Conv2dShape& shape);
 // Matrix Multiplication", 2008) reads it in place, and the columns with q >= Q are dropped.
 // With at least two images per thread (or one thread), each image is padded into its thread's
 // buffer just before its tiles are computed, so the padded planes are read from cache; smaller
-// batches are padded whole first and their tiles shared out. Every output is one fixed-order
-// FMA chain, so its bits depend neither on the thread count nor on the path.
+// batches are padded whole first and their tiles shared out. Small maps at unit stride with a
+// same-size output are stacked several images to a block, one tall plane per channel with the
+// zero border rows shared between images, where wider tiles then waste fewer columns
+// (ResNet-20's 8x8 layers). Every output is one fixed-order FMA chain, so its bits depend
+// neither on the thread count nor on the path.
 //
 // The weights are read where they lie (no packed copy): each broadcast weight is found by a
 // per-tap offset. With PanelWeights::FlippedTransposed, `weight` is (C, K/g, R, S): the weight
