@@ -62,6 +62,11 @@ inline Vec fma(Vec a, Vec b, Vec c) {
 }
 #endif
 
+#if defined(APS_SIMD_AVX2)
+// Loaded from kTailMask + 8 - n: a mask of the first n lanes (0 <= n <= 8).
+alignas(32) inline constexpr int32_t kTailMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+#endif
+
 // dst[0, n) <- src[0, n), and dst[0, n) <- 0: whole vectors, then the rest under a mask, with
 // no call (for the rows of a few dozen floats the convolutions pad, a memcpy or memset call
 // costs more than the copy).
@@ -77,8 +82,7 @@ inline void copy(float* dst, const float* src, int64_t n) {
   }
 #elif defined(APS_SIMD_AVX2)
   if (i < n) {
-    alignas(32) static constexpr int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - (n - i)));
+    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kTailMask + 8 - (n - i)));
     _mm256_maskstore_ps(dst + i, mask, _mm256_maskload_ps(src + i, mask));
   }
 #else
@@ -94,8 +98,7 @@ inline void fillZero(float* dst, int64_t n) {
   if (i < n) _mm512_mask_storeu_ps(dst + i, static_cast<__mmask16>((1u << (n - i)) - 1u), zero());
 #elif defined(APS_SIMD_AVX2)
   if (i < n) {
-    alignas(32) static constexpr int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-    _mm256_maskstore_ps(dst + i, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - (n - i))), zero());
+    _mm256_maskstore_ps(dst + i, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kTailMask + 8 - (n - i))), zero());
   }
 #else
   for (; i < n; ++i) dst[i] = 0.0f;
