@@ -290,8 +290,9 @@ void padStacked(float* padded, const float* in, int64_t count, const Conv2dShape
 }
 
 // Images per stacked block for the per-image path, and the tile width: the fewest columns
-// computed per output pixel, weighted by tileCost. Several images only where that saves at least 3% against one image
-// at makeGeometry's width, at most 8 (the block stays in cache), and at least two blocks per thread.
+// computed per output pixel, weighted by tileCost. Several images only where that saves at
+// least 3% against one image at makeGeometry's width, at most 8 (the block stays in cache),
+// and at least two blocks per thread.
 struct Stacking {
   int64_t images;
   int width;
