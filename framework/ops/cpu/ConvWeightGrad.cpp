@@ -317,12 +317,14 @@ void convWeightGrad(float* gradWeight, const float* gradOut, const float* in, co
         } at{tile / (filterTiles * tapTiles), tile / tapTiles % filterTiles * vectorsPerTile, tile % tapTiles * taps};
         return at;
       };
-      // The input channels [cLo, cHi) that this thread's tiles read, spare tap rows included.
+      // The input channels [cLo, cHi) that this thread's tiles read: outer tiles read their
+      // taps rounded up to kTapStep (the spare tap rows repeat the last tap), row tiles their own.
       int64_t cLo = s.c, cHi = 0;
       for (int64_t tile = first; tile < last; ++tile) {
         const auto at = tileAt(tile);
-        const int64_t lastTap =
-            std::min(at.t0 + (std::min(taps, kd - at.t0) + kTapStep - 1) / kTapStep * kTapStep, kd) - 1;
+        const int64_t tileTaps = std::min(taps, kd - at.t0);
+        const int64_t read = rowTiles ? tileTaps : (tileTaps + kTapStep - 1) / kTapStep * kTapStep;
+        const int64_t lastTap = std::min(at.t0 + read, kd) - 1;
         cLo = std::min(cLo, at.g * cg + at.t0 / rs);
         cHi = std::max(cHi, at.g * cg + lastTap / rs + 1);
       }

@@ -8,7 +8,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstring>
 
 namespace aps::cpu::detail {
 
@@ -372,6 +371,9 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
     const int64_t blockSize = s.c * blk.planeSize;
     const int64_t stride = (blockSize + tail + 15) / 16 * 16;  // 64-byte aligned buffers
     float* buffers = Workspace::get(kSlotImages, threads * stride);
+    // Padding never writes past a block's planes: each buffer's tail is zeroed once.
+    for (int t = 0; t < threads; ++t)
+      std::fill(buffers + t * stride + blockSize, buffers + t * stride + blockSize + tail, 0.0f);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
     for (int64_t block = 0; block < blocks; ++block) {
       float* image = buffers + omp_get_thread_num() * stride;
@@ -381,7 +383,6 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
       } else {
         padRange(image, in + n * s.c * s.h * s.w, 0, s.c, s, geo);
       }
-      std::fill(image + blockSize, image + blockSize + tail, 0.0f);
       const int64_t rows = images > 1 ? count * blk.pitch - s.padH : geo.p;
       const int64_t tiles = (rows * blk.wp + tileWidth - 1) / tileWidth;
       for (int64_t tile = 0; tile < tiles; ++tile) {
