@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
+#include <random>
+
 #include <fmt/format.h>
 
 namespace aps::perfmodel {
@@ -194,6 +198,66 @@ TEST(PerfModel, FitRecoversLatencyAndBandwidthBesideMeasuredCodecWork) {
   EXPECT_EQ(model.predict({"native", "fp32"}, 1, 1000, 4.0), 0.0);
   EXPECT_THROW(model.predict({"ring", "fp16"}, 4, 10, 2.0), Error);
   EXPECT_THROW(parseBenchJsonLines("{not json\n"), Error);
+}
+
+TEST(PerfModel, WeighingEachTimeByHowWellItIsKnownPredictsLargeSizesBetter) {
+  // A 1 Gbit/s network with 30 us per message and no overlap, and MPI_Allreduce on it, timed as
+  // an emulated cluster with more ranks than cores times them: each time comes in whole 4 ms
+  // scheduler slices (from a clock of random phase, so unbiased) and long ones drift by 3%.
+  // A short time is known to about a slice, a long one to a few percent. Over 200 such
+  // calibrations, the fit weighted that way (TimingNoise's default: the fastest record's time
+  // and 5%) predicts ResNet-50's gradient, between the two largest calibration sizes, better
+  // than a fit on relative error alone (a resolution far below the slice), which lets the
+  // small records' whole slices pull latency and bandwidth away.
+  const double alpha = 30e-6, beta = 8e-9, kappa = 2.0, slice = 4e-3;
+  const int64_t segment = AllReducePerfModel::kPipelineSegmentBytes;  // comm's pipelined schedules
+  const int64_t n = 25'600'000;
+  auto truth = [&](const std::string& family, const std::string& codec, int64_t values) {
+    if (family == "mpi_allreduce") {
+      const AlgorithmCost m = algorithmCost(family, 4, values, 4.0);
+      return 2 * alpha * m.messages + 1.5 * beta * m.bytes;
+    }
+    const AlgorithmCost c = algorithmCost(family, 4, values, kBytes.at(codec), segment);
+    return alpha * c.messages + beta * c.bytes + kappa * c.codecSeconds(kRates.at(codec));
+  };
+  const std::vector<std::pair<std::string, std::string>> kinds{
+      {"native", "fp32"}, {"two_shot", "e4m3"}, {"mpi_allreduce", "fp32"}};
+  std::mt19937 random(7);
+  std::uniform_real_distribution<double> phase(-0.5, 0.5);
+  std::normal_distribution<double> drift(0.0, 0.03);
+  double weightedError = 0.0, relativeError = 0.0, resolution = 0.0;
+  constexpr int kCalibrations = 200;
+  for (int draw = 0; draw < kCalibrations; ++draw) {
+    std::string jsonl;
+    for (int64_t values : {int64_t{1} << 14, int64_t{1} << 18, int64_t{1} << 22, int64_t{1} << 24, int64_t{10} << 22})
+      for (const auto& [family, codec] : kinds) {
+        const double t = truth(family, codec, values) * (1.0 + drift(random));
+        const double measured = std::max(1.0, std::round(t / slice + phase(random))) * slice;
+        const double bytes = family == "mpi_allreduce" ? 0.0 : algorithmCost(family, 4, values, kBytes.at(codec)).bytes;
+        jsonl += record(family, codec, 4, values, measured, bytes, family == "mpi_allreduce" ? 0 : segment);
+      }
+    const auto records = parseBenchJsonLines(jsonl);
+    AllReducePerfModel weighted, relative;
+    weighted.fit(records, kBytes, kRates, kappa);
+    relative.fit(records, kBytes, kRates, kappa, TimingNoise{1e-9, 1.0});
+    resolution = std::max(resolution, weighted.timeResolution());
+    for (const auto& [family, codec] : kinds) {
+      const double expected = truth(family, codec, n);
+      weightedError += std::fabs(weighted.predict({family, codec}, 4, n, kBytes.at(codec)) / expected - 1.0);
+      relativeError += std::fabs(relative.predict({family, codec}, 4, n, kBytes.at(codec)) / expected - 1.0);
+    }
+  }
+  weightedError /= 3 * kCalibrations;
+  relativeError /= 3 * kCalibrations;
+  std::printf("mean |error| at %lld values: weighted %.2f%%, relative %.2f%%\n", static_cast<long long>(n),
+              100 * weightedError, 100 * relativeError);
+  EXPECT_GE(resolution, slice) << "the fastest record takes at least a slice";
+  EXPECT_LT(weightedError, 0.03);
+  EXPECT_LT(weightedError, 0.5 * relativeError);
+  AllReducePerfModel model;
+  const auto records = parseBenchJsonLines(record("native", "fp32", 4, 1024, 1e-3, 6144));
+  EXPECT_THROW(model.fit(records, kBytes, kRates, kappa, TimingNoise{-1.0, 0.05}), Error);
+  EXPECT_THROW(model.fit(records, kBytes, kRates, kappa, TimingNoise{0.0, -0.05}), Error);
 }
 
 TEST(PerfModel, FitRefusesCalibrationsThatCannotPinTheTermsDown) {

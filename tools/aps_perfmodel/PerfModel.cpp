@@ -204,8 +204,11 @@ Eigen::VectorXd nonNegativeLeastSquares(const Eigen::MatrixXd& a, const Eigen::V
 
 void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
                              const std::map<std::string, double>& bytesPerValue,
-                             const std::map<std::string, CodecRates>& rates, double codecSlowdown) {
+                             const std::map<std::string, CodecRates>& rates, double codecSlowdown, TimingNoise noise) {
   APS_CHECK(codecSlowdown > 0.0, "perfmodel: the codec slowdown must be positive (got {})", codecSlowdown);
+  APS_CHECK(noise.resolutionSeconds >= 0.0 && noise.relative >= 0.0,
+            "perfmodel: the time resolution ({} s) and the relative timing noise ({}) must not be negative",
+            noise.resolutionSeconds, noise.relative);
   kappa_ = codecSlowdown;
   APS_CHECK(!records.empty(), "perfmodel: no all-reduce records to calibrate from");
   keys_.clear();
@@ -239,10 +242,19 @@ void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
     rates_[r.codec] = rate->second;
     codec[i] = kappa_ * costs.back().codecSeconds(rate->second);
   }
-  // Rows divided by the measured time: least squares on relative error. overlapped() is linear
-  // in beta on either side of wire == codec: wire-bound, T = alpha m + beta bytes + codec / S;
-  // codec-bound, T = alpha m + codec + beta bytes / S. Which side a record is on depends on
-  // beta, so the fit starts wire-bound and refits until no record changes side.
+  // Each row is divided by its record's sigma (TimingNoise): least squares in units of how well
+  // each time is known.
+  resolution_ = noise.resolutionSeconds > 0.0
+                    ? noise.resolutionSeconds
+                    : std::min_element(records.begin(), records.end(), [](const BenchRecord& x, const BenchRecord& y) {
+                        return x.seconds < y.seconds;
+                      })->seconds;
+  std::vector<double> sigma(records.size());
+  for (size_t i = 0; i < records.size(); ++i) sigma[i] = std::hypot(resolution_, noise.relative * records[i].seconds);
+  // overlapped() is linear in beta on either side of wire == codec: wire-bound,
+  // T = alpha m + beta bytes + codec / S; codec-bound, T = alpha m + codec + beta bytes / S.
+  // Which side a record is on depends on beta, so the fit starts wire-bound and refits until no
+  // record changes side.
   std::vector<bool> codecBound(records.size(), false);
   double efficiency = 1.0;  // of the pipeline's overlap (overlapped()), searched below
   auto fillRows = [&] {
@@ -251,17 +263,18 @@ void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
       const auto k = static_cast<size_t>(i);
       const BenchRecord& r = records[k];
       const AlgorithmCost& c = costs[k];
-      b(i) = 1.0;
+      const double s = sigma[k];
+      b(i) = r.seconds / s;
       if (algorithmFamily(r.algorithm) == "mpi_allreduce") {
-        a(i, kMpiAlpha) = c.messages / r.seconds;
-        a(i, kMpiBeta) = bytesOf[k] / r.seconds;
+        a(i, kMpiAlpha) = c.messages / s;
+        a(i, kMpiBeta) = bytesOf[k] / s;
         continue;
       }
       // The hidden share of the smaller term: all but 1/S of it at full efficiency.
       const double kept = 1.0 - efficiency * (1.0 - 1.0 / c.segments);
-      a(i, kAlpha) = c.messages / r.seconds;
-      a(i, kBeta) = (codecBound[k] ? bytesOf[k] * kept : bytesOf[k]) / r.seconds;
-      b(i) = 1.0 - (codecBound[k] ? codec[k] : codec[k] * kept) / r.seconds;
+      a(i, kAlpha) = c.messages / s;
+      a(i, kBeta) = (codecBound[k] ? bytesOf[k] * kept : bytesOf[k]) / s;
+      b(i) = (r.seconds - (codecBound[k] ? codec[k] : codec[k] * kept)) / s;
     }
   };
   fillRows();
@@ -320,7 +333,7 @@ void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
   // The overlap efficiency: how much of the smaller term the pipeline really hides. Where the
   // ranks' codec work and the kernel's network work share cores (an emulated cluster on one
   // machine), less than all of it. A one-dimensional search (steps of 0.05 from 1 down to 0;
-  // the fit is linear in the rest) for the least squared relative error; a tie keeps the
+  // the fit is linear in the rest) for the least weighted squared error; a tie keeps the
   // higher efficiency, so calibrations that cannot tell keep the ideal pipeline.
   double bestError = std::numeric_limits<double>::infinity();
   Eigen::VectorXd x;

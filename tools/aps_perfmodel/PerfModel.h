@@ -80,11 +80,25 @@ double overlapped(double wireSeconds, double codecSeconds, double segments, doub
 // codec work than one dedicated core (1 with a core per rank; the ranks per core when ranks
 // share cores, as on an emulated cluster on one machine). MPI_Allreduce is a black box (the MPI
 // library picks its algorithm, segmenting and protocol per size), so it gets its own alpha and
-// beta, measured on the same network. alpha and beta are fitted by non-negative least squares on
-// relative error (small and large sizes weigh alike); fit() refuses calibrations that cannot pin
-// them down (sizes too alike for latency and bandwidth to be told apart). The overlap
+// beta, measured on the same network. alpha and beta are fitted by non-negative least squares,
+// each record weighted by how well its time is known (TimingNoise); fit() refuses calibrations
+// that cannot pin them down (sizes too alike for latency and bandwidth to be told apart). The overlap
 // efficiency e (0 to 1) is fitted too, by a search over it: 1 where the codec work runs on cores
 // of its own, less where it shares them with the network stack.
+// How well a measured all-reduce time t is known: sigma(t) = sqrt(q^2 + (c t)^2). q is the
+// time resolution of the calibration: its exchanges complete in whole units of roughly q (on an
+// emulated cluster whose ranks outnumber the cores, the scheduler's slices; on a real network,
+// its latency and the timer), so a time near q is known to about q, not to a few percent. c is
+// the relative drift of long transfers between runs (the machine's and the network's load). The
+// fit minimises the sum of squared (predicted - measured) / sigma: relative error for the large
+// records, absolute error in units of q for the small ones. Relative error for all (q = 0) let
+// the calibration's smallest records, which a latency-bandwidth line cannot follow when their
+// times come in whole slices, pull the bandwidth away from what the large records measure.
+struct TimingNoise {
+  double resolutionSeconds = 0.0;  // q; 0: the fastest calibration record's time
+  double relative = 0.05;          // c
+};
+
 class AllReducePerfModel {
  public:
   struct Key {
@@ -96,7 +110,7 @@ class AllReducePerfModel {
   // bytesPerValue(codec) must be known for every record's codec, and rates(codec) for every
   // codec of a record that is not MPI_Allreduce; codecSlowdown is kappa (> 0).
   void fit(const std::vector<BenchRecord>& records, const std::map<std::string, double>& bytesPerValue,
-           const std::map<std::string, CodecRates>& rates, double codecSlowdown = 1.0);
+           const std::map<std::string, CodecRates>& rates, double codecSlowdown = 1.0, TimingNoise noise = {});
 
   double alpha() const { return alpha_; }
   double beta() const { return beta_; }
@@ -104,6 +118,8 @@ class AllReducePerfModel {
   double overlapEfficiency() const { return efficiency_; }
   double mpiAlpha() const { return mpiAlpha_; }
   double mpiBeta() const { return mpiBeta_; }
+  // The time resolution q the fit weighted by (TimingNoise; the fastest record's time by default).
+  double timeResolution() const { return resolution_; }
   // A target network: aps's alpha and beta become these, MPI_Allreduce's scale alike.
   void setNetwork(double alpha, double beta) {
     if (alpha_ > 0.0) mpiAlpha_ *= alpha / alpha_;
@@ -134,6 +150,7 @@ class AllReducePerfModel {
   double efficiency_ = 1.0;
   double mpiAlpha_ = 0.0;
   double mpiBeta_ = 0.0;
+  double resolution_ = 0.0;
   std::vector<Key> keys_;
   std::map<std::string, CodecRates> rates_;
   double medianRelativeError_ = 0.0;

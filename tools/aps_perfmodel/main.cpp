@@ -84,6 +84,16 @@ int main(int argc, char** argv) {
                  "how much of the smaller of wire and codec time the pipeline hides on the cluster to predict, 0 "
                  "to 1 (default: the calibration's fit; 1 where codec work has cores of its own)")
       ->check(CLI::Range(0.0, 1.0));
+  TimingNoise noise;
+  double resolutionMs = 0.0;
+  app.add_option("--time-resolution-ms", resolutionMs,
+                 "how well a calibration time near 0 is known, q in the fit's weights sqrt(q^2 + (c t)^2) "
+                 "(default: the fastest calibration record's time)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--relative-noise", noise.relative,
+                 "how well a long calibration time is known, relative: c in the fit's weights")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--size", size, "fp32 gradient bytes per step (suffix K, M, G)")->capture_default_str();
   app.add_option("--ranks", ranks, "rank counts to predict")->delimiter(',')->capture_default_str();
   app.add_option("--bandwidth-GBps", bandwidthGBps, "target network bandwidth per rank (default: calibrated)");
@@ -111,13 +121,14 @@ int main(int argc, char** argv) {
     for (const BenchRecord& r : records)
       if (!bpv.count(r.codec)) bpv[r.codec] = bytesPerValue(r.codec);
     AllReducePerfModel model;
-    model.fit(records, bpv, parseCodecBench(readFile(codecRatesPath)), codecSlowdown);
+    noise.resolutionSeconds = resolutionMs * 1e-3;
+    model.fit(records, bpv, parseCodecBench(readFile(codecRatesPath)), codecSlowdown, noise);
     fmt::print(
         "calibrated on {} records: alpha = {:.2f} us/message, bandwidth = {:.3f} GB/s, codec work "
         "x{:.2f} of one core's aps_bench_codec time (given), pipeline overlap efficiency {:.2f}, median fit "
-        "error {:.1f}%\n",
+        "error {:.1f}% (weights: time resolution {:.2f} ms, relative noise {:.3f})\n",
         records.size(), model.alpha() * 1e6, model.beta() > 0 ? 1e-9 / model.beta() : 0.0, model.kappa(),
-        model.overlapEfficiency(), 100.0 * model.medianRelativeError());
+        model.overlapEfficiency(), 100.0 * model.medianRelativeError(), model.timeResolution() * 1e3, noise.relative);
     if (model.mpiBeta() > 0.0)
       fmt::print("  MPI_Allreduce: alpha = {:.2f} us/message, bandwidth = {:.3f} GB/s\n", model.mpiAlpha() * 1e6,
                  1e-9 / model.mpiBeta());
