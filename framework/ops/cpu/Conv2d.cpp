@@ -17,6 +17,7 @@
 #include "framework/ops/cpu/PanelConv.h"
 #include "framework/ops/cpu/Reduce.h"
 #include "framework/ops/cpu/Workspace.h"
+#include "framework/ops/cpu/WinogradConv.h"
 
 #include <Eigen/Core>
 
@@ -219,6 +220,10 @@ void gradInputByConvolution(float* gradIn, const float* gradOut, const float* we
   t.padH = s.dilationH * (s.r - 1) - s.padH;
   t.padW = s.dilationW * (s.s - 1) - s.padW;
   APS_ASSERT(t.outH() == s.h && t.outW() == s.w);
+  if (detail::winogradSupported(t)) {
+    detail::winogradConvForward(gradIn, gradOut, weight, nullptr, t, detail::PanelWeights::FlippedTransposed);
+    return;
+  }
   if (detail::panelConvSupported(t)) {  // flips the filters as it packs them
     detail::panelConvForward(gradIn, gradOut, weight, nullptr, t, detail::PanelWeights::FlippedTransposed);
     return;
@@ -276,7 +281,9 @@ double convBytes(const Conv2dShape& s) {
 void conv2dForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape) {
   const profile::Scope scope("conv.forward", convFlops(shape), convBytes(shape));
   const ConvPlan plan = makePlan(shape);
-  if (detail::panelConvSupported(shape)) {
+  if (detail::winogradSupported(shape)) {
+    detail::winogradConvForward(out, in, weight, bias, shape);
+  } else if (detail::panelConvSupported(shape)) {
     detail::panelConvForward(out, in, weight, bias, shape);
   } else {
     forwardByColumns(out, in, weight, bias, shape, plan);

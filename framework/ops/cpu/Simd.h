@@ -14,6 +14,7 @@
 #define APS_SIMD_AVX2 1
 #endif
 
+#include <algorithm>
 #include <cstdint>
 
 namespace aps::cpu::detail::simd {
@@ -27,6 +28,9 @@ inline Vec load(const float* p) { return _mm512_loadu_ps(p); }
 inline void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
 inline Vec broadcast(const float* p) { return _mm512_set1_ps(*p); }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+inline Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
+inline Vec splat(float x) { return _mm512_set1_ps(x); }
 #elif defined(APS_SIMD_AVX2)
 constexpr int kLanes = 8;
 constexpr int kRegisters = 16;
@@ -36,6 +40,9 @@ inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
 inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
 inline Vec broadcast(const float* p) { return _mm256_broadcast_ss(p); }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+inline Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
+inline Vec splat(float x) { return _mm256_set1_ps(x); }
 #else
 constexpr int kLanes = 8;
 constexpr int kRegisters = 16;
@@ -60,6 +67,15 @@ inline Vec fma(Vec a, Vec b, Vec c) {
   for (int i = 0; i < kLanes; ++i) c.v[i] += a.v[i] * b.v[i];
   return c;
 }
+inline Vec add(Vec a, Vec b) {
+  for (int i = 0; i < kLanes; ++i) a.v[i] += b.v[i];
+  return a;
+}
+inline Vec sub(Vec a, Vec b) {
+  for (int i = 0; i < kLanes; ++i) a.v[i] -= b.v[i];
+  return a;
+}
+inline Vec splat(float x) { return broadcast(&x); }
 #endif
 
 #if defined(APS_SIMD_AVX2)
@@ -102,6 +118,77 @@ inline void fillZero(float* dst, int64_t n) {
   }
 #else
   for (; i < n; ++i) dst[i] = 0.0f;
+#endif
+}
+
+// Lane j <- row[start + j] where 0 <= start + j < n, else 0 (start may be negative): the
+// lanes outside the row are not read.
+inline Vec loadRange(const float* row, int64_t start, int64_t n) {
+  const int64_t lo = std::max<int64_t>(0, -start), hi = std::min<int64_t>(kLanes, n - start);
+  if (lo == 0 && hi == kLanes) return load(row + start);
+  if (hi <= lo) return zero();
+#if defined(APS_SIMD_AVX512)
+  const auto mask = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+  // The address of lane 0 as an integer: it may lie before the row, and is never read.
+  const auto* base = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(row) + start * 4);
+  return _mm512_maskz_loadu_ps(mask, base);
+#else
+  alignas(64) float lanes[kLanes] = {};
+  for (int64_t j = lo; j < hi; ++j) lanes[j] = row[start + j];
+  return load(lanes);
+#endif
+}
+
+// even <- lo[0], lo[2], ..., hi[0], hi[2], ...; odd <- lo[1], lo[3], ..., hi[1], ...: 2 kLanes
+// floats split by parity.
+inline void deinterleave(Vec lo, Vec hi, Vec& even, Vec& odd) {
+#if defined(APS_SIMD_AVX512)
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odds = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  even = _mm512_permutex2var_ps(lo, evens, hi);
+  odd = _mm512_permutex2var_ps(lo, odds, hi);
+#elif defined(APS_SIMD_AVX2)
+  // Per 128-bit half: lo's then hi's pairs; the 64-bit permute puts the halves in order.
+  const Vec e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+  const Vec o = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+  even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+  odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+#else
+  for (int i = 0; i < kLanes / 2; ++i) {
+    even.v[i] = lo.v[2 * i];
+    odd.v[i] = lo.v[2 * i + 1];
+    even.v[kLanes / 2 + i] = hi.v[2 * i];
+    odd.v[kLanes / 2 + i] = hi.v[2 * i + 1];
+  }
+#endif
+}
+
+// dst[0, n) <- the first n of a[0], b[0], a[1], b[1], ... (n <= 2 kLanes).
+inline void interleave(float* dst, Vec a, Vec b, int64_t n) {
+#if defined(APS_SIMD_AVX512)
+  const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i high = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const Vec lo = _mm512_permutex2var_ps(a, low, b);
+  const Vec hi = _mm512_permutex2var_ps(a, high, b);
+  if (n >= 2 * kLanes) {
+    store(dst, lo);
+    store(dst + kLanes, hi);
+  } else if (n >= kLanes) {
+    store(dst, lo);
+    _mm512_mask_storeu_ps(dst + kLanes, static_cast<__mmask16>((1u << (n - kLanes)) - 1u), hi);
+  } else {
+    _mm512_mask_storeu_ps(dst, static_cast<__mmask16>((1u << n) - 1u), lo);
+  }
+#else
+  alignas(64) float buffer[2 * kLanes];
+  alignas(64) float x[kLanes], y[kLanes];
+  store(x, a);
+  store(y, b);
+  for (int i = 0; i < kLanes; ++i) {
+    buffer[2 * i] = x[i];
+    buffer[2 * i + 1] = y[i];
+  }
+  copy(dst, buffer, n);
 #endif
 }
 

@@ -165,9 +165,17 @@ const Case kCases[] = {
     {1, 17, 3, 3, 17, 3, 3, 1, 0, 1, 1},
     // Small maps the panel kernel stacks several to a block (4 and 3 images, the last block
     // short; 2 with groups).
-    {11, 16, 8, 8, 24, 3, 3, 1, 1, 1, 1},
+    {11, 7, 8, 8, 24, 3, 3, 1, 1, 1, 1},
     {19, 5, 9, 9, 7, 3, 3, 1, 1, 1, 1},
     {8, 6, 12, 12, 10, 3, 3, 1, 1, 1, 2},
+    // Winograd F(2x2, 3x3) (3x3 at unit stride, 8 to 64 channels and filters): odd outputs
+    // (half-used last tiles), padding 0 (its input gradient pads 2) and 2, tile rows wider
+    // than a vector, filters off its register tile, work items that split images.
+    {2, 8, 10, 9, 12, 3, 3, 1, 0, 1, 1},
+    {3, 12, 11, 13, 8, 3, 3, 1, 1, 1, 1},
+    {2, 8, 6, 6, 8, 3, 3, 1, 2, 1, 1},
+    {2, 10, 40, 38, 9, 3, 3, 1, 1, 1, 1},
+    {2, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1},
 };
 
 // The weight gradient's documented order (ConvWeightGrad.h): each weight one float FMA chain

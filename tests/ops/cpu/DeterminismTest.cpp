@@ -40,24 +40,28 @@ void append(std::vector<float>& all, const std::vector<float>& part) {
 }
 
 TEST(Determinism, Conv2dForwardAndBackward) {
-  // 19 images: the batch is split into several multi-image chunks. Unit stride takes the
-  // in-place panel path; stride 2 the im2col + Eigen path, whose forward batches several
-  // images per GEMM. 5 images: the panel kernel pads and computes an image per task on 1 and
-  // 2 threads, and pads the whole batch first on 3 (fewer than two images per thread). The
-  // panel kernel stacks small maps several to a block where that wastes fewer columns (8x8:
-  // 4 images per block on 1 and 2 threads, the last block short, one on 3; 9x9 with groups: 3
-  // on 1, 2 and 3).
-  for (auto [groups, stride, images, mapH, mapW] :
-       {std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>{1, 1, 19, 14, 13},
-        {2, 1, 19, 14, 13},
-        {1, 2, 19, 14, 13},
-        {2, 2, 19, 14, 13},
-        {1, 1, 5, 14, 13},
-        {2, 1, 5, 14, 13},
-        {1, 1, 19, 8, 8},
-        {2, 1, 19, 9, 9}}) {
+  // 19 images: the batch is split into several multi-image chunks. 6 channels and filters at
+  // unit stride take the in-place panel path; stride 2 the im2col + Eigen path, whose forward
+  // batches several images per GEMM. 5 images: the panel kernel pads and computes an image per
+  // task on 1 and 2 threads, and pads the whole batch first on 3 (fewer than two images per
+  // thread). The panel kernel stacks small maps several to a block where that wastes fewer
+  // columns (8x8: 4 images per block on 1 and 2 threads, the last block short, one on 3; 9x9
+  // with groups: 3 on 1, 2 and 3). 8 and 16 channels and filters at unit stride, one group:
+  // Winograd F(2x2, 3x3), whose work items take whole tile rows across images.
+  for (auto [groups, stride, images, mapH, mapW, channels] :
+       {std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>{1, 1, 19, 14, 13, 6},
+        {2, 1, 19, 14, 13, 6},
+        {1, 2, 19, 14, 13, 6},
+        {2, 2, 19, 14, 13, 6},
+        {1, 1, 5, 14, 13, 6},
+        {2, 1, 5, 14, 13, 6},
+        {1, 1, 19, 8, 8, 6},
+        {2, 1, 19, 9, 9, 6},
+        {1, 1, 19, 14, 13, 8},
+        {1, 1, 5, 9, 9, 16},
+        {1, 1, 19, 8, 8, 8}}) {
     aps::cpu::Conv2dShape s;
-    s.n = images, s.c = 8, s.h = mapH, s.w = mapW, s.k = 8, s.r = 3, s.s = 3, s.padH = 1, s.padW = 1, s.groups = groups;
+    s.n = images, s.c = channels, s.h = mapH, s.w = mapW, s.k = channels, s.r = 3, s.s = 3, s.padH = 1, s.padW = 1, s.groups = groups;
     s.strideH = s.strideW = stride;
     const std::vector<float> x = randomVector(static_cast<size_t>(s.n * s.c * s.h * s.w), 1);
     const std::vector<float> w = randomVector(static_cast<size_t>(s.k * s.c / groups * 9), 2);
