@@ -1,4 +1,7 @@
 // 2D convolution, forward and backward, dispatched by shape:
+//  - 3x3 at unit stride with 8 to 64 channels and filters: Winograd F(2x2, 3x3)
+//    (WinogradConv.h), for the forward pass and, through the flipped-filter identity below,
+//    for the input gradient;
 //  - maps wide enough, kernels at least as large as the stride: the in-place panel kernel
 //    (PanelConv.h), for the forward pass and, at unit stride through the flipped-filter
 //    identity below, for the input gradient;
@@ -16,8 +19,8 @@
 #include "framework/ops/cpu/Kernels.h"
 #include "framework/ops/cpu/PanelConv.h"
 #include "framework/ops/cpu/Reduce.h"
-#include "framework/ops/cpu/Workspace.h"
 #include "framework/ops/cpu/WinogradConv.h"
+#include "framework/ops/cpu/Workspace.h"
 
 #include <Eigen/Core>
 

@@ -6,6 +6,8 @@
 #include "framework/ops/cpu/Workspace.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 
 namespace aps::cpu::detail {
 
@@ -266,10 +268,18 @@ void transformOutputRows(float* const* outs, const int64_t* ys, const float* m, 
 
 }  // namespace
 
+bool winogradEnabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("APS_WINOGRAD");
+    return env == nullptr || std::string_view(env) != "0";
+  }();
+  return enabled;
+}
+
 bool winogradSupported(const Conv2dShape& s) {
-  return s.r == 3 && s.s == 3 && s.strideH == 1 && s.strideW == 1 && s.dilationH == 1 && s.dilationW == 1 &&
-         s.groups == 1 && s.padH <= 2 && s.padW <= 2 && s.outH() >= 2 && s.outW() >= 2 && s.c >= 8 &&
-         s.c <= kMaxChannels && s.k >= 8 && s.k <= kMaxChannels;
+  return winogradEnabled() && s.r == 3 && s.s == 3 && s.strideH == 1 && s.strideW == 1 && s.dilationH == 1 &&
+         s.dilationW == 1 && s.groups == 1 && s.padH <= 2 && s.padW <= 2 && s.outH() >= 2 && s.outW() >= 2 &&
+         s.c >= 8 && s.c <= kMaxChannels && s.k >= 8 && s.k <= kMaxChannels;
 }
 
 void winogradConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& s,

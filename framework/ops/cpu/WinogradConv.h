@@ -5,9 +5,13 @@
 
 namespace aps::cpu::detail {
 
-// Whether winogradConvForward handles this shape: a 3x3 kernel at unit stride and dilation,
-// one group, padding of at most 2, and channel and filter counts where it pays and its
-// transformed weights stay in cache (8 to 128 each).
+// Whether the convolutions use Winograd where it applies: yes unless the environment sets
+// APS_WINOGRAD=0 (read once), which keeps every convolution on the direct kernels' rounding.
+bool winogradEnabled();
+
+// Whether winogradConvForward handles this shape (and is enabled): a 3x3 kernel at unit stride
+// and dilation, one group, padding of at most 2, and channel and filter counts where it pays and
+// its transformed weights stay in cache (8 to 64 each).
 bool winogradSupported(const Conv2dShape& shape);
 
 // out (N, K, P, Q) <- conv(in (N, C, H, W), weight (K, C, 3, 3)) + bias (K, may be null) by
@@ -26,7 +30,7 @@ bool winogradSupported(const Conv2dShape& shape);
 // alone, so its bits depend neither on the thread count nor on the batch's split.
 // PanelWeights::FlippedTransposed reads the weight of the convolution whose input gradient
 // this one computes (Conv2d.cpp), as in panelConvForward.
-void winogradConvForward(float* out, const float* in, const float* weight, const float* bias,
-                         const Conv2dShape& shape, PanelWeights layout = PanelWeights::AsGiven);
+void winogradConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& shape,
+                         PanelWeights layout = PanelWeights::AsGiven);
 
 }  // namespace aps::cpu::detail

@@ -4,11 +4,13 @@
 // dilation, groups, batches of 1 to 5, odd and 7x7 maps.
 #include "framework/core/Parallel.h"
 #include "framework/ops/cpu/Kernels.h"
+#include "framework/ops/cpu/WinogradConv.h"
 #include "tests/common/RandomVector.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -236,6 +238,20 @@ TEST(ConvReference, WeightGradientIsOneFmaChainPerWeightInPixelOrder) {
     }
   }
   aps::setNumThreads(saved);
+}
+
+// Winograd takes the 3x3 unit-stride shapes with 8 to 64 channels and filters, unless
+// APS_WINOGRAD=0 (ctest runs these tests both ways: test_ops_cpu_direct_conv).
+TEST(ConvReference, WinogradTakesItsShapesUnlessSwitchedOff) {
+  const char* env = std::getenv("APS_WINOGRAD");
+  const bool on = env == nullptr || std::string(env) != "0";
+  EXPECT_EQ(aps::cpu::detail::winogradEnabled(), on);
+  for (const Case& t : kCases) {
+    const bool fits = t.r == 3 && t.s == 3 && t.stride == 1 && t.dilation == 1 && t.groups == 1 && t.pad <= 2 &&
+                      t.c >= 8 && t.c <= 64 && t.k >= 8 && t.k <= 64 && shapeOf(t).outH() >= 2 &&
+                      shapeOf(t).outW() >= 2;
+    EXPECT_EQ(aps::cpu::detail::winogradSupported(shapeOf(t)), on && fits) << name(t);
+  }
 }
 
 TEST(ConvReference, EveryPathMatchesPlainLoops) {

@@ -61,7 +61,8 @@ TEST(Determinism, Conv2dForwardAndBackward) {
         {1, 1, 5, 9, 9, 16},
         {1, 1, 19, 8, 8, 8}}) {
     aps::cpu::Conv2dShape s;
-    s.n = images, s.c = channels, s.h = mapH, s.w = mapW, s.k = channels, s.r = 3, s.s = 3, s.padH = 1, s.padW = 1, s.groups = groups;
+    s.n = images, s.c = channels, s.h = mapH, s.w = mapW, s.k = channels, s.r = 3, s.s = 3, s.padH = 1, s.padW = 1,
+    s.groups = groups;
     s.strideH = s.strideW = stride;
     const std::vector<float> x = randomVector(static_cast<size_t>(s.n * s.c * s.h * s.w), 1);
     const std::vector<float> w = randomVector(static_cast<size_t>(s.k * s.c / groups * 9), 2);
