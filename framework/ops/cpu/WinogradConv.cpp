@@ -28,6 +28,10 @@ constexpr int64_t kTargetBytes = int64_t{256} << 10;
 // At least this many work items per batch (when it has the tile rows), to share the work.
 constexpr int64_t kMinItems = 8;
 constexpr int64_t kMaxChannels = 64;
+// Winograd pays above this many output tiles per call and channel or filter (ResNet-20 on 2
+// threads: 64 channels at 7x7 break even at batch 32, 512 tiles; 32 at 14x14 lose at batch 8,
+// 392 tiles, and win at 32; 16 at 28x28 win at batch 8).
+constexpr int64_t kMinTilesPerChannel = 16;
 
 // The caller's slot (the transformed weights, read by every thread), and each thread's.
 constexpr int kSlotWeights = 6;
@@ -76,11 +80,15 @@ Plan makePlan(const Conv2dShape& s) {
 // G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]. g is weight[k][c] (AsGiven) or, for an
 // input gradient, weight[c][k] flipped in space (FlippedTransposed).
 void transformWeights(float* u, const float* weight, const Conv2dShape& s, const Plan& plan, PanelWeights layout) {
-  for (int64_t row = 0; row < kPositions * s.c; ++row)
-    std::fill(u + row * plan.kp + s.k, u + (row + 1) * plan.kp, 0.0f);
-  parallelFor(s.k, 1, [&](int64_t k0, int64_t k1) {
-    for (int64_t k = k0; k < k1; ++k) {
-      for (int64_t c = 0; c < s.c; ++c) {
+  // Threads split the channels; each writes its channels' 16 rows of kp filters in order.
+  parallelFor(s.c, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      float* rows[kPositions];
+      for (int64_t xi = 0; xi < kPositions; ++xi) {
+        rows[xi] = u + (xi * s.c + c) * plan.kp;
+        std::fill(rows[xi] + s.k, rows[xi] + plan.kp, 0.0f);
+      }
+      for (int64_t k = 0; k < s.k; ++k) {
         float g[9];
         if (layout == PanelWeights::AsGiven) {
           std::copy_n(weight + (k * s.c + c) * 9, 9, g);
@@ -96,9 +104,10 @@ void transformWeights(float* u, const float* weight, const Conv2dShape& s, const
           t[3][j] = g[6 + j];
         }
         for (int i = 0; i < 4; ++i) {  // (G g) G^T
-          const float row[4] = {t[i][0], 0.5f * (t[i][0] + t[i][1] + t[i][2]), 0.5f * (t[i][0] - t[i][1] + t[i][2]),
-                                t[i][2]};
-          for (int j = 0; j < 4; ++j) u[((i * 4 + j) * s.c + c) * plan.kp + k] = row[j];
+          rows[i * 4 + 0][k] = t[i][0];
+          rows[i * 4 + 1][k] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+          rows[i * 4 + 2][k] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+          rows[i * 4 + 3][k] = t[i][2];
         }
       }
     }
@@ -277,9 +286,14 @@ bool winogradEnabled() {
 }
 
 bool winogradSupported(const Conv2dShape& s) {
-  return winogradEnabled() && s.r == 3 && s.s == 3 && s.strideH == 1 && s.strideW == 1 && s.dilationH == 1 &&
-         s.dilationW == 1 && s.groups == 1 && s.padH <= 2 && s.padW <= 2 && s.outH() >= 2 && s.outW() >= 2 &&
-         s.c >= 8 && s.c <= kMaxChannels && s.k >= 8 && s.k <= kMaxChannels;
+  if (!winogradEnabled() || s.r != 3 || s.s != 3 || s.strideH != 1 || s.strideW != 1 || s.dilationH != 1 ||
+      s.dilationW != 1 || s.groups != 1 || s.padH > 2 || s.padW > 2 || s.outH() < 2 || s.outW() < 2 || s.c < 8 ||
+      s.c > kMaxChannels || s.k < 8 || s.k > kMaxChannels)
+    return false;
+  // Enough tiles to pay for what a call costs whatever its batch (the weights' transform, the
+  // work items' setup), which grows with the channels and filters.
+  const int64_t tiles = s.n * ((s.outH() + 1) / 2) * ((s.outW() + 1) / 2);
+  return tiles > kMinTilesPerChannel * std::max(s.c, s.k);
 }
 
 void winogradConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& s,

@@ -10,8 +10,10 @@ namespace aps::cpu::detail {
 bool winogradEnabled();
 
 // Whether winogradConvForward handles this shape (and is enabled): a 3x3 kernel at unit stride
-// and dilation, one group, padding of at most 2, and channel and filter counts where it pays and
-// its transformed weights stay in cache (8 to 64 each).
+// and dilation, one group, padding of at most 2, channel and filter counts where it pays and its
+// transformed weights stay in cache (8 to 64 each), and more than 16 output tiles per channel or
+// filter (whichever is more) in the batch, so that its per-call costs are paid back (ResNet-20's
+// layers at batch 128 qualify; a simulated rank's batch of 1 to 8 mostly does not).
 bool winogradSupported(const Conv2dShape& shape);
 
 // out (N, K, P, Q) <- conv(in (N, C, H, W), weight (K, C, 3, 3)) + bias (K, may be null) by

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -170,14 +171,18 @@ const Case kCases[] = {
     {11, 7, 8, 8, 24, 3, 3, 1, 1, 1, 1},
     {19, 5, 9, 9, 7, 3, 3, 1, 1, 1, 1},
     {8, 6, 12, 12, 10, 3, 3, 1, 1, 1, 2},
-    // Winograd F(2x2, 3x3) (3x3 at unit stride, 8 to 64 channels and filters): odd outputs
-    // (half-used last tiles), padding 0 (its input gradient pads 2) and 2, tile rows wider
-    // than a vector, filters off its register tile, work items that split images.
-    {2, 8, 10, 9, 12, 3, 3, 1, 0, 1, 1},
-    {3, 12, 11, 13, 8, 3, 3, 1, 1, 1, 1},
-    {2, 8, 6, 6, 8, 3, 3, 1, 2, 1, 1},
+    // Winograd F(2x2, 3x3) (3x3 at unit stride, 8 to 64 channels and filters, more than 16
+    // output tiles per channel or filter): odd outputs (half-used last tiles), padding 0 (its
+    // input gradient pads 2) and 2, tile rows of 4 and 7 tiles (packed 4 and 2 to a vector on
+    // AVX-512) and wider than a vector, filters off its register tile, work items that split
+    // images. The ResNet cases at 14x14 and 7x7 above have too few tiles: the direct kernels.
+    {13, 8, 10, 9, 12, 3, 3, 1, 0, 1, 1},
+    {5, 12, 11, 13, 8, 3, 3, 1, 1, 1, 1},
+    {9, 8, 6, 6, 8, 3, 3, 1, 2, 1, 1},
+    {9, 8, 7, 7, 8, 3, 3, 1, 1, 1, 1},
+    {5, 8, 14, 14, 10, 3, 3, 1, 1, 1, 1},
     {2, 10, 40, 38, 9, 3, 3, 1, 1, 1, 1},
-    {2, 64, 20, 20, 64, 3, 3, 1, 1, 1, 1},
+    {3, 40, 32, 32, 40, 3, 3, 1, 1, 1, 1},
 };
 
 // The weight gradient's documented order (ConvWeightGrad.h): each weight one float FMA chain
@@ -240,18 +245,24 @@ TEST(ConvReference, WeightGradientIsOneFmaChainPerWeightInPixelOrder) {
   aps::setNumThreads(saved);
 }
 
-// Winograd takes the 3x3 unit-stride shapes with 8 to 64 channels and filters, unless
-// APS_WINOGRAD=0 (ctest runs these tests both ways: test_ops_cpu_direct_conv).
+// Winograd takes the 3x3 unit-stride shapes with 8 to 64 channels and filters and enough tiles,
+// unless APS_WINOGRAD=0 (ctest runs these tests both ways: test_ops_cpu_direct_conv); the
+// cases include both sides of each bound, and at least 8 take it.
 TEST(ConvReference, WinogradTakesItsShapesUnlessSwitchedOff) {
   const char* env = std::getenv("APS_WINOGRAD");
   const bool on = env == nullptr || std::string(env) != "0";
   EXPECT_EQ(aps::cpu::detail::winogradEnabled(), on);
+  int winograd = 0;
   for (const Case& t : kCases) {
+    const Conv2dShape s = shapeOf(t);
+    const int64_t tiles = s.n * ((s.outH() + 1) / 2) * ((s.outW() + 1) / 2);
     const bool fits = t.r == 3 && t.s == 3 && t.stride == 1 && t.dilation == 1 && t.groups == 1 && t.pad <= 2 &&
-                      t.c >= 8 && t.c <= 64 && t.k >= 8 && t.k <= 64 && shapeOf(t).outH() >= 2 &&
-                      shapeOf(t).outW() >= 2;
-    EXPECT_EQ(aps::cpu::detail::winogradSupported(shapeOf(t)), on && fits) << name(t);
+                      t.c >= 8 && t.c <= 64 && t.k >= 8 && t.k <= 64 && s.outH() >= 2 && s.outW() >= 2 &&
+                      tiles > 16 * std::max(t.c, t.k);
+    EXPECT_EQ(aps::cpu::detail::winogradSupported(s), on && fits) << name(t);
+    winograd += fits ? 1 : 0;
   }
+  EXPECT_GE(winograd, 8);
 }
 
 TEST(ConvReference, EveryPathMatchesPlainLoops) {

@@ -58,7 +58,7 @@ TEST(Determinism, Conv2dForwardAndBackward) {
         {1, 1, 19, 8, 8, 6},
         {2, 1, 19, 9, 9, 6},
         {1, 1, 19, 14, 13, 8},
-        {1, 1, 5, 9, 9, 16},
+        {1, 1, 19, 9, 9, 16},
         {1, 1, 19, 8, 8, 8}}) {
     aps::cpu::Conv2dShape s;
     s.n = images, s.c = channels, s.h = mapH, s.w = mapW, s.k = channels, s.r = 3, s.s = 3, s.padH = 1, s.padW = 1,
