@@ -70,21 +70,6 @@ AlgorithmCost algorithmCost(const std::string& family, int ranks, int64_t elemen
 // pipeline's fill and drain), at full efficiency e = 1: wire + codec - e min(wire, codec) (1 - 1/S).
 double overlapped(double wireSeconds, double codecSeconds, double segments, double efficiency = 1.0);
 
-// A physical latency-bandwidth model with measured codec work:
-//   T(alg, codec, N, n) = alpha * messages + overlapped(beta * bytes, kappa * codecSeconds, S, e)
-// alpha (s per message) and beta (s per byte) are the network's, shared by aps's algorithms
-// (one network, one transport: comm's exchange rounds), and fitted. A pipelined two_shot sends
-// 2 S + 1 rounds instead of 3 and overlaps its codec work with them (overlapped()). The codec work is not
-// fitted: it is each operation's value count over that codec's one-core rate measured apart by
-// aps_bench_codec, times the codec slowdown kappa, a given: how many times slower a rank runs
-// codec work than one dedicated core (1 with a core per rank; the ranks per core when ranks
-// share cores, as on an emulated cluster on one machine). MPI_Allreduce is a black box (the MPI
-// library picks its algorithm, segmenting and protocol per size), so it gets its own alpha and
-// beta, measured on the same network. alpha and beta are fitted by non-negative least squares,
-// each record weighted by how well its time is known (TimingNoise); fit() refuses calibrations
-// that cannot pin them down (sizes too alike for latency and bandwidth to be told apart). The overlap
-// efficiency e (0 to 1) is fitted too, by a search over it: 1 where the codec work runs on cores
-// of its own, less where it shares them with the network stack.
 // How well a measured all-reduce time t is known: sigma(t) = sqrt(q^2 + (c t)^2). q is the
 // time resolution of the calibration: its exchanges complete in whole units of roughly q (on an
 // emulated cluster whose ranks outnumber the cores, the scheduler's slices; on a real network,
@@ -99,6 +84,21 @@ struct TimingNoise {
   double relative = 0.05;          // c
 };
 
+// A physical latency-bandwidth model with measured codec work:
+//   T(alg, codec, N, n) = alpha * messages + overlapped(beta * bytes, kappa * codecSeconds, S, e)
+// alpha (s per message) and beta (s per byte) are the network's, shared by aps's algorithms
+// (one network, one transport: comm's exchange rounds), and fitted. A pipelined two_shot sends
+// 2 S + 1 rounds instead of 3 and overlaps its codec work with them (overlapped()). The codec work is not
+// fitted: it is each operation's value count over that codec's one-core rate measured apart by
+// aps_bench_codec, times the codec slowdown kappa, a given: how many times slower a rank runs
+// codec work than one dedicated core (1 with a core per rank; the ranks per core when ranks
+// share cores, as on an emulated cluster on one machine). MPI_Allreduce is a black box (the MPI
+// library picks its algorithm, segmenting and protocol per size), so it gets its own alpha and
+// beta, measured on the same network. alpha and beta are fitted by non-negative least squares,
+// each record weighted by how well its time is known (TimingNoise); fit() refuses calibrations
+// that cannot pin them down (sizes too alike for latency and bandwidth to be told apart). The
+// overlap efficiency e (0 to 1) is fitted too, by a search over it: 1 where the codec work runs
+// on cores of its own, less where it shares them with the network stack.
 class AllReducePerfModel {
  public:
   struct Key {

@@ -163,13 +163,21 @@ inline void deinterleave(Vec lo, Vec hi, Vec& even, Vec& odd) {
 #endif
 }
 
+#if defined(APS_SIMD_AVX512)
+// (lo, hi) <- a[0], b[0], a[1], b[1], ...: the inverse of deinterleave.
+inline void zip(Vec a, Vec b, Vec& lo, Vec& hi) {
+  const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i high = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  lo = _mm512_permutex2var_ps(a, low, b);
+  hi = _mm512_permutex2var_ps(a, high, b);
+}
+#endif
+
 // dst[0, n) <- the first n of a[0], b[0], a[1], b[1], ... (n <= 2 kLanes).
 inline void interleave(float* dst, Vec a, Vec b, int64_t n) {
 #if defined(APS_SIMD_AVX512)
-  const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512i high = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
-  const Vec lo = _mm512_permutex2var_ps(a, low, b);
-  const Vec hi = _mm512_permutex2var_ps(a, high, b);
+  Vec lo, hi;
+  zip(a, b, lo, hi);
   if (n >= 2 * kLanes) {
     store(dst, lo);
     store(dst + kLanes, hi);

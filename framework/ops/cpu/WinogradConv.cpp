@@ -164,10 +164,8 @@ void transformInputRow(float* v, int64_t vStride, const float* plane, int64_t ty
 // planes[j] and ys[j] are row j's channel plane (null past the item's last row) and tile row.
 void transformInputRows(float* v, int64_t vStride, const float* const* planes, const int64_t* ys, const Conv2dShape& s,
                         const Plan& plan) {
-  // Even columns of a and b, then odd ones, 4 of each (segments of 4 lanes), or 8 (segments of 8).
+  // Segments of 4 lanes: the even columns of a and b, then their odd ones, 4 of each.
   const __m512i split4 = _mm512_setr_epi32(0, 2, 4, 6, 16, 18, 20, 22, 1, 3, 5, 7, 17, 19, 21, 23);
-  const __m512i evens8 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odds8 = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512i low8 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
   const __m512i high8 = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
   Vec d[4][4];
@@ -182,8 +180,7 @@ void transformInputRows(float* v, int64_t vStride, const float* const* planes, c
       Vec& even = d[i][2 * shift];
       Vec& odd = d[i][2 * shift + 1];
       if (plan.segments == 2) {
-        even = _mm512_permutex2var_ps(a[0], evens8, a[1]);
-        odd = _mm512_permutex2var_ps(a[0], odds8, a[1]);
+        simd::deinterleave(a[0], a[1], even, odd);
       } else {
         const Vec ab = _mm512_permutex2var_ps(a[0], split4, a[1]);
         const Vec cd = _mm512_permutex2var_ps(a[2], split4, a[3]);
@@ -252,15 +249,13 @@ void transformOutputRow(float* out, const float* m, int64_t mStride, float bias,
 // past the item's last row), ys[j] its tile row.
 void transformOutputRows(float* const* outs, const int64_t* ys, const float* m, int64_t mStride, float bias,
                          const Plan& plan) {
-  const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512i high = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
   Vec y[2][2];
   transformOutput(y, m, mStride, simd::splat(bias));
   const int64_t n = std::min<int64_t>(2 * plan.pw, plan.q);  // floats of an output row
   for (int a = 0; a < 2; ++a) {
     // The interleaved row pairs: segment j's 2 pw floats start at float 2 pw j of (lo, hi).
-    const Vec halves[2] = {_mm512_permutex2var_ps(y[a][0], low, y[a][1]),
-                           _mm512_permutex2var_ps(y[a][0], high, y[a][1])};
+    Vec halves[2];
+    simd::zip(y[a][0], y[a][1], halves[0], halves[1]);
     for (int64_t j = 0; j < plan.segments; ++j) {
       if (outs[j] == nullptr || 2 * ys[j] + a >= plan.p) continue;
       const int64_t first = 2 * plan.pw * j;
