@@ -1,7 +1,5 @@
 #include "models/BasicBlock.h"
 
-#include "framework/ops/Elementwise.h"
-
 namespace aps::models {
 
 BasicBlock::BasicBlock(const ResNetBlockSpec& spec, Rng& rng) : Module("BasicBlock") {
@@ -27,10 +25,10 @@ BasicBlock::BasicBlock(const ResNetBlockSpec& spec, Rng& rng) : Module("BasicBlo
 }
 
 Tensor BasicBlock::forward(const Tensor& input) {
-  Tensor out = ops::relu(bn1_->forward(conv1_->forward(input)));  // (N, planes, H/s, W/s)
-  out = bn2_->forward(conv2_->forward(out));
+  Tensor out = bn1_->forwardRelu(conv1_->forward(input));  // (N, planes, H/s, W/s)
+  out = conv2_->forward(out);
   const Tensor identity = downsample_ ? downsample_->forward(input) : input;
-  return ops::relu(ops::add(out, identity));
+  return bn2_->forwardRelu(out, identity);  // relu(bn2(out) + identity)
 }
 
 }  // namespace aps::models

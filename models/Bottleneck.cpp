@@ -1,7 +1,5 @@
 #include "models/Bottleneck.h"
 
-#include "framework/ops/Elementwise.h"
-
 namespace aps::models {
 
 Bottleneck::Bottleneck(const ResNetBlockSpec& spec, Rng& rng) : Module("Bottleneck") {
@@ -26,11 +24,11 @@ Bottleneck::Bottleneck(const ResNetBlockSpec& spec, Rng& rng) : Module("Bottlene
 }
 
 Tensor Bottleneck::forward(const Tensor& input) {
-  Tensor out = ops::relu(bn1_->forward(conv1_->forward(input)));
-  out = ops::relu(bn2_->forward(conv2_->forward(out)));  // (N, width, H/s, W/s)
-  out = bn3_->forward(conv3_->forward(out));             // (N, 4 width, H/s, W/s)
+  Tensor out = bn1_->forwardRelu(conv1_->forward(input));
+  out = bn2_->forwardRelu(conv2_->forward(out));  // (N, width, H/s, W/s)
+  out = conv3_->forward(out);                     // (N, 4 width, H/s, W/s)
   const Tensor identity = downsample_ ? downsample_->forward(input) : input;
-  return ops::relu(ops::add(out, identity));
+  return bn3_->forwardRelu(out, identity);  // relu(bn3(out) + identity)
 }
 
 }  // namespace aps::models

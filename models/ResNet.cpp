@@ -2,7 +2,6 @@
 
 #include "framework/core/Error.h"
 #include "framework/nn/Init.h"
-#include "framework/ops/Elementwise.h"
 #include "framework/ops/Pooling.h"
 #include "framework/ops/Shaping.h"
 #include "models/BasicBlock.h"
@@ -126,7 +125,7 @@ std::shared_ptr<nn::Sequential> ResNet::makeStage(int64_t planes, int64_t blocks
 Tensor ResNet::features(const Tensor& input) {
   APS_CHECK(input.dim() == 4 && input.size(1) == spec_.inChannels, "ResNet: expected input (N, {}, H, W), got shape {}",
             spec_.inChannels, input.shapeString());
-  Tensor x = ops::relu(bn1_->forward(conv1_->forward(input)));
+  Tensor x = bn1_->forwardRelu(conv1_->forward(input));
   if (spec_.stem == ResNetStem::ImageNet) {
     x = ops::maxPool2d(x, {.kernelH = 3, .kernelW = 3, .strideH = 2, .strideW = 2, .padH = 1, .padW = 1});
   }

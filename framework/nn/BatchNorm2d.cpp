@@ -20,4 +20,10 @@ Tensor BatchNorm2d::forward(const Tensor& input) {
   return ops::batchNorm2d(input, weight_, bias_, runningMean_, runningVar_, isTraining(), momentum_, eps_);
 }
 
+Tensor BatchNorm2d::forwardRelu(const Tensor& input, const Tensor& residual) {
+  if (isTraining()) batchesTracked_.data<int64_t>()[0] += 1;
+  return ops::batchNorm2dRelu(input, weight_, bias_, runningMean_, runningVar_, isTraining(), momentum_, eps_,
+                              residual);
+}
+
 }  // namespace aps::nn

@@ -10,6 +10,9 @@ class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t channels, float eps = 1e-5f, float momentum = 0.1f);
   Tensor forward(const Tensor& input) override;
+  // relu(forward(input) + residual), or relu(forward(input)) without a residual, as one op
+  // (ops::batchNorm2dRelu): the same values and gradients in fewer passes over memory.
+  Tensor forwardRelu(const Tensor& input, const Tensor& residual = Tensor());
   Tensor& weight() { return weight_; }
   Tensor& bias() { return bias_; }
   Tensor& runningMean() { return runningMean_; }

@@ -1,12 +1,16 @@
 #include "framework/ops/BatchNorm.h"
 
+#include "framework/autograd/ComputePrecision.h"
 #include "framework/autograd/Function.h"
 #include "framework/core/Parallel.h"
 #include "framework/ops/Checks.h"
+#include "framework/ops/Elementwise.h"
 #include "framework/ops/cpu/Kernels.h"
+#include "precision/FormatRounding.h"
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 
 namespace aps::ops {
 
@@ -52,10 +56,10 @@ std::vector<Tensor> evalBackward(const Tensor& g, const Tensor& x, const Tensor&
   });
   return {dx, dgamma, dbeta};
 }
-}  // namespace
 
-Tensor batchNorm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& runningMean, Tensor& runningVar,
-                   bool training, float momentum, float eps) {
+// Batch norm with an optional fused epilogue (cpu::BatchNormEpilogue): relu(bn(x) + residual).
+Tensor batchNormOp(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& runningMean, Tensor& runningVar,
+                   bool training, float momentum, float eps, const Tensor& residual, bool relu) {
   checkFloat("batchNorm2d", "input", x);
   checkRank("batchNorm2d", "input", x, 4);
   const int64_t c = x.size(1);
@@ -65,36 +69,82 @@ Tensor batchNorm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Ten
   checkChannelVector("running var", runningVar, c);
   APS_CHECK(eps > 0.0f, "batchNorm2d: eps must be positive, got {}", eps);
   APS_CHECK(momentum >= 0.0f && momentum <= 1.0f, "batchNorm2d: momentum must be in [0, 1], got {}", momentum);
+  APS_ASSERT((training || !relu) && (relu || !residual.defined()));  // batchNorm2dRelu's cases
   cpu::BatchNormShape s{x.size(0), c, x.size(2) * x.size(3)};
   if (training) {
     APS_CHECK(s.n * s.hw > 1, "batchNorm2d: training needs more than one value per channel, got input shape {}",
               x.shapeString());
   }
   const Tensor cx = x.contiguous().detach(), cg = gamma.detach(), cb = beta.detach();
-  Tensor out = Tensor::empty(x.sizes());
+  const Tensor cr = residual.defined() ? residual.contiguous().detach() : Tensor();
   const bool gx = x.requiresGrad(), gg = gamma.requiresGrad(), gb = beta.requiresGrad();
+  const bool gr = residual.defined() && residual.requiresGrad();
+  std::vector<Tensor> inputs{x, gamma, beta};
+  if (residual.defined()) inputs.push_back(residual);
+  Tensor out = Tensor::empty(x.sizes());
   if (training) {
+    // ReLU's backward needs only its mask, out > 0, a bit per value.
+    const autograd::ComputePrecision precision = autograd::ComputePrecision::current();
+    const bool saveMask = relu && autograd::needsGrad(inputs);
+    const std::shared_ptr<uint16_t[]> mask(saveMask ? new uint16_t[s.n * s.c * cpu::reluMaskWords(s.hw)] : nullptr);
+    // A 16-bit compute precision rounds the output after the kernel: the mask is taken then.
+    const cpu::BatchNormEpilogue epilogue{cr.defined() ? cr.data<float>() : nullptr, relu,
+                                          precision.isFp32() ? mask.get() : nullptr};
     Tensor saveMean = Tensor::empty({c}), saveInvStd = Tensor::empty({c});
     cpu::batchNormForwardTrain(out.data<float>(), saveMean.data<float>(), saveInvStd.data<float>(),
                                runningMean.data<float>(), runningVar.data<float>(), cx.data<float>(), cg.data<float>(),
-                               cb.data<float>(), s, momentum, eps);
-    return autograd::recordFunction(out, "BatchNorm2dBackward", {x, gamma, beta}, [=](const Tensor& gIn) {
-      const Tensor g = gIn.contiguous();
-      std::vector<Tensor> grads{gx ? Tensor::empty(cx.sizes()) : Tensor(), gg ? Tensor::empty({c}) : Tensor(),
-                                gb ? Tensor::empty({c}) : Tensor()};
-      cpu::batchNormBackward(gx ? grads[0].data<float>() : nullptr, gg ? grads[1].data<float>() : nullptr,
-                             gb ? grads[2].data<float>() : nullptr, g.data<float>(), cx.data<float>(), cg.data<float>(),
-                             saveMean.data<float>(), saveInvStd.data<float>(), s);
-      return grads;
-    });
+                               cb.data<float>(), s, momentum, eps, epilogue);
+    // The separate ReLU's gradient is rounded to batch norm's output format (16-bit compute);
+    // gradients a node receives are already rounded, except the root's.
+    const precision::ComputeFormat reluGradFormat = relu ? precision.format() : precision::ComputeFormat::Fp32;
+    const size_t gradients = inputs.size();
+    autograd::recordFunction(
+        out, relu ? "BatchNorm2dReluBackward" : "BatchNorm2dBackward", inputs, [=](const Tensor& gIn) {
+          Tensor g = gIn.contiguous();
+          if (reluGradFormat != precision::ComputeFormat::Fp32) {
+            g = g.clone();
+            precision::roundInPlace(g, reluGradFormat);
+          }
+          std::vector<Tensor> grads{gx ? Tensor::empty(cx.sizes()) : Tensor(), gg ? Tensor::empty({c}) : Tensor(),
+                                    gb ? Tensor::empty({c}) : Tensor()};
+          grads.resize(gradients);
+          if (gr) grads[3] = Tensor::empty(cx.sizes());
+          const cpu::BatchNormGradEpilogue gradEpilogue{mask.get(), gr ? grads[3].data<float>() : nullptr};
+          cpu::batchNormBackward(gx ? grads[0].data<float>() : nullptr, gg ? grads[1].data<float>() : nullptr,
+                                 gb ? grads[2].data<float>() : nullptr, g.data<float>(), cx.data<float>(),
+                                 cg.data<float>(), saveMean.data<float>(), saveInvStd.data<float>(), s, gradEpilogue);
+          return grads;
+        });
+    if (saveMask && !precision.isFp32()) cpu::reluMask(mask.get(), out.data<float>(), s);
+    return out;
   }
+  APS_ASSERT(!residual.defined());
   cpu::batchNormForwardEval(out.data<float>(), cx.data<float>(), cg.data<float>(), cb.data<float>(),
                             runningMean.data<float>(), runningVar.data<float>(), s, eps);
   // Backward in eval mode uses the statistics as they were in this forward pass.
   const Tensor mean = runningMean.clone(), var = runningVar.clone();
-  return autograd::recordFunction(out, "BatchNorm2dEvalBackward", {x, gamma, beta}, [=](const Tensor& gIn) {
+  return autograd::recordFunction(out, "BatchNorm2dEvalBackward", inputs, [=](const Tensor& gIn) {
     return evalBackward(gIn.contiguous(), cx, cg, mean, var, eps, gx, gg, gb);
   });
+}
+}  // namespace
+
+Tensor batchNorm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& runningMean, Tensor& runningVar,
+                   bool training, float momentum, float eps) {
+  return batchNormOp(x, gamma, beta, runningMean, runningVar, training, momentum, eps, Tensor(), false);
+}
+
+Tensor batchNorm2dRelu(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& runningMean,
+                       Tensor& runningVar, bool training, float momentum, float eps, const Tensor& residual) {
+  // The add fuses only where it is the same arithmetic: fp32 (no rounding of batch norm's
+  // output before it), a float residual of x's shape (no broadcast).
+  const bool fuseAdd = residual.defined() && autograd::ComputePrecision::current().isFp32() &&
+                       residual.dtype() == DType::Float32 && residual.sizes() == x.sizes();
+  if (!training || (residual.defined() && !fuseAdd)) {
+    Tensor y = batchNorm2d(x, gamma, beta, runningMean, runningVar, training, momentum, eps);
+    return relu(residual.defined() ? add(y, residual) : y);
+  }
+  return batchNormOp(x, gamma, beta, runningMean, runningVar, training, momentum, eps, residual, true);
 }
 
 }  // namespace aps::ops

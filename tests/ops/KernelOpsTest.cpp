@@ -1,10 +1,13 @@
 // The autograd front ends of the CPU kernels: gradients against finite differences through
 // the front end (argument plumbing, which gradients are requested) and argument validation.
+#include "framework/autograd/ComputePrecision.h"
 #include "framework/autograd/Engine.h"
 #include "framework/core/Error.h"
+#include "framework/core/Parallel.h"
 #include "framework/core/Profile.h"
 #include "framework/ops/BatchNorm.h"
 #include "framework/ops/Conv.h"
+#include "framework/ops/Elementwise.h"
 #include "framework/ops/Loss.h"
 #include "framework/ops/Pooling.h"
 #include "framework/ops/Reduction.h"
@@ -14,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace {
@@ -138,6 +142,96 @@ TEST(BatchNorm2dOp, RejectsMismatchedChannels) {
   EXPECT_THROW(
       ops::batchNorm2d(Tensor::zeros({1, 3, 1, 1}), Tensor::ones({3}), Tensor::zeros({3}), rm, rv, true, 0.1f, 1e-5f),
       aps::Error);  // one value per channel: no batch variance
+}
+
+// The fused end of a residual block against the separate ops it replaces: output, running
+// statistics and every gradient bit for bit, with and without a residual, in fp32 and the
+// 16-bit compute modes (where the add stays separate), on 1 and 2 threads, for inputs,
+// gammas and residuals that need no gradient too (the kernel's scratch path).
+TEST(BatchNorm2dReluOp, SameBitsAsBatchNormAddRelu) {
+  namespace ag = aps::autograd;
+  using Mode = ag::ComputePrecision::Mode;
+  struct Case {
+    aps::Shape shape;
+    bool residual, gradX, gradGamma, gradResidual;
+  };
+  const std::vector<Case> cases{{{4, 3, 5, 5}, true, true, true, true},    {{2, 6, 8, 8}, false, true, true, false},
+                                {{3, 2, 7, 3}, true, false, true, true},   {{2, 4, 4, 4}, true, true, false, false},
+                                {{2, 3, 6, 6}, false, false, true, false}, {{5, 2, 1, 3}, true, false, false, true}};
+  for (Mode mode : {Mode::Fp32, Mode::Fp16Mixed, Mode::Fp16Pure, Mode::Bf16Mixed}) {
+    for (int threads : {1, 2}) {
+      for (size_t k = 0; k < cases.size(); ++k) {
+        const Case& c = cases[k];
+        const std::string what = std::string(ag::ComputePrecision(mode).name()) + ", " + std::to_string(threads) +
+                                 " threads, case " + std::to_string(k);
+        const int64_t channels = c.shape[1];
+        const uint64_t seed = 100 + k;
+        struct Run {
+          Tensor y, x, gamma, beta, residual, mean, var;
+        };
+        auto run = [&](bool fused) {
+          aps::ThreadCountGuard threadGuard(threads);
+          Run r{Tensor(),
+                randomInput(c.shape, seed, c.gradX),
+                randomInput({channels}, seed + 1, c.gradGamma),
+                randomInput({channels}, seed + 2),
+                c.residual ? randomInput(c.shape, seed + 3, c.gradResidual) : Tensor(),
+                randomInput({channels}, seed + 4, false),
+                Tensor::ones({channels})};
+          {
+            ag::ComputePrecisionGuard guard{ag::ComputePrecision(mode)};
+            // As in a network, batch norm reads op outputs (which a 16-bit mode has rounded).
+            const Tensor x = ops::mul(r.x, 1.0f);
+            const Tensor residual = c.residual ? ops::mul(r.residual, 1.0f) : Tensor();
+            if (fused) {
+              r.y = ops::batchNorm2dRelu(x, r.gamma, r.beta, r.mean, r.var, true, 0.1f, 1e-5f, residual);
+            } else {
+              const Tensor bn = ops::batchNorm2d(x, r.gamma, r.beta, r.mean, r.var, true, 0.1f, 1e-5f);
+              r.y = ops::relu(c.residual ? ops::add(bn, residual) : bn);
+            }
+          }
+          ag::backward(r.y, randomInput(c.shape, seed + 5, false));
+          return r;
+        };
+        const Run fused = run(true), separate = run(false);
+        auto expectSame = [&](const Tensor& a, const Tensor& b, const char* name) {
+          ASSERT_EQ(a.defined(), b.defined()) << name << ", " << what;
+          if (a.defined()) {
+            EXPECT_EQ(a.toFloatVector(), b.toFloatVector()) << name << ", " << what;
+          }
+        };
+        expectSame(fused.y, separate.y, "output");
+        expectSame(fused.mean, separate.mean, "running mean");
+        expectSame(fused.var, separate.var, "running var");
+        expectSame(fused.x.grad(), separate.x.grad(), "input gradient");
+        expectSame(fused.gamma.grad(), separate.gamma.grad(), "gamma gradient");
+        expectSame(fused.beta.grad(), separate.beta.grad(), "beta gradient");
+        if (c.residual) expectSame(fused.residual.grad(), separate.residual.grad(), "residual gradient");
+        // The ReLU is in the output: some values are clipped, some pass.
+        const std::vector<float> y = fused.y.toFloatVector();
+        EXPECT_GT(std::count(y.begin(), y.end(), 0.0f), 0) << what;
+        EXPECT_LT(std::count(y.begin(), y.end(), 0.0f), static_cast<long>(y.size())) << what;
+      }
+    }
+  }
+}
+
+// Eval mode runs the separate ops; a residual that broadcasts is added as ops::add would.
+TEST(BatchNorm2dReluOp, EvalModeAndBroadcastResidual) {
+  Tensor mean = Tensor::fromVector({0.5f, -0.2f}, {2}), var = Tensor::fromVector({0.7f, 1.3f}, {2});
+  const Tensor x = randomInput({2, 2, 3, 3}, 21, false), gamma = randomInput({2}, 22), beta = randomInput({2}, 23);
+  const Tensor residual = randomInput({2, 1, 3}, 24, false);
+  for (bool training : {false, true}) {
+    Tensor m1 = mean.clone(), v1 = var.clone(), m2 = mean.clone(), v2 = var.clone();
+    const Tensor fused = ops::batchNorm2dRelu(x, gamma, beta, m1, v1, training, 0.1f, 1e-5f, residual);
+    const Tensor separate =
+        ops::relu(ops::add(ops::batchNorm2d(x, gamma, beta, m2, v2, training, 0.1f, 1e-5f), residual));
+    EXPECT_EQ(fused.toFloatVector(), separate.toFloatVector()) << "training " << training;
+    EXPECT_EQ(m1.toFloatVector(), m2.toFloatVector()) << "training " << training;
+  }
+  Tensor rm = Tensor::zeros({2}), rv = Tensor::ones({2});
+  EXPECT_THROW(ops::batchNorm2dRelu(x, gamma, beta, rm, rv, true, 0.1f, 1e-5f, Tensor::zeros({2, 2, 3, 4})),
+               aps::Error);  // shapes that do not broadcast
 }
 
 TEST(PoolingOps, Gradients) {

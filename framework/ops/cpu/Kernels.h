@@ -27,15 +27,38 @@ void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const flo
 struct BatchNormShape {
   int64_t n = 1, c = 1, hw = 1;  // (N, C, H*W)
 };
+// What follows batch norm in the same pass over memory: out = relu(bn(in)) (relu), or
+// relu(bn(in) + residual) (relu and a residual; a residual needs relu). The values are
+// those of the separate ops in sequence (kernels/BatchNorm.h's batchNormAddRelu), bit for
+// bit. reluMask (may be null) receives ReLU's mask, out > 0, reluMaskWords(hw) words per
+// (n, c) plane (simd::positiveBits), which is all its backward needs of the output.
+struct BatchNormEpilogue {
+  const float* residual = nullptr;  // (N, C, H*W) like the input
+  bool relu = false;
+  uint16_t* reluMask = nullptr;
+};
+inline int64_t reluMaskWords(int64_t hw) { return (hw + 15) / 16; }
+// reluMask <- out > 0 for a relu output out (N, C, H*W) computed elsewhere (the fused op under
+// a 16-bit compute precision, whose output is rounded after the kernel).
+void reluMask(uint16_t* mask, const float* out, const BatchNormShape& shape);
 // Training mode: normalises with the batch statistics, saves mean and 1/sqrt(var+eps) for
 // backward, and updates running stats as PyTorch does (unbiased variance, momentum).
 void batchNormForwardTrain(float* out, float* saveMean, float* saveInvStd, float* runningMean, float* runningVar,
                            const float* in, const float* gamma, const float* beta, const BatchNormShape& shape,
-                           float momentum, float eps);
+                           float momentum, float eps, const BatchNormEpilogue& epilogue = {});
 void batchNormForwardEval(float* out, const float* in, const float* gamma, const float* beta,
-                          const float* runningMean, const float* runningVar, const BatchNormShape& shape, float eps);
+                          const float* runningMean, const float* runningVar, const BatchNormShape& shape, float eps,
+                          const BatchNormEpilogue& epilogue = {});
+// The backward of a fused ReLU epilogue (reluMask not null): gradOut is the gradient of
+// relu's output, reluMask the forward's mask; ReLU's input gradient, which the residual also
+// receives, goes to gradResidual (may be null). Without it gradOut is batch norm's own.
+struct BatchNormGradEpilogue {
+  const uint16_t* reluMask = nullptr;
+  float* gradResidual = nullptr;
+};
 void batchNormBackward(float* gradIn, float* gradGamma, float* gradBeta, const float* gradOut, const float* in,
-                       const float* gamma, const float* saveMean, const float* saveInvStd, const BatchNormShape& shape);
+                       const float* gamma, const float* saveMean, const float* saveInvStd, const BatchNormShape& shape,
+                       const BatchNormGradEpilogue& epilogue = {});
 
 struct Pool2dShape {
   int64_t n = 1, c = 1, h = 1, w = 1;

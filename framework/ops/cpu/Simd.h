@@ -227,4 +227,32 @@ inline void transpose8x8(float* dst, int64_t ldDst, const float* src, int64_t ld
 #endif
 }
 
+// A ReLU mask packed 16 floats to a word: bit j of bits[w] <- x[16 w + j] > 0 for the n
+// floats (the bits past n are 0). ceil(n / 16) words.
+inline void positiveBits(uint16_t* bits, const float* x, int64_t n) {
+  int64_t w = 0;
+#if defined(APS_SIMD_AVX512)
+  for (; 16 * w + 16 <= n; ++w) {
+    bits[w] = static_cast<uint16_t>(_mm512_cmp_ps_mask(_mm512_loadu_ps(x + 16 * w), zero(), _CMP_GT_OQ));
+  }
+  if (16 * w < n) {
+    const auto tail = static_cast<__mmask16>((1u << (n - 16 * w)) - 1u);
+    bits[w] = static_cast<uint16_t>(_mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(tail, x + 16 * w), zero(), _CMP_GT_OQ));
+  }
+#else
+#if defined(APS_SIMD_AVX2)
+  for (; 16 * w + 16 <= n; ++w) {
+    const int lo = _mm256_movemask_ps(_mm256_cmp_ps(load(x + 16 * w), zero(), _CMP_GT_OQ));
+    const int hi = _mm256_movemask_ps(_mm256_cmp_ps(load(x + 16 * w + 8), zero(), _CMP_GT_OQ));
+    bits[w] = static_cast<uint16_t>(lo | (hi << 8));
+  }
+#endif
+  for (; 16 * w < n; ++w) {
+    unsigned word = 0;
+    for (int64_t j = 0; j < 16 && 16 * w + j < n; ++j) word |= (x[16 * w + j] > 0.0f ? 1u : 0u) << j;
+    bits[w] = static_cast<uint16_t>(word);
+  }
+#endif
+}
+
 }  // namespace aps::cpu::detail::simd

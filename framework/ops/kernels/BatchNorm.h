@@ -5,6 +5,7 @@
 // one thread each); everything after the sums is here.
 
 #include "framework/core/HostDevice.h"
+#include "framework/ops/kernels/Elementwise.h"
 #include "framework/ops/kernels/Math.h"
 
 #include <cstdint>
@@ -45,6 +46,12 @@ APS_HOST_DEVICE inline BatchNormAffine batchNormAffine(const float* gamma, const
   return {scale, b - mean * scale};
 }
 APS_HOST_DEVICE inline float batchNormApply(float x, BatchNormAffine a) { return x * a.scale + a.shift; }
+// A fused op's epilogue after the affine map: the residual add (add), then ReLU (relu),
+// exactly the element-wise ops the separate graph would run.
+APS_HOST_DEVICE inline float batchNormAddRelu(float x, BatchNormAffine a, float residual) {
+  return relu(add(batchNormApply(x, a), residual));
+}
+APS_HOST_DEVICE inline float batchNormRelu(float x, BatchNormAffine a) { return relu(batchNormApply(x, a)); }
 
 // Backward from sumG = sum dy and sumGX = sum dy * (x - mean) over the channel's values:
 // dx = gamma * invStd * (dy - mean(dy) - (x - mean) * invStd^2 * mean(dy * (x - mean))).

@@ -202,34 +202,58 @@ TEST(SharedKernels, BatchNormLaneOrderMatchesTheCpuStatistics) {
       EXPECT_EQ(aps::bitCast<uint32_t>(m), aps::bitCast<uint32_t>(mean[static_cast<size_t>(c)])) << hw << " " << c;
       EXPECT_EQ(aps::bitCast<uint32_t>(is), aps::bitCast<uint32_t>(invStd[static_cast<size_t>(c)])) << hw << " " << c;
     }
-    // Backward's sums: sum dy and sum dy * (x - mean), in the same lanes.
-    const std::vector<float> g = randomVector(x.size(), 5);
-    std::vector<float> gradGamma(4), gradBeta(4);
-    aps::cpu::batchNormBackward(nullptr, gradGamma.data(), gradBeta.data(), g.data(), x.data(), nullptr, mean.data(),
-                                invStd.data(), s);
-    for (int64_t c = 0; c < s.c; ++c) {
-      const float m = mean[static_cast<size_t>(c)];
-      double sumG = 0.0, sumGX = 0.0;
-      for (int64_t n = 0; n < s.n; ++n) {
-        float lanesG[k::kLanes] = {}, lanesGX[k::kLanes] = {};
-        for (int lane = 0; lane < k::kLanes; ++lane) {
-          for (int64_t i = lane; i < s.hw; i += k::kLanes) {
+    // Backward: sum dy and sum dy * (x - mean) in the same lanes, then per value
+    // dx = scale * (dy - mean(dy) - (x - mean) * projection) with one negated fused
+    // multiply-add, as a CUDA thread computes it. Under a fused ReLU, dy is the output
+    // gradient where the forward's mask (out > 0) is set, and also the residual's gradient.
+    const std::vector<float> g = randomVector(x.size(), 5), y = randomVector(x.size(), 6);
+    const std::vector<float> gamma = randomVector(4, 7);
+    std::vector<uint16_t> mask(static_cast<size_t>(s.n * s.c * aps::cpu::reluMaskWords(s.hw)));
+    aps::cpu::reluMask(mask.data(), y.data(), s);
+    for (bool fused : {false, true}) {
+      const std::string what = std::to_string(hw) + (fused ? " fused" : "");
+      std::vector<float> gradGamma(4), gradBeta(4), gradIn(x.size()), gradResidual(x.size());
+      aps::cpu::batchNormBackward(gradIn.data(), gradGamma.data(), gradBeta.data(), g.data(), x.data(), gamma.data(),
+                                  mean.data(), invStd.data(), s,
+                                  {fused ? mask.data() : nullptr, fused ? gradResidual.data() : nullptr});
+      std::vector<float> dy(g);
+      if (fused) {
+        for (size_t i = 0; i < dy.size(); ++i) dy[i] = y[i] > 0.0f ? g[i] : 0.0f;
+        expectSameBits(dy, gradResidual, "residual gradient " + what);
+      }
+      for (int64_t c = 0; c < s.c; ++c) {
+        const float m = mean[static_cast<size_t>(c)];
+        double sumG = 0.0, sumGX = 0.0;
+        for (int64_t n = 0; n < s.n; ++n) {
+          float lanesG[k::kLanes] = {}, lanesGX[k::kLanes] = {};
+          for (int lane = 0; lane < k::kLanes; ++lane) {
+            for (int64_t i = lane; i < s.hw; i += k::kLanes) {
+              const size_t at = static_cast<size_t>((n * s.c + c) * s.hw + i);
+              lanesG[lane] += dy[at];
+              lanesGX[lane] = std::fma(dy[at], x[at] - m, lanesGX[lane]);
+            }
+          }
+          k::combineLanes(lanesG);
+          k::combineLanes(lanesGX);
+          sumG += static_cast<double>(lanesG[0]);
+          sumGX += static_cast<double>(lanesGX[0]);
+        }
+        const float is = invStd[static_cast<size_t>(c)];
+        EXPECT_EQ(aps::bitCast<uint32_t>(k::batchNormGradBeta(sumG)),
+                  aps::bitCast<uint32_t>(gradBeta[static_cast<size_t>(c)]))
+            << what << " " << c;
+        EXPECT_EQ(aps::bitCast<uint32_t>(k::batchNormGradGamma(sumGX, is)),
+                  aps::bitCast<uint32_t>(gradGamma[static_cast<size_t>(c)]))
+            << what << " " << c;
+        const k::BatchNormGrad kc = k::batchNormGrad(sumG, sumGX, s.n * s.hw, gamma.data(), c, m, is);
+        for (int64_t n = 0; n < s.n; ++n) {
+          for (int64_t i = 0; i < s.hw; ++i) {
             const size_t at = static_cast<size_t>((n * s.c + c) * s.hw + i);
-            lanesG[lane] += g[at];
-            lanesGX[lane] = std::fma(g[at], x[at] - m, lanesGX[lane]);
+            const float want = kc.scale * std::fma(-(x[at] - kc.mean), kc.projection, dy[at] - kc.meanG);
+            ASSERT_EQ(aps::bitCast<uint32_t>(want), aps::bitCast<uint32_t>(gradIn[at])) << what << " at " << at;
           }
         }
-        k::combineLanes(lanesG);
-        k::combineLanes(lanesGX);
-        sumG += static_cast<double>(lanesG[0]);
-        sumGX += static_cast<double>(lanesGX[0]);
       }
-      EXPECT_EQ(aps::bitCast<uint32_t>(k::batchNormGradBeta(sumG)),
-                aps::bitCast<uint32_t>(gradBeta[static_cast<size_t>(c)]))
-          << hw << " " << c;
-      EXPECT_EQ(aps::bitCast<uint32_t>(k::batchNormGradGamma(sumGX, invStd[static_cast<size_t>(c)])),
-                aps::bitCast<uint32_t>(gradGamma[static_cast<size_t>(c)]))
-          << hw << " " << c;
     }
   }
 }
