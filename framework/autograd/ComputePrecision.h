@@ -21,7 +21,10 @@ using precision::ComputeFormat;
 //   (autograd::recordFunction), so activations hold format values;
 // - the engine rounds every gradient a backward node produces to the format of the tensor
 //   it is the gradient of (each node remembers the format of its output), and every sum of
-//   gradient contributions; the root gradient (the loss scale) is never rounded;
+//   gradient contributions; the root gradient (the loss scale) is never rounded, except
+//   where it enters a node that fuses an op whose gradient would be rounded inside it
+//   (Node::roundsRootGradient: ops::batchNorm2dRelu's ReLU), so that the fused op computes
+//   what the separate ops would;
 // - fp16_mixed / bf16_mixed (Micikevicius et al., "Mixed Precision Training", ICLR 2018;
 //   torch.autocast): parameters stay fp32 master weights. The ops autocast runs in 16 bits
 //   (conv2d, linear, matmul) read rounded copies of float inputs that are not yet format

@@ -79,6 +79,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradR
                 grad.shapeString(), root.shapeString());
     }
     Edge edge = gradientEdge(root);
+    if (edge.fn->roundsRootGradient()) roundInPlace(grad, edge.fn->gradFormat());
     if (states.try_emplace(edge.fn.get()).second) stack.push_back(edge.fn.get());
     seeds.emplace_back(std::move(edge), std::move(grad));
   }

@@ -47,6 +47,11 @@ class Node {
   // gradients flowing into this node to it. Fp32 (no rounding) unless set.
   ComputeFormat gradFormat() const { return gradFormat_; }
   void setGradFormat(ComputeFormat format) { gradFormat_ = format; }
+  // A node that fuses an op whose gradient the engine would round inside it (the ReLU of
+  // ops::batchNorm2dRelu) asks for a root gradient seeded into it to be rounded to
+  // gradFormat() too; every other gradient reaching a node already is.
+  bool roundsRootGradient() const { return roundsRootGradient_; }
+  void setRoundsRootGradient() { roundsRootGradient_ = true; }
 
  private:
   std::string name_;
@@ -54,6 +59,7 @@ class Node {
   uint64_t sequenceNr_;
   std::vector<Edge> next_;
   ComputeFormat gradFormat_ = ComputeFormat::Fp32;
+  bool roundsRootGradient_ = false;
 };
 
 }  // namespace aps::autograd

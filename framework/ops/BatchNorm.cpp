@@ -6,7 +6,6 @@
 #include "framework/ops/Checks.h"
 #include "framework/ops/Elementwise.h"
 #include "framework/ops/cpu/Kernels.h"
-#include "precision/FormatRounding.h"
 
 #include <algorithm>
 #include <cmath>
@@ -94,17 +93,10 @@ Tensor batchNormOp(const Tensor& x, const Tensor& gamma, const Tensor& beta, Ten
     cpu::batchNormForwardTrain(out.data<float>(), saveMean.data<float>(), saveInvStd.data<float>(),
                                runningMean.data<float>(), runningVar.data<float>(), cx.data<float>(), cg.data<float>(),
                                cb.data<float>(), s, momentum, eps, epilogue);
-    // The separate ReLU's gradient is rounded to batch norm's output format (16-bit compute);
-    // gradients a node receives are already rounded, except the root's.
-    const precision::ComputeFormat reluGradFormat = relu ? precision.format() : precision::ComputeFormat::Fp32;
     const size_t gradients = inputs.size();
     autograd::recordFunction(
         out, relu ? "BatchNorm2dReluBackward" : "BatchNorm2dBackward", inputs, [=](const Tensor& gIn) {
-          Tensor g = gIn.contiguous();
-          if (reluGradFormat != precision::ComputeFormat::Fp32) {
-            g = g.clone();
-            precision::roundInPlace(g, reluGradFormat);
-          }
+          const Tensor g = gIn.contiguous();
           std::vector<Tensor> grads{gx ? Tensor::empty(cx.sizes()) : Tensor(), gg ? Tensor::empty({c}) : Tensor(),
                                     gb ? Tensor::empty({c}) : Tensor()};
           grads.resize(gradients);
@@ -115,6 +107,9 @@ Tensor batchNormOp(const Tensor& x, const Tensor& gamma, const Tensor& beta, Ten
                                  cg.data<float>(), saveMean.data<float>(), saveInvStd.data<float>(), s, gradEpilogue);
           return grads;
         });
+    // The separate ReLU's gradient would be rounded to batch norm's output format, which the
+    // gradients reaching this node already are, except a root's (16-bit compute).
+    if (relu && !precision.isFp32() && out.requiresGrad()) out.impl().autograd().gradFn->setRoundsRootGradient();
     if (saveMask && !precision.isFp32()) cpu::reluMask(mask.get(), out.data<float>(), s);
     return out;
   }
