@@ -155,17 +155,22 @@ void batchNormBackward(float* gradIn, float* gradGamma, float* gradBeta, const f
   const bool needGradIn = gradIn != nullptr || epilogue.gradResidual != nullptr;
   std::vector<kernels::BatchNormGrad> k(needGradIn ? static_cast<size_t>(s.c) : 0);
   parallelFor(s.c, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const float mean = saveMean[c];
-      double sumG = 0.0, sumGX = 0.0;  // sum dy, sum dy * (x - mean)
-      for (int64_t n = 0; n < s.n; ++n) {
+    // Per channel, sum dy and sum dy * (x - mean) over the images in order; an image's planes
+    // of this thread's channels lie next to each other, so the pass reads one stream per image.
+    std::vector<double> sums(static_cast<size_t>(2 * (c1 - c0)), 0.0);
+    for (int64_t n = 0; n < s.n; ++n) {
+      for (int64_t c = c0; c < c1; ++c) {
         const int64_t plane = n * s.c + c;
         float planeG = 0.0f, planeGX = 0.0f;
         detail::sumAndDotDeviation(gradOut + plane * s.hw, fused ? epilogue.reluMask + plane * words : nullptr,
-                                   in + plane * s.hw, mean, s.hw, planeG, planeGX);
-        sumG += planeG;
-        sumGX += planeGX;
+                                   in + plane * s.hw, saveMean[c], s.hw, planeG, planeGX);
+        sums[static_cast<size_t>(2 * (c - c0))] += planeG;
+        sums[static_cast<size_t>(2 * (c - c0) + 1)] += planeGX;
       }
+    }
+    for (int64_t c = c0; c < c1; ++c) {
+      const float mean = saveMean[c];
+      const double sumG = sums[static_cast<size_t>(2 * (c - c0))], sumGX = sums[static_cast<size_t>(2 * (c - c0) + 1)];
       if (gradBeta != nullptr) gradBeta[c] = kernels::batchNormGradBeta(sumG);
       if (gradGamma != nullptr) gradGamma[c] = kernels::batchNormGradGamma(sumGX, saveInvStd[c]);
       if (needGradIn) {

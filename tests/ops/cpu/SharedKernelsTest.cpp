@@ -202,9 +202,9 @@ TEST(SharedKernels, BatchNormLaneOrderMatchesTheCpuStatistics) {
       EXPECT_EQ(aps::bitCast<uint32_t>(m), aps::bitCast<uint32_t>(mean[static_cast<size_t>(c)])) << hw << " " << c;
       EXPECT_EQ(aps::bitCast<uint32_t>(is), aps::bitCast<uint32_t>(invStd[static_cast<size_t>(c)])) << hw << " " << c;
     }
-    // Backward: sum dy and sum dy * (x - mean) in the same lanes, then per value
-    // dx = scale * (dy - mean(dy) - (x - mean) * projection) with one negated fused
-    // multiply-add, as a CUDA thread computes it. Under a fused ReLU, dy is the output
+    // Backward: sum dy and sum dy * (x - mean) in the same lanes, then per value the shared
+    // batchNormGradIn, as a CUDA thread computes it (the AVX-512 kernel writes it out as the
+    // compiler fuses it, one negated multiply-add). Under a fused ReLU, dy is the output
     // gradient where the forward's mask (out > 0) is set, and also the residual's gradient.
     const std::vector<float> g = randomVector(x.size(), 5), y = randomVector(x.size(), 6);
     const std::vector<float> gamma = randomVector(4, 7);
@@ -249,7 +249,7 @@ TEST(SharedKernels, BatchNormLaneOrderMatchesTheCpuStatistics) {
         for (int64_t n = 0; n < s.n; ++n) {
           for (int64_t i = 0; i < s.hw; ++i) {
             const size_t at = static_cast<size_t>((n * s.c + c) * s.hw + i);
-            const float want = kc.scale * std::fma(-(x[at] - kc.mean), kc.projection, dy[at] - kc.meanG);
+            const float want = k::batchNormGradIn(dy[at], x[at], kc);
             ASSERT_EQ(aps::bitCast<uint32_t>(want), aps::bitCast<uint32_t>(gradIn[at])) << what << " at " << at;
           }
         }
