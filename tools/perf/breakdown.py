@@ -73,10 +73,12 @@ def pick(ops, names):
 
 
 def rate(kind, gflop, gb, ms):
-    """GFLOP/s or GB/s; None for rows without a work count or too short to time (< 0.5 ms)."""
-    if ms is None or ms < 0.5 or kind is None:
+    """GFLOP/s or GB/s; None for rows without a work count (aps's element-wise row, whose work
+    its batch norm now does) or too short to time (< 0.5 ms)."""
+    work = gflop if kind == "flops" else gb
+    if ms is None or ms < 0.5 or kind is None or not work:
         return None
-    return (gflop if kind == "flops" else gb) / (ms / 1e3)
+    return work / (ms / 1e3)
 
 
 def fmt(v, digits=1):
