@@ -70,7 +70,7 @@ void gradInPlane(float* dx, float* gradRelu, const float* gradOut, const uint16_
   }
 #else
   for (int64_t i = 0; i < hw; ++i) {
-    const float g = bits == nullptr || ((bits[i / 16] >> (i % 16)) & 1u) ? gradOut[i] : 0.0f;
+    const float g = bits == nullptr || detail::simd::positiveBit(bits, i) ? gradOut[i] : 0.0f;
     if (gradRelu != nullptr) gradRelu[i] = g;
     if (dx != nullptr) dx[i] = kernels::batchNormGradIn(g, x[i], k);
   }
@@ -117,16 +117,15 @@ void batchNormForwardTrain(float* out, float* saveMean, float* saveInvStd, float
 }
 
 void batchNormForwardEval(float* out, const float* in, const float* gamma, const float* beta, const float* runningMean,
-                          const float* runningVar, const BatchNormShape& shape, float eps,
-                          const BatchNormEpilogue& epilogue) {
-  checkShape(shape, epilogue);
+                          const float* runningVar, const BatchNormShape& shape, float eps) {
+  checkShape(shape);
   const BatchNormShape& s = shape;
   std::vector<kernels::BatchNormAffine> a(static_cast<size_t>(s.c));
   for (int64_t c = 0; c < s.c; ++c) {
     a[static_cast<size_t>(c)] =
         kernels::batchNormAffine(gamma, beta, c, runningMean[c], kernels::batchNormEvalInvStd(runningVar[c], eps));
   }
-  parallelFor(s.n * s.c, planeGrain(s), [&](int64_t p0, int64_t p1) { affine(out, in, a, p0, p1, s, epilogue); });
+  parallelFor(s.n * s.c, planeGrain(s), [&](int64_t p0, int64_t p1) { affine(out, in, a, p0, p1, s, {}); });
 }
 
 void reluMask(uint16_t* mask, const float* out, const BatchNormShape& shape) {

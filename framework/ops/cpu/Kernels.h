@@ -47,8 +47,7 @@ void batchNormForwardTrain(float* out, float* saveMean, float* saveInvStd, float
                            const float* in, const float* gamma, const float* beta, const BatchNormShape& shape,
                            float momentum, float eps, const BatchNormEpilogue& epilogue = {});
 void batchNormForwardEval(float* out, const float* in, const float* gamma, const float* beta,
-                          const float* runningMean, const float* runningVar, const BatchNormShape& shape, float eps,
-                          const BatchNormEpilogue& epilogue = {});
+                          const float* runningMean, const float* runningVar, const BatchNormShape& shape, float eps);
 // The backward of a fused ReLU epilogue (reluMask not null): gradOut is the gradient of
 // relu's output, reluMask the forward's mask; ReLU's input gradient, which the residual also
 // receives, goes to gradResidual (may be null). Without it gradOut is batch norm's own.

@@ -75,7 +75,7 @@ inline void sumAndDotDeviation(const float* g, const uint16_t* bits, const float
   kernels::combineLanes(lanes);
   sumGX = lanes[0];
 #else
-  auto masked = [g, bits](int64_t i) { return bits == nullptr || ((bits[i / 16] >> (i % 16)) & 1u) ? g[i] : 0.0f; };
+  auto masked = [g, bits](int64_t i) { return bits == nullptr || simd::positiveBit(bits, i) ? g[i] : 0.0f; };
   sumG = laneSum(n, [&](float acc, int64_t i) { return acc + masked(i); });
   sumGX = laneSum(n, [&](float acc, int64_t i) { return kernels::addGradDeviation(acc, masked(i), x[i], mean); });
 #endif

@@ -255,4 +255,7 @@ inline void positiveBits(uint16_t* bits, const float* x, int64_t n) {
 #endif
 }
 
+// Bit i of positiveBits' words: whether float i was > 0.
+inline bool positiveBit(const uint16_t* bits, int64_t i) { return ((bits[i / 16] >> (i % 16)) & 1u) != 0; }
+
 }  // namespace aps::cpu::detail::simd
