@@ -122,16 +122,56 @@ void outerTilesFor(int64_t vectors, int64_t taps, float* acc, int64_t ldAcc, boo
   }
 }
 
+// Where a row tile's filter rows read the input, output row by output row: Rows pointers, x[i]
+// to column 0 of filter row i's input row as the padded input has it (x[i] + u is the column
+// that the row's first tap reads for pixel u). `edges` says whether columns 0 and q + 1 (which
+// only the first and last pixels' outer taps read) are read at all.
+//
+// PaddedRows reads the zero-padded input at the tap offsets.
+struct PaddedRows {
+  Pixels px;
+  const int64_t* offsets;  // the tile's taps' offsets: filter row i's first at offsets[3 i]
+  static constexpr bool edges = true;
+  template <int Rows>
+  void at(int64_t row, const float* (&x)[Rows]) const {
+    const float* base = px.row(row);
+    for (int i = 0; i < Rows; ++i) x[i] = base + offsets[3 * i];
+  }
+};
+
+// DirectRows reads the input itself where its border is at most one column wide: a filter row
+// whose input row lies outside the image reads a row of zeros, as it would from the padded copy,
+// and with a one-column border the first and last steps of a row (which read only that border)
+// are left out: a product with zero adds zero to a sum that is never -0, so the bits are those
+// of the padded copy for finite values. No copy is made, by any thread.
+struct DirectRows {
+  const float* images;     // the block's first image
+  int64_t imageStride, p, h, w, strideH;
+  const int64_t* planes;  // per filter row: its channel's plane offset, less the border column
+  const int64_t* shifts;  // per filter row: its input row relative to the output row's first
+  const float* zeros;     // w + 2 zeros
+  bool edges;             // no border column
+  template <int Rows>
+  void at(int64_t row, const float* (&x)[Rows]) const {
+    const float* image = images + row / p * imageStride;
+    const int64_t y = row % p * strideH;
+    for (int i = 0; i < Rows; ++i) {
+      const int64_t iy = y + shifts[i];
+      x[i] = iy >= 0 && iy < h ? image + planes[i] + iy * w : zeros;
+    }
+  }
+};
+
 // rowTile: outerTile for unit horizontal stride and dilation and filter rows three taps wide,
-// over Rows whole filter rows (taps 3i, 3i + 1, 3i + 2 of the tile read x at offsets o_i, o_i + 1,
-// o_i + 2). Pixel j's tap 3i + t reads the input at o_i + j + t, so the input at u serves
+// over Rows whole filter rows (taps 3i, 3i + 1, 3i + 2 of the tile read x at x_i, x_i + 1,
+// x_i + 2). Pixel j's tap 3i + t reads the input at x_i + j + t, so the input at u serves
 // pixel u with tap 3i, pixel u - 1 with tap 3i + 1 and pixel u - 2 with tap 3i + 2: one
 // broadcast per filter row feeds three outer-product rows (a third of outerTile's broadcasts),
 // the last three pixels' gradOut vectors held in registers. Each accumulator still takes the
 // pixels in order, one FMA each: the same chains, so the same bits as outerTile.
-template <int Rows, int V>
-void rowTile(float* acc, int64_t ldAcc, bool first, const float* dy, int64_t ldDy, const Pixels& px, int64_t rows,
-             const int64_t* offsets) {
+template <int Rows, int V, typename Source>
+void rowTile(float* acc, int64_t ldAcc, bool first, const float* dy, int64_t ldDy, const Source& src, int64_t q,
+             int64_t rows) {
   Vec a[Rows][3][V];
   for (int i = 0; i < Rows; ++i) {
     for (int t = 0; t < 3; ++t) {
@@ -140,24 +180,22 @@ void rowTile(float* acc, int64_t ldAcc, bool first, const float* dy, int64_t ldD
       }
     }
   }
-  int64_t o[Rows];
-  for (int i = 0; i < Rows; ++i) o[i] = offsets[3 * i];
-  const int64_t q = px.q;
   // step<T0, T1>(u, d): the input at u times gradOut vectors d[t] for taps t in [T0, T1].
-  const auto step = [&]<int T0, int T1>(const float* x, int64_t u, const Vec(&d)[3][V]) {
+  const auto step = [&]<int T0, int T1>(const float* const(&x)[Rows], int64_t u, const Vec(&d)[3][V]) {
     for (int i = 0; i < Rows; ++i) {
-      const Vec b = simd::broadcast(x + o[i] + u);
+      const Vec b = simd::broadcast(x[i] + u);
       for (int t = T0; t <= T1; ++t) {
         for (int v = 0; v < V; ++v) a[i][t][v] = simd::fma(b, d[t][v], a[i][t][v]);
       }
     }
   };
   for (int64_t row = 0; row < rows; ++row, dy += q * ldDy) {
-    const float* x = px.row(row);
+    const float* x[Rows];
+    src.at(row, x);
     // d[t]: the gradOut of pixel u - t.
     Vec d[3][V];
     for (int v = 0; v < V; ++v) d[0][v] = simd::load(dy + v * kLanes);
-    step.template operator()<0, 0>(x, 0, d);
+    if (src.edges) step.template operator()<0, 0>(x, 0, d);
     for (int v = 0; v < V; ++v) d[1][v] = d[0][v], d[0][v] = simd::load(dy + ldDy + v * kLanes);
     step.template operator()<0, 1>(x, 1, d);
     for (int64_t u = 2; u < q; ++u) {
@@ -169,7 +207,7 @@ void rowTile(float* acc, int64_t ldAcc, bool first, const float* dy, int64_t ldD
     for (int v = 0; v < V; ++v) d[2][v] = d[1][v], d[1][v] = d[0][v];
     step.template operator()<1, 2>(x, q, d);
     for (int v = 0; v < V; ++v) d[2][v] = d[1][v];
-    step.template operator()<2, 2>(x, q + 1, d);
+    if (src.edges) step.template operator()<2, 2>(x, q + 1, d);
   }
   for (int i = 0; i < Rows; ++i) {
     for (int t = 0; t < 3; ++t) {
@@ -185,27 +223,28 @@ constexpr int maxRows() {
   return std::min(8, (simd::kRegisters - 3 * V - 1) / (3 * V));
 }
 
-// rowTile over `rows` (1 to maxRows<V>()) filter rows.
-template <int V, int R = maxRows<V>()>
+// rowTile over `filterRows` (1 to maxRows<V>()) filter rows.
+template <int V, typename Source, int R = maxRows<V>()>
 void rowTiles(int64_t filterRows, float* acc, int64_t ldAcc, bool first, const float* dy, int64_t ldDy,
-              const Pixels& px, int64_t rows, const int64_t* offsets) {
+              const Source& src, int64_t q, int64_t rows) {
   if constexpr (R > 1) {
     if (filterRows < R) {
-      rowTiles<V, R - 1>(filterRows, acc, ldAcc, first, dy, ldDy, px, rows, offsets);
+      rowTiles<V, Source, R - 1>(filterRows, acc, ldAcc, first, dy, ldDy, src, q, rows);
       return;
     }
   }
-  rowTile<R, V>(acc, ldAcc, first, dy, ldDy, px, rows, offsets);
+  rowTile<R, V>(acc, ldAcc, first, dy, ldDy, src, q, rows);
 }
 
 // rowTiles for `vectors` (1 or 2) filter vectors.
+template <typename Source>
 void rowTilesFor(int64_t vectors, int64_t filterRows, float* acc, int64_t ldAcc, bool first, const float* dy,
-                 int64_t ldDy, const Pixels& px, int64_t rows, const int64_t* offsets) {
+                 int64_t ldDy, const Source& src, int64_t q, int64_t rows) {
   if (vectors == 1) {
-    rowTiles<1>(filterRows, acc, ldAcc, first, dy, ldDy, px, rows, offsets);
+    rowTiles<1>(filterRows, acc, ldAcc, first, dy, ldDy, src, q, rows);
   } else {
     APS_ASSERT(vectors == 2);
-    rowTiles<2>(filterRows, acc, ldAcc, first, dy, ldDy, px, rows, offsets);
+    rowTiles<2>(filterRows, acc, ldAcc, first, dy, ldDy, src, q, rows);
   }
 }
 
@@ -261,13 +300,21 @@ void convWeightGrad(float* gradWeight, const float* gradOut, const float* in, co
   const int64_t kPad = (kg + kLanes - 1) / kLanes * kLanes, kdPad = kd + kTapStep;
   float* acc = Workspace::get(kSlotAccumulators, s.groups * kdPad * kPad);
 
-  // The taps read the zero-padded input: in place without padding, otherwise each thread pads
-  // the channels its tiles read, a block of images at a time, into its own buffer.
-  const int64_t wp = s.w + 2 * s.padW, planeSize = (s.h + 2 * s.padH) * wp, imageFloats = s.c * planeSize;
-  const bool padding = s.padH != 0 || s.padW != 0;
+  // Row tiles (rowTile) where the filter rows are three taps wide at unit horizontal stride and
+  // dilation, for up to two filter vectors (with more, outerTile loads fewer broadcasts per FMA
+  // already).
+  const int64_t vectors = kPad / kLanes;
+  const bool rowTiles = s.s == 3 && s.strideW == 1 && s.dilationW == 1 && q >= 2 && vectors <= 2;
+  // The taps read the zero-padded input: the input itself where there is no padding, or where
+  // row tiles read it with a border of at most one column (DirectRows), otherwise each thread
+  // pads the channels its tiles read, a block of images at a time, into its own buffer.
+  const bool direct = rowTiles && s.padW <= 1;
+  const bool padding = !direct && (s.padH != 0 || s.padW != 0);
+  const int64_t wp = padding ? s.w + 2 * s.padW : s.w, planeSize = padding ? (s.h + 2 * s.padH) * wp : s.h * s.w;
+  const int64_t imageFloats = s.c * planeSize;
   // offsets[(c, r, t)]: where tap (c, r, t) of a pixel reads, relative to the pixel's
-  // top-left input corner; the spare taps repeat the last.
-  auto* offsets = reinterpret_cast<int64_t*>(Workspace::get(kSlotOffsets, 2 * kdPad));
+  // top-left (padded) input corner; the spare taps repeat the last.
+  auto* offsets = reinterpret_cast<int64_t*>(Workspace::get(kSlotOffsets, 2 * (kdPad + 2 * kd)));
   for (int64_t c = 0; c < cg; ++c) {
     for (int64_t r = 0; r < s.r; ++r) {
       for (int64_t t = 0; t < s.s; ++t) {
@@ -276,14 +323,17 @@ void convWeightGrad(float* gradWeight, const float* gradOut, const float* in, co
     }
   }
   std::fill(offsets + kd, offsets + kdPad, offsets[kd - 1]);
+  // DirectRows' filter rows (c, r): planes[c R + r], the plane less the border column, and
+  // shifts[c R + r], the input row relative to the output row's first.
+  int64_t* planes = offsets + kdPad;
+  int64_t* shifts = planes + kd;
+  for (int64_t row = 0; row < cg * s.r && direct; ++row) {
+    planes[row] = row / s.r * planeSize - s.padW;
+    shifts[row] = row % s.r * s.dilationH - s.padH;
+  }
 
   // Tiles: (group, filter vectors, taps), each thread a contiguous range of them. Their sizes
   // only decide which thread computes which weights, never the order of any weight's FMAs.
-  // Row tiles (rowTile) where the filter rows are three taps wide at unit horizontal stride and
-  // dilation, for up to two filter vectors (with more, outerTile loads fewer broadcasts per FMA
-  // already).
-  const int64_t vectors = kPad / kLanes;
-  const bool rowTiles = s.s == 3 && s.strideW == 1 && s.dilationW == 1 && q >= 2 && vectors <= 2;
   const int64_t vectorsPerTile = std::min<int64_t>(kMaxVectors, vectors);
   const int64_t filterTiles = (vectors + vectorsPerTile - 1) / vectorsPerTile;
   const int threads = numThreads();
@@ -296,6 +346,8 @@ void convWeightGrad(float* gradWeight, const float* gradOut, const float* in, co
   // The threads' buffers are taken here, on the calling thread (PanelConv.cpp says why).
   const int64_t bufferStride = (imagesPerBlock * imageFloats + 15) / 16 * 16;
   float* buffers = padding ? Workspace::get(kSlotImages, team * bufferStride) : nullptr;
+  float* zeros = direct ? Workspace::get(kSlotImages, s.w + 2) : nullptr;
+  if (direct) std::fill(zeros, zeros + s.w + 2, 0.0f);
 
   const int64_t imagesPerChunk = std::clamp<int64_t>(kChunkFloats / (s.groups * pq * kPad), 1, s.n);
   float* dyT = Workspace::get(kSlotGradRows, s.groups * imagesPerChunk * pq * kPad);
@@ -345,9 +397,13 @@ void convWeightGrad(float* gradWeight, const float* gradOut, const float* in, co
           float* tileAcc = acc + (at.g * kdPad + at.t0) * kPad + at.v0 * kLanes;
           const float* tileDy = dyT + (at.g * images + b0) * pq * kPad + at.v0 * kLanes;
           const int64_t tileVectors = std::min(vectorsPerTile, vectors - at.v0), tileTaps = std::min(taps, kd - at.t0);
-          if (rowTiles) {
-            rowTilesFor(tileVectors, tileTaps / 3, tileAcc, kPad, n0 + b0 == 0, tileDy, kPad, px, blockImages * p,
-                        offsets + at.t0);
+          if (direct) {
+            const DirectRows src{px.base, imageFloats, p, s.h, s.w, s.strideH, planes + at.t0 / 3, shifts + at.t0 / 3,
+                                 zeros, s.padW == 0};
+            rowTilesFor(tileVectors, tileTaps / 3, tileAcc, kPad, n0 + b0 == 0, tileDy, kPad, src, q, blockImages * p);
+          } else if (rowTiles) {
+            const PaddedRows src{px, offsets + at.t0};
+            rowTilesFor(tileVectors, tileTaps / 3, tileAcc, kPad, n0 + b0 == 0, tileDy, kPad, src, q, blockImages * p);
           } else {
             outerTilesFor(tileVectors, tileTaps, tileAcc, kPad, n0 + b0 == 0, tileDy, kPad, px, blockImages * p,
                           offsets + at.t0);
