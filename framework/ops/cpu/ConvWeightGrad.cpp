@@ -17,11 +17,6 @@ namespace {
 using simd::kLanes;
 using simd::Vec;
 
-// Floats of transposed gradOut staged per chunk of images (at least one image): the batch
-// is walked chunk by chunk, every weight's FMA chain continuing from the last chunk. Large,
-// so that most layers take one chunk: each chunk ends in a barrier, where a thread that the
-// machine's other work delays holds up the rest (measured on a loaded 2-core machine).
-constexpr int64_t kChunkFloats = 4 * 1024 * 1024;
 // Taps per tile are rounded up to a multiple of this; the extra taps repeat the last one
 // into accumulator rows past the real ones, which are dropped.
 constexpr int kTapStep = 2;
@@ -31,9 +26,9 @@ constexpr int kTapStep = 2;
 // input are read from memory once per thread and from its cache by every further tile.
 constexpr int64_t kBlockPixels = 256;
 
-// Workspace slots of the calling thread, used by all: the chunk's transposed gradOut, the
-// accumulators, the tap offsets and each thread's padded block of images (the slot
-// PanelConv.cpp pads its images into).
+// Workspace slots of the calling thread, used by all: each thread's transposed gradOut of a
+// block of images, the accumulators, the tap offsets and each thread's padded block of images
+// (the slot PanelConv.cpp pads its images into).
 constexpr int kSlotGradRows = 1;
 constexpr int kSlotAccumulators = 2;
 constexpr int kSlotOffsets = 3;
@@ -145,7 +140,7 @@ struct PaddedRows {
 // are left out: a product with zero adds zero to a sum that is never -0, so the bits are those
 // of the padded copy for finite values. No copy is made, by any thread.
 struct DirectRows {
-  const float* images;     // the block's first image
+  const float* images;  // the block's first image
   int64_t imageStride, p, h, w, strideH;
   const int64_t* planes;  // per filter row: its channel's plane offset, less the border column
   const int64_t* shifts;  // per filter row: its input row relative to the output row's first
@@ -349,65 +344,75 @@ void convWeightGrad(float* gradWeight, const float* gradOut, const float* in, co
   float* zeros = direct ? Workspace::get(kSlotImages, s.w + 2) : nullptr;
   if (direct) std::fill(zeros, zeros + s.w + 2, 0.0f);
 
-  const int64_t imagesPerChunk = std::clamp<int64_t>(kChunkFloats / (s.groups * pq * kPad), 1, s.n);
-  float* dyT = Workspace::get(kSlotGradRows, s.groups * imagesPerChunk * pq * kPad);
-  for (int64_t n0 = 0; n0 < s.n; n0 += imagesPerChunk) {
-    const int64_t images = std::min(imagesPerChunk, s.n - n0);
+  // Each thread transposes the gradOut of a block's images that its tiles read, (group, pixel,
+  // filter) over the filter vectors [vLo, vHi) of the groups [gLo, gHi], into its own buffer,
+  // just before its tiles read it from its cache: no transposed copy of the batch is written to
+  // memory and read back, and no thread waits for another until the end.
+  const int64_t gradStride = (imagesPerBlock * s.groups * pq * kPad + 15) / 16 * 16;
+  float* gradBuffers = Workspace::get(kSlotGradRows, team * gradStride);
 #pragma omp parallel num_threads(team) if (team > 1)
-    {
-      // gradOut of the chunk transposed, (group, pixel, filter), zero past the filters.
-#pragma omp for schedule(static)
-      for (int64_t gb = 0; gb < s.groups * images; ++gb) {
-        const int64_t g = gb / images, b = gb % images;
-        transpose(dyT + gb * pq * kPad, kPad, gradOut + ((n0 + b) * s.k + g * kg) * pq, pq, kg, pq);
+  {
+    const int members = omp_get_num_threads(), me = omp_get_thread_num();
+    const int64_t first = tiles * me / members, last = tiles * (me + 1) / members;
+    const auto tileAt = [&](int64_t tile) {
+      struct {
+        int64_t g, v0, t0;
+      } at{tile / (filterTiles * tapTiles), tile / tapTiles % filterTiles * vectorsPerTile, tile % tapTiles * taps};
+      return at;
+    };
+    // The input channels [cLo, cHi) that this thread's tiles read: outer tiles read their
+    // taps rounded up to kTapStep (the spare tap rows repeat the last tap), row tiles their own;
+    // and the groups and filter vectors of gradOut they read.
+    int64_t cLo = s.c, cHi = 0, gLo = s.groups, gHi = 0, vLo = vectors, vHi = 0;
+    for (int64_t tile = first; tile < last; ++tile) {
+      const auto at = tileAt(tile);
+      const int64_t tileTaps = std::min(taps, kd - at.t0);
+      const int64_t read = rowTiles ? tileTaps : (tileTaps + kTapStep - 1) / kTapStep * kTapStep;
+      const int64_t lastTap = std::min(at.t0 + read, kd) - 1;
+      cLo = std::min(cLo, at.g * cg + at.t0 / rs);
+      cHi = std::max(cHi, at.g * cg + lastTap / rs + 1);
+      gLo = std::min(gLo, at.g);
+      gHi = std::max(gHi, at.g + 1);
+      vLo = std::min(vLo, at.v0);
+      vHi = std::max(vHi, std::min(vectors, at.v0 + vectorsPerTile));
+    }
+    float* buffer = padding ? buffers + me * bufferStride : nullptr;
+    float* dyT = gradBuffers + me * gradStride;
+    const int64_t ldDy = (vHi - vLo) * kLanes;
+    const int64_t filter0 = vLo * kLanes, filters = std::min(kg, vHi * kLanes) - filter0;
+    for (int64_t b0 = 0; b0 < s.n && first < last; b0 += imagesPerBlock) {
+      const int64_t blockImages = std::min(imagesPerBlock, s.n - b0);
+      // gradOut of the block transposed, (group, pixel, filter), zero past the filters.
+      for (int64_t g = gLo; g < gHi; ++g) {
+        for (int64_t b = 0; b < blockImages; ++b) {
+          transpose(dyT + ((g - gLo) * blockImages + b) * pq * ldDy, ldDy,
+                    gradOut + ((b0 + b) * s.k + g * kg + filter0) * pq, pq, filters, pq);
+        }
       }
-      const int members = omp_get_num_threads(), me = omp_get_thread_num();
-      const int64_t first = tiles * me / members, last = tiles * (me + 1) / members;
-      const auto tileAt = [&](int64_t tile) {
-        struct {
-          int64_t g, v0, t0;
-        } at{tile / (filterTiles * tapTiles), tile / tapTiles % filterTiles * vectorsPerTile, tile % tapTiles * taps};
-        return at;
-      };
-      // The input channels [cLo, cHi) that this thread's tiles read: outer tiles read their
-      // taps rounded up to kTapStep (the spare tap rows repeat the last tap), row tiles their own.
-      int64_t cLo = s.c, cHi = 0;
+      const float* block = in + b0 * imageFloats;
+      if (padding) {
+        for (int64_t b = 0; b < blockImages; ++b) {
+          padPlaneRange(buffer + b * imageFloats + cLo * planeSize, in + ((b0 + b) * s.c + cLo) * s.h * s.w, 0,
+                        cHi - cLo, s.h, s.w, s.padH, s.padW);
+        }
+        block = buffer;
+      }
       for (int64_t tile = first; tile < last; ++tile) {
         const auto at = tileAt(tile);
-        const int64_t tileTaps = std::min(taps, kd - at.t0);
-        const int64_t read = rowTiles ? tileTaps : (tileTaps + kTapStep - 1) / kTapStep * kTapStep;
-        const int64_t lastTap = std::min(at.t0 + read, kd) - 1;
-        cLo = std::min(cLo, at.g * cg + at.t0 / rs);
-        cHi = std::max(cHi, at.g * cg + lastTap / rs + 1);
-      }
-      float* buffer = padding ? buffers + me * bufferStride : nullptr;
-      for (int64_t b0 = 0; b0 < images && first < last; b0 += imagesPerBlock) {
-        const int64_t blockImages = std::min(imagesPerBlock, images - b0);
-        const float* block = in + (n0 + b0) * imageFloats;
-        if (padding) {
-          for (int64_t b = 0; b < blockImages; ++b) {
-            padPlaneRange(buffer + b * imageFloats + cLo * planeSize, in + ((n0 + b0 + b) * s.c + cLo) * s.h * s.w, 0,
-                          cHi - cLo, s.h, s.w, s.padH, s.padW);
-          }
-          block = buffer;
-        }
-        for (int64_t tile = first; tile < last; ++tile) {
-          const auto at = tileAt(tile);
-          const Pixels px{block + at.g * cg * planeSize, imageFloats, p, s.strideH * wp, q, s.strideW};
-          float* tileAcc = acc + (at.g * kdPad + at.t0) * kPad + at.v0 * kLanes;
-          const float* tileDy = dyT + (at.g * images + b0) * pq * kPad + at.v0 * kLanes;
-          const int64_t tileVectors = std::min(vectorsPerTile, vectors - at.v0), tileTaps = std::min(taps, kd - at.t0);
-          if (direct) {
-            const DirectRows src{px.base, imageFloats, p, s.h, s.w, s.strideH, planes + at.t0 / 3, shifts + at.t0 / 3,
-                                 zeros, s.padW == 0};
-            rowTilesFor(tileVectors, tileTaps / 3, tileAcc, kPad, n0 + b0 == 0, tileDy, kPad, src, q, blockImages * p);
-          } else if (rowTiles) {
-            const PaddedRows src{px, offsets + at.t0};
-            rowTilesFor(tileVectors, tileTaps / 3, tileAcc, kPad, n0 + b0 == 0, tileDy, kPad, src, q, blockImages * p);
-          } else {
-            outerTilesFor(tileVectors, tileTaps, tileAcc, kPad, n0 + b0 == 0, tileDy, kPad, px, blockImages * p,
-                          offsets + at.t0);
-          }
+        const Pixels px{block + at.g * cg * planeSize, imageFloats, p, s.strideH * wp, q, s.strideW};
+        float* tileAcc = acc + (at.g * kdPad + at.t0) * kPad + at.v0 * kLanes;
+        const float* tileDy = dyT + (at.g - gLo) * blockImages * pq * ldDy + (at.v0 - vLo) * kLanes;
+        const int64_t tileVectors = std::min(vectorsPerTile, vectors - at.v0), tileTaps = std::min(taps, kd - at.t0);
+        const int64_t rows = blockImages * p;
+        if (direct) {
+          const DirectRows src{px.base, imageFloats, p, s.h, s.w, s.strideH, planes + at.t0 / 3, shifts + at.t0 / 3,
+                               zeros,   s.padW == 0};
+          rowTilesFor(tileVectors, tileTaps / 3, tileAcc, kPad, b0 == 0, tileDy, ldDy, src, q, rows);
+        } else if (rowTiles) {
+          const PaddedRows src{px, offsets + at.t0};
+          rowTilesFor(tileVectors, tileTaps / 3, tileAcc, kPad, b0 == 0, tileDy, ldDy, src, q, rows);
+        } else {
+          outerTilesFor(tileVectors, tileTaps, tileAcc, kPad, b0 == 0, tileDy, ldDy, px, rows, offsets + at.t0);
         }
       }
     }
