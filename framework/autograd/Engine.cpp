@@ -30,7 +30,14 @@ void accumulate(NodeState& state, const Node& node, uint32_t slot, const Tensor&
     current = grad;
     return;
   }
-  current = addGradients(current, grad);
+  // The sum goes into the gradient held here where nothing else can see it (no other tensor,
+  // view or closure holds it): the same additions, without a new tensor per sum.
+  if (current.implPtr().use_count() == 1 && current.storage().use_count() == 1 && current.isContiguous() &&
+      current.dtype() == DType::Float32) {
+    addInto(current, grad);
+  } else {
+    current = addGradients(current, grad);
+  }
   roundInPlace(current, node.gradFormat());  // a sum of gradients is an op too
 }
 

@@ -12,15 +12,18 @@ namespace {
 using aps::Tensor;
 namespace ag = aps::autograd;
 
-// out = k * x, recorded with a closure (the ops library is not needed for these tests).
-Tensor scale(const Tensor& x, float k, std::vector<std::string>* log = nullptr, std::string tag = "") {
+// out = k * x, recorded with a closure (the ops library is not needed for these tests); the
+// closure keeps each gradient it returns in `kept`, if given.
+Tensor scale(const Tensor& x, float k, std::vector<std::string>* log = nullptr, std::string tag = "",
+             std::vector<Tensor>* kept = nullptr) {
   Tensor out = Tensor::empty(x.sizes());
   const auto in = x.toFloatVector();
   for (int64_t i = 0; i < x.numel(); ++i) out.data<float>()[i] = k * in[static_cast<size_t>(i)];
-  ag::recordFunction(out, "Scale", {x}, [k, log, tag](const Tensor& g) {
+  ag::recordFunction(out, "Scale", {x}, [k, log, tag, kept](const Tensor& g) {
     if (log) log->push_back(tag);
     Tensor gi = Tensor::empty(g.sizes());
     for (int64_t i = 0; i < g.numel(); ++i) gi.data<float>()[i] = k * g.data<float>()[i];
+    if (kept) kept->push_back(gi);
     return std::vector<Tensor>{gi};
   });
   return out;
@@ -48,6 +51,25 @@ TEST(Engine, ChainRuleAndAccumulationAcrossUses) {
   EXPECT_EQ(x.grad().toFloatVector(), (std::vector<float>{16.0f, 24.0f}));
   // The graph's saved state is gone now: a third pass is an error, not garbage.
   EXPECT_THROW(ag::backward(y, Tensor::fromVector({1.0f, 1.0f}, {2})), aps::Error);
+}
+
+// The engine sums a tensor's gradients from several uses into the first one's buffer only where
+// nothing else holds it: a gradient a closure kept, or one passed on to two uses, is not changed.
+TEST(Engine, SumsOfGradientsLeaveGradientsHeldElsewhereUnchanged) {
+  std::vector<Tensor> kept;
+  Tensor x = Tensor::fromVector({1.0f, 2.0f}, {2}).setRequiresGrad();
+  Tensor a = scale(x, 5);
+  Tensor b = scale(x, 3, nullptr, "", &kept);  // created later, so its gradient reaches x first
+  ag::backward(plus(a, b), Tensor::fromVector({1.0f, 2.0f}, {2}));
+  EXPECT_EQ(x.grad().toFloatVector(), (std::vector<float>{8.0f, 16.0f}));
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].toFloatVector(), (std::vector<float>{3.0f, 6.0f}));
+  // plus(c, c) passes one tensor to both of c's uses; a second use of x sums into x's
+  // gradient from c's two, which are fresh.
+  Tensor w = Tensor::fromVector({1.0f, 2.0f}, {2}).setRequiresGrad();
+  Tensor c = scale(w, 2);
+  ag::backward(plus(plus(c, c), scale(w, 7)), Tensor::fromVector({1.0f, 1.0f}, {2}));
+  EXPECT_EQ(w.grad().toFloatVector(), (std::vector<float>{11.0f, 11.0f}));
 }
 
 TEST(Engine, RunsInDeterministicReverseTopologicalOrder) {
