@@ -7,8 +7,10 @@
 #include "framework/core/Parallel.h"
 #include "framework/core/Profile.h"
 #include "framework/ops/cpu/Kernels.h"
+#include "framework/ops/cpu/Simd.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace aps::cpu {
 
@@ -46,6 +48,51 @@ void checkAdaptive(int64_t n, int64_t c, int64_t h, int64_t w, int64_t outH, int
             "adaptive_avg_pool2d: sizes must be positive (n={}, c={}, h={}, w={}, out={}x{})", n, c, h, w, outH, outW);
 }
 
+#if defined(APS_SIMD_AVX512)
+// kernels::windowMax for 16 outputs of one row at once, ow0 .. ow0 + 15, whose windows lie
+// inside the row's columns (no column clipped), at column stride 1 or 2: each lane scans its
+// window in the same order with the same strict comparison and keeps the first NaN, so values
+// and indices are those of the scalar scan, bit for bit.
+void windowMax16(float* out, int64_t* argmax, const float* x, int64_t w, kernels::Window wh, int64_t ow0,
+                 const Pool2dShape& s) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i step = _mm512_mullo_epi32(lane, _mm512_set1_epi32(static_cast<int>(s.strideW)));
+  const int64_t col0 = ow0 * s.strideW - s.padW;  // lane 0's first window column
+  __m512 best = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512i bestIndex = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(wh.begin * w + col0)), step);
+  __m512 nanValue = _mm512_setzero_ps();
+  __m512i nanIndex = _mm512_setzero_si512();
+  __mmask16 nanSeen = 0;
+  for (int64_t ih = wh.begin; ih < wh.end; ++ih) {
+    for (int64_t kw = 0; kw < s.kernelW; ++kw) {
+      const int64_t col = col0 + kw;
+      const float* src = x + ih * w + col;
+      __m512 v;
+      if (s.strideW == 1) {
+        v = _mm512_loadu_ps(src);
+      } else {
+        __m512 odd;
+        detail::simd::deinterleave(_mm512_loadu_ps(src), _mm512_loadu_ps(src + 16), v, odd);
+      }
+      const __m512i index = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(ih * w + col)), step);
+      const __mmask16 greater = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);  // never for a NaN
+      best = _mm512_mask_mov_ps(best, greater, v);
+      bestIndex = _mm512_mask_mov_epi32(bestIndex, greater, index);
+      const __mmask16 firstNaN = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & static_cast<__mmask16>(~nanSeen);
+      nanValue = _mm512_mask_mov_ps(nanValue, firstNaN, v);
+      nanIndex = _mm512_mask_mov_epi32(nanIndex, firstNaN, index);
+      nanSeen = static_cast<__mmask16>(nanSeen | firstNaN);
+    }
+  }
+  _mm512_storeu_ps(out, _mm512_mask_mov_ps(best, nanSeen, nanValue));
+  if (argmax != nullptr) {
+    const __m512i index = _mm512_mask_mov_epi32(bestIndex, nanSeen, nanIndex);
+    _mm512_storeu_si512(argmax, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(index)));
+    _mm512_storeu_si512(argmax + 8, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(index, 1)));
+  }
+}
+#endif
+
 }  // namespace
 
 void maxPool2dForward(float* out, int64_t* argmax, const float* in, const Pool2dShape& shape) {
@@ -55,12 +102,26 @@ void maxPool2dForward(float* out, int64_t* argmax, const float* in, const Pool2d
       4.0 * static_cast<double>(shape.n * shape.c * (shape.h * shape.w + shape.outH() * shape.outW())));
   const Pool2dShape& s = shape;
   const int64_t p = s.outH(), q = s.outW();
+  // Indices within a plane fit the vector path's 32-bit lanes.
+  [[maybe_unused]] const bool vectorRows =
+      (s.strideW == 1 || s.strideW == 2) && s.h * s.w < (int64_t{1} << 31) && q >= 16;
   parallelFor(s.n * s.c, kPlaneGrain, [&](int64_t plane0, int64_t plane1) {
     for (int64_t plane = plane0; plane < plane1; ++plane) {
       const float* x = in + plane * s.h * s.w;
       for (int64_t oh = 0; oh < p; ++oh) {
         const Window wh = window(oh, s.strideH, s.padH, s.kernelH, s.h);
         for (int64_t ow = 0; ow < q; ++ow) {
+#if defined(APS_SIMD_AVX512)
+          // 16 outputs at once where the columns read for them (16 from each window column at
+          // stride 1, 32 at stride 2) lie inside the row.
+          if (vectorRows && ow + 16 <= q && ow * s.strideW - s.padW >= 0 &&
+              ow * s.strideW - s.padW + s.kernelW - 1 + 16 * s.strideW - 1 < s.w) {
+            windowMax16(out + plane * p * q + oh * q + ow,
+                        argmax != nullptr ? argmax + plane * p * q + oh * q + ow : nullptr, x, s.w, wh, ow, s);
+            ow += 15;
+            continue;
+          }
+#endif
           const Window ww = window(ow, s.strideW, s.padW, s.kernelW, s.w);
           int64_t bestIndex = 0;
           const float best = kernels::windowMax(x, s.w, wh, ww, &bestIndex);
@@ -101,6 +162,9 @@ void avgPool2dForward(float* out, const float* in, const Pool2dShape& shape, boo
       4.0 * static_cast<double>(shape.n * shape.c * (shape.h * shape.w + shape.outH() * shape.outW())));
   const Pool2dShape& s = shape;
   const int64_t p = s.outH(), q = s.outW();
+  // Indices within a plane fit the vector path's 32-bit lanes.
+  [[maybe_unused]] const bool vectorRows =
+      (s.strideW == 1 || s.strideW == 2) && s.h * s.w < (int64_t{1} << 31) && q >= 16;
   parallelFor(s.n * s.c, kPlaneGrain, [&](int64_t plane0, int64_t plane1) {
     for (int64_t plane = plane0; plane < plane1; ++plane) {
       const float* x = in + plane * s.h * s.w;

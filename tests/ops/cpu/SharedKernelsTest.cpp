@@ -140,6 +140,61 @@ TEST(SharedKernels, PoolingGatherMatchesTheScatterKernels) {
   }
 }
 
+// Max pooling forward against the shared window scan (kernels::windowMax), value bits and
+// index, on rows wide enough for the CPU's 16-output vector path (stride 1 and 2, with and
+// without padding, a row of 16 outputs exactly, rows with a scalar tail), with ties (values on
+// a coarse grid), -infinity everywhere in some windows, and NaNs (the first in scan order wins).
+TEST(SharedKernels, MaxPoolForwardMatchesTheWindowScan) {
+  struct PoolCase {
+    int64_t h, w, kernel, stride, pad;
+  };
+  const PoolCase cases[] = {{7, 112, 3, 2, 1}, {5, 40, 3, 1, 1}, {6, 33, 2, 2, 0}, {4, 18, 3, 1, 0},
+                            {5, 67, 3, 2, 0},  {3, 50, 1, 1, 0}, {6, 80, 3, 2, 1}};
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const PoolCase& t : cases) {
+    aps::cpu::Pool2dShape s;
+    s.n = 2, s.c = 2, s.h = t.h, s.w = t.w;
+    s.kernelH = s.kernelW = t.kernel;
+    s.strideH = s.strideW = t.stride;
+    s.padH = s.padW = t.pad;
+    const int64_t p = s.outH(), q = s.outW(), planes = s.n * s.c;
+    std::vector<float> x = randomVector(static_cast<size_t>(planes * s.h * s.w), 7);
+    std::mt19937 rng(11);
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = std::round(x[i] * 2.0f);  // ties
+      const unsigned r = rng() % 64;
+      if (r == 0) x[i] = std::numeric_limits<float>::quiet_NaN();
+      if (r == 1) x[i] = -std::numeric_limits<float>::quiet_NaN();
+      if (r < 6 && r > 1) x[i] = -inf;
+    }
+    // A window of -infinity only: the first element's index.
+    std::fill(x.begin(), x.begin() + 3 * s.w, -inf);
+    std::vector<float> out(static_cast<size_t>(planes * p * q));
+    std::vector<int64_t> argmax(out.size());
+    aps::cpu::maxPool2dForward(out.data(), argmax.data(), x.data(), s);
+    std::vector<float> want(out.size());
+    std::vector<int64_t> wantIndex(out.size());
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      for (int64_t oh = 0; oh < p; ++oh) {
+        for (int64_t ow = 0; ow < q; ++ow) {
+          const size_t o = static_cast<size_t>((plane * p + oh) * q + ow);
+          want[o] =
+              k::windowMax(x.data() + plane * s.h * s.w, s.w, k::poolWindow(oh, s.strideH, s.padH, s.kernelH, s.h),
+                           k::poolWindow(ow, s.strideW, s.padW, s.kernelW, s.w), &wantIndex[o]);
+        }
+      }
+    }
+    const std::string what = "max pool " + std::to_string(t.w) + " wide, kernel " + std::to_string(t.kernel) +
+                             " stride " + std::to_string(t.stride) + " pad " + std::to_string(t.pad);
+    expectSameBits(want, out, what);
+    EXPECT_EQ(wantIndex, argmax) << what;
+    // Without indices (inference), the same values.
+    std::vector<float> noIndex(out.size());
+    aps::cpu::maxPool2dForward(noIndex.data(), nullptr, x.data(), s);
+    expectSameBits(want, noIndex, what + " without indices");
+  }
+}
+
 TEST(SharedKernels, AdaptivePoolAndUpsampleGatherMatchTheScatterKernels) {
   const int64_t n = 2, c = 2;
   for (int64_t h : {1, 3, 7, 12}) {
