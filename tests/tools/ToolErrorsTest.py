@@ -21,6 +21,11 @@ def run(args, stdin=""):
     return p.returncode, p.stdout, p.stderr
 
 
+def run_env(args, env):
+    p = subprocess.run(args, capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    return p.returncode, p.stdout, p.stderr
+
+
 class UsageErrors(unittest.TestCase):
     def test_unknown_option_exits_2_in_the_tools_own_form(self):
         for name, path in sorted(TOOLS.items()):
@@ -49,6 +54,26 @@ class UsageErrors(unittest.TestCase):
         code, _, err = run([TOOLS["aps_train"], "--config", "x.yaml", "--resume", ""])
         self.assertEqual(code, 2, err)
         self.assertIn("--resume: needs a checkpoint file", err)
+
+
+class HugePages(unittest.TestCase):
+    """Every tool runs with glibc's huge pages asked for (it re-executes itself once with the
+    tunable set) unless APS_HUGE_PAGES=0; a tunable the user set is kept."""
+
+    def info(self, **env):
+        code, out, err = run_env([TOOLS["aps_info"]], env)
+        self.assertEqual(code, 0, err)
+        return next(line for line in out.splitlines() if line.startswith("huge pages: "))
+
+    def test_asked_by_default_and_not_with_aps_huge_pages_0(self):
+        self.assertIn("huge pages: asked of glibc", self.info())
+        self.assertIn("huge pages: not asked", self.info(APS_HUGE_PAGES="0"))
+
+    def test_the_users_tunables_are_kept(self):
+        line = self.info(GLIBC_TUNABLES="glibc.malloc.tcache_count=0")
+        self.assertIn("asked of glibc (GLIBC_TUNABLES=glibc.malloc.tcache_count=0:glibc.malloc.hugetlb=1;", line)
+        # A user who set the tunable themselves is not overruled.
+        self.assertIn("not asked (GLIBC_TUNABLES=glibc.malloc.hugetlb=0;", self.info(GLIBC_TUNABLES="glibc.malloc.hugetlb=0"))
 
 
 class RuntimeErrors(unittest.TestCase):

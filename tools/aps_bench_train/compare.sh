@@ -10,7 +10,8 @@
 # APS_BENCH_TRAIN overrides the binary (default: build/bin/aps_bench_train);
 # PYTHON the interpreter with torch (default: /usr/bin/python3).
 # PyTorch runs with the C heap settings aps's CpuAllocator sets for itself (glibc's trim
-# threshold 256 MiB, top pad 4 MiB, fixed mmap threshold 32 MiB), so that the two are compared
+# threshold 256 MiB, top pad 4 MiB, fixed mmap threshold 32 MiB) and the transparent huge pages
+# aps's tools ask glibc for (GLIBC_TUNABLES=glibc.malloc.hugetlb=1), so that the two are compared
 # on their kernels: with glibc's defaults PyTorch's heap is trimmed and faulted in again, and its
 # speed moves by up to 2.5x between runs of the same command. APS_COMPARE_TORCH_HEAP=default
 # runs it with glibc's defaults instead; each summary line says which ("torch_heap").
@@ -23,7 +24,8 @@ python="${PYTHON:-/usr/bin/python3}"
 
 torch_heap="${APS_COMPARE_TORCH_HEAP:-aps}"
 case "$torch_heap" in
-  aps) torch_env=(env MALLOC_TRIM_THRESHOLD_=268435456 MALLOC_TOP_PAD_=4194304 MALLOC_MMAP_THRESHOLD_=33554432) ;;
+  aps) torch_env=(env MALLOC_TRIM_THRESHOLD_=268435456 MALLOC_TOP_PAD_=4194304 MALLOC_MMAP_THRESHOLD_=33554432
+                   GLIBC_TUNABLES=glibc.malloc.hugetlb=1) ;;
   default) torch_env=(env) ;;
   *) echo "compare.sh: APS_COMPARE_TORCH_HEAP must be 'aps' or 'default', got '$torch_heap'" >&2; exit 2 ;;
 esac

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   return aps::runTool(app, argc, argv, [] {
     fmt::print("aps {}\n", APS_VERSION);
     fmt::print("cpu threads: {}\n", aps::numThreads());
+    fmt::print("huge pages: {}\n", aps::hugePagesStatus());
     fmt::print("cuda backend: {}\n", aps::cuda::compiledWithCuda() ? "built" : "not built");
     const int gpus = aps::cuda::deviceCount();
     fmt::print("cuda devices: {}\n", gpus);

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
 
 namespace aps {
 
@@ -13,6 +14,12 @@ inline constexpr int kUsageError = 2;
 // aps_train only: stopped by SIGTERM/SIGUSR1 after writing a checkpoint (EX_TEMPFAIL); rerun
 // with --resume auto.
 inline constexpr int kPreempted = 75;
+
+// Whether this process asked glibc for transparent huge pages (runTool re-executes a tool once
+// with GLIBC_TUNABLES=glibc.malloc.hugetlb=1 unless APS_HUGE_PAGES=0), and what the kernel
+// offers ("always", "madvise", "never", or "unknown"), with the process's GLIBC_TUNABLES: the
+// line aps_info prints.
+std::string hugePagesStatus();
 
 // Adds --version to `app`, parses argv, runs `body` and turns errors into an exit code:
 // a command-line error prints "<tool>: error: <message>" and returns 2; an aps::Error or other

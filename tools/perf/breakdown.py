@@ -49,10 +49,11 @@ ROWS = [
 ]
 
 
-# The C heap settings aps's CpuAllocator sets for itself; PyTorch gets them too, as in
-# compare.sh (with glibc's defaults its heap is trimmed and faulted in again, and its speed
-# moved by up to 2.5x between runs of the same command).
-TORCH_HEAP = {"MALLOC_TRIM_THRESHOLD_": "268435456", "MALLOC_TOP_PAD_": "4194304", "MALLOC_MMAP_THRESHOLD_": "33554432"}
+# The C heap settings aps's CpuAllocator sets for itself, and the huge pages aps's tools ask
+# glibc for; PyTorch gets them too, as in compare.sh (with glibc's defaults its heap is trimmed
+# and faulted in again, and its speed moved by up to 2.5x between runs of the same command).
+TORCH_HEAP = {"MALLOC_TRIM_THRESHOLD_": "268435456", "MALLOC_TOP_PAD_": "4194304", "MALLOC_MMAP_THRESHOLD_": "33554432",
+              "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
 
 
 def run_json(cmd, env=None):
