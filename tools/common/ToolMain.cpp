@@ -30,14 +30,15 @@ void reexecWithHugePages(char** argv) {
   const char* off = std::getenv("APS_HUGE_PAGES");
   if (off != nullptr && std::string_view(off) == "0") return;
   const char* tunables = std::getenv("GLIBC_TUNABLES");
-  std::string value = tunables != nullptr ? tunables : "";
-  if (value.find("glibc.malloc.hugetlb") != std::string::npos) return;
-  value += value.empty() ? "glibc.malloc.hugetlb=1" : ":glibc.malloc.hugetlb=1";
+  const bool had = tunables != nullptr;
+  const std::string original = had ? tunables : "";  // setenv may invalidate `tunables`
+  if (original.find("glibc.malloc.hugetlb") != std::string::npos) return;
+  const std::string value = original + (had && !original.empty() ? ":" : "") + "glibc.malloc.hugetlb=1";
   if (setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0) return;
   execv("/proc/self/exe", argv);
   // Not re-executed (no /proc): go on as we are, without the tunable.
-  if (tunables != nullptr) {
-    setenv("GLIBC_TUNABLES", tunables, 1);
+  if (had) {
+    setenv("GLIBC_TUNABLES", original.c_str(), 1);
   } else {
     unsetenv("GLIBC_TUNABLES");
   }

@@ -87,8 +87,9 @@ void windowMax16(float* out, int64_t* argmax, const float* x, int64_t w, kernels
   _mm512_storeu_ps(out, _mm512_mask_mov_ps(best, nanSeen, nanValue));
   if (argmax != nullptr) {
     const __m512i index = _mm512_mask_mov_epi32(bestIndex, nanSeen, nanIndex);
-    _mm512_storeu_si512(argmax, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(index)));
-    _mm512_storeu_si512(argmax + 8, _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(index, 1)));
+    // The zero-masked forms: GCC 12 warns of the plain ones' undefined source operands.
+    _mm512_storeu_si512(argmax, _mm512_maskz_cvtepi32_epi64(0xFF, _mm512_maskz_extracti64x4_epi64(0xFF, index, 0)));
+    _mm512_storeu_si512(argmax + 8, _mm512_maskz_cvtepi32_epi64(0xFF, _mm512_maskz_extracti64x4_epi64(0xFF, index, 1)));
   }
 }
 #endif
@@ -162,9 +163,6 @@ void avgPool2dForward(float* out, const float* in, const Pool2dShape& shape, boo
       4.0 * static_cast<double>(shape.n * shape.c * (shape.h * shape.w + shape.outH() * shape.outW())));
   const Pool2dShape& s = shape;
   const int64_t p = s.outH(), q = s.outW();
-  // Indices within a plane fit the vector path's 32-bit lanes.
-  [[maybe_unused]] const bool vectorRows =
-      (s.strideW == 1 || s.strideW == 2) && s.h * s.w < (int64_t{1} << 31) && q >= 16;
   parallelFor(s.n * s.c, kPlaneGrain, [&](int64_t plane0, int64_t plane1) {
     for (int64_t plane = plane0; plane < plane1; ++plane) {
       const float* x = in + plane * s.h * s.w;
