@@ -136,26 +136,38 @@ inline void transformInput(float* v, int64_t vStride, const Vec (&d)[4][4]) {
 // columns from 2 tx - padW on (x = 0, 1) and from 2 tx + 2 - padW on (x = 2, 3), read with
 // masked loads (zero outside the plane) and split by parity in registers.
 
-// One tile row `ty` of one channel plane, pw = tw lanes per row: whole vectors, the lanes past
-// the row's last tile holding values of no tile, which the next row or the slack overwrite.
-void transformInputRow(float* v, int64_t vStride, const float* plane, int64_t ty, const Conv2dShape& s,
+// Tile rows [ty0, ty1) of one channel plane, pw = tw lanes per row, row ty's V at
+// v + (ty - ty0) pw: whole vectors, the lanes past a row's last tile holding values of no tile,
+// which the next row or the slack overwrite (the vectors of a row go last to first, each over
+// all the rows, so every spill is overwritten). Consecutive tile rows share two input rows:
+// each input row is loaded and split by parity once, not twice.
+void transformInputRun(float* v, int64_t vStride, const float* plane, int64_t ty0, int64_t ty1, const Conv2dShape& s,
                        const Plan& plan) {
-  for (int64_t u = 0; u < plan.tw; u += kLanes) {
-    Vec d[4][4];  // [input row][column x]
-    for (int64_t i = 0; i < 4; ++i) {
-      const int64_t y = 2 * ty + i - s.padH;
+  for (int64_t u = (plan.tw - 1) / kLanes * kLanes; u >= 0; u -= kLanes) {
+    // Input row y's columns x = 0..3 of each lane's tile (zero outside the plane).
+    const auto loadRow = [&](Vec(&row)[4], int64_t y) {
       if (y < 0 || y >= s.h) {
-        for (Vec& x : d[i]) x = simd::zero();
-        continue;
+        for (Vec& x : row) x = simd::zero();
+        return;
       }
-      const float* row = plane + y * s.w;
+      const float* src = plane + y * s.w;
       for (int64_t shift = 0; shift < 2; ++shift) {
         const int64_t start = 2 * (u + shift) - s.padW;
-        simd::deinterleave(simd::loadRange(row, start, s.w), simd::loadRange(row, start + kLanes, s.w), d[i][2 * shift],
-                           d[i][2 * shift + 1]);
+        simd::deinterleave(simd::loadRange(src, start, s.w), simd::loadRange(src, start + kLanes, s.w), row[2 * shift],
+                           row[2 * shift + 1]);
       }
+    };
+    Vec d[4][4];  // [input row][column x]
+    loadRow(d[0], 2 * ty0 - s.padH);
+    loadRow(d[1], 2 * ty0 + 1 - s.padH);
+    for (int64_t ty = ty0; ty < ty1; ++ty) {
+      if (ty > ty0) {
+        for (int x = 0; x < 4; ++x) d[0][x] = d[2][x], d[1][x] = d[3][x];
+      }
+      loadRow(d[2], 2 * ty + 2 - s.padH);
+      loadRow(d[3], 2 * ty + 3 - s.padH);
+      transformInput(v + (ty - ty0) * plan.pw + u, vStride, d);
     }
-    transformInput(v + u, vStride, d);
   }
 }
 
@@ -308,13 +320,19 @@ void winogradConvForward(float* out, const float* in, const float* weight, const
     float* m = Workspace::get(kSlotProducts, kPositions * plan.kp * plan.stride);
     // V for every channel and tile row, rows in order so each row's spill is overwritten.
     for (int64_t c = 0; c < s.c; ++c) {
-      for (int64_t r = r0; r < r1; r += plan.segments) {
-        float* vRow = v + c * plan.stride + (r - r0) * plan.pw;
-        if (plan.segments == 1) {
-          transformInputRow(vRow, s.c * plan.stride, in + (r / plan.th * s.c + c) * hw, r % plan.th, s, plan);
-          continue;
+      if (plan.segments == 1) {
+        // A run of tile rows per image.
+        for (int64_t r = r0; r < r1;) {
+          const int64_t image = r / plan.th, ty0 = r % plan.th, ty1 = std::min(plan.th, ty0 + (r1 - r));
+          transformInputRun(v + c * plan.stride + (r - r0) * plan.pw, s.c * plan.stride, in + (image * s.c + c) * hw,
+                            ty0, ty1, s, plan);
+          r += ty1 - ty0;
         }
+        continue;
+      }
+      for (int64_t r = r0; r < r1; r += plan.segments) {
 #if defined(APS_SIMD_AVX512)
+        float* vRow = v + c * plan.stride + (r - r0) * plan.pw;
         const float* planes[4] = {};
         int64_t ys[4] = {};
         for (int64_t j = 0; j < plan.segments && r + j < r1; ++j) {

@@ -24,7 +24,8 @@ bool winogradSupported(const Conv2dShape& shape);
 // run by the same register-tiled FMA kernel as the panel convolution, with tiles in the vector
 // lanes. The transforms take whole tile rows: the input's 4 rows of a tile row are padded and
 // split into even and odd columns, so B^T d B is unit-stride vector arithmetic over the tiles
-// of the row, and A^T m A writes the two output rows back interleaved.
+// of the row, and A^T m A writes the two output rows back interleaved. Consecutive tile rows
+// share two input rows, which a run of tile rows loads and splits once.
 //
 // The rounding differs from direct convolution (the transforms add and subtract before and
 // after the products; the error stays within a few units in the last place of the inputs'

@@ -182,6 +182,9 @@ const Case kCases[] = {
     {9, 8, 7, 7, 8, 3, 3, 1, 1, 1, 1},
     {5, 8, 14, 14, 10, 3, 3, 1, 1, 1, 1},
     {2, 10, 40, 38, 9, 3, 3, 1, 1, 1, 1},
+    // Tile rows of two vectors (18 tiles) in work items of 7 tile rows that cross from one
+    // image into the next: each image's run of rows reuses the input rows tile rows share.
+    {3, 8, 36, 36, 8, 3, 3, 1, 1, 1, 1},
     {3, 40, 32, 32, 40, 3, 3, 1, 1, 1, 1},
 };
 
