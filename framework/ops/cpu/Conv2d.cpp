@@ -76,6 +76,16 @@ ConvPlan makePlan(const Conv2dShape& s) {
   return plan;
 }
 
+// The output columns [lo, hi) whose input column q * stride + iw0 lies inside [0, w).
+struct ColumnRange {
+  int64_t lo, hi;
+};
+ColumnRange columnRange(int64_t iw0, int64_t stride, int64_t w, int64_t q) {
+  const int64_t lo = iw0 >= 0 ? 0 : (-iw0 + stride - 1) / stride;
+  const int64_t hi = w - 1 - iw0 < 0 ? 0 : (w - 1 - iw0) / stride + 1;
+  return {std::min(lo, q), std::clamp(hi, std::min(lo, q), q)};
+}
+
 // col (crs, images * pq) <- the receptive fields of group g of `images` images starting at `in`.
 void im2col(float* col, const float* in, int64_t images, int64_t g, const Conv2dShape& s, const ConvPlan& plan) {
   const int64_t ldc = images * plan.pq;
@@ -84,8 +94,7 @@ void im2col(float* col, const float* in, int64_t images, int64_t g, const Conv2d
       for (int64_t t = 0; t < s.s; ++t) {
         float* row = col + ((cg * s.r + r) * s.s + t) * ldc;
         const int64_t iw0 = t * s.dilationW - s.padW;  // input column of output column 0
-        const int64_t qlo = s.strideW == 1 ? std::clamp<int64_t>(-iw0, 0, plan.q) : 0;
-        const int64_t qhi = s.strideW == 1 ? std::clamp<int64_t>(s.w - iw0, qlo, plan.q) : 0;
+        const auto [qlo, qhi] = columnRange(iw0, s.strideW, s.w, plan.q);
         for (int64_t b = 0; b < images; ++b) {
           const float* plane = in + (b * s.c + g * plan.cg + cg) * plan.hw;
           float* dst = row + b * plan.pq;
@@ -96,16 +105,13 @@ void im2col(float* col, const float* in, int64_t images, int64_t g, const Conv2d
               continue;
             }
             const float* src = plane + ih * s.w;
+            std::fill(dst, dst + qlo, 0.0f);
             if (s.strideW == 1) {
-              std::fill(dst, dst + qlo, 0.0f);
               std::memcpy(dst + qlo, src + iw0 + qlo, static_cast<size_t>(qhi - qlo) * sizeof(float));
-              std::fill(dst + qhi, dst + plan.q, 0.0f);
             } else {
-              for (int64_t q = 0; q < plan.q; ++q) {
-                const int64_t iw = q * s.strideW + iw0;
-                dst[q] = iw >= 0 && iw < s.w ? src[iw] : 0.0f;
-              }
+              for (int64_t q = qlo; q < qhi; ++q) dst[q] = src[q * s.strideW + iw0];
             }
+            std::fill(dst + qhi, dst + plan.q, 0.0f);
           }
         }
       }
@@ -122,8 +128,7 @@ void col2im(float* gradIn, const float* col, int64_t images, int64_t g, const Co
       for (int64_t t = 0; t < s.s; ++t) {
         const float* row = col + ((cg * s.r + r) * s.s + t) * ldc;
         const int64_t iw0 = t * s.dilationW - s.padW;
-        const int64_t qlo = s.strideW == 1 ? std::clamp<int64_t>(-iw0, 0, plan.q) : 0;
-        const int64_t qhi = s.strideW == 1 ? std::clamp<int64_t>(s.w - iw0, qlo, plan.q) : 0;
+        const auto [qlo, qhi] = columnRange(iw0, s.strideW, s.w, plan.q);
         for (int64_t b = 0; b < images; ++b) {
           float* plane = gradIn + (b * s.c + g * plan.cg + cg) * plan.hw;
           const float* src = row + b * plan.pq;
@@ -135,10 +140,7 @@ void col2im(float* gradIn, const float* col, int64_t images, int64_t g, const Co
               float* d = dst + iw0;
               for (int64_t q = qlo; q < qhi; ++q) d[q] += src[q];
             } else {
-              for (int64_t q = 0; q < plan.q; ++q) {
-                const int64_t iw = q * s.strideW + iw0;
-                if (iw >= 0 && iw < s.w) dst[iw] += src[q];
-              }
+              for (int64_t q = qlo; q < qhi; ++q) dst[q * s.strideW + iw0] += src[q];
             }
           }
         }
