@@ -81,9 +81,9 @@ struct ColumnRange {
   int64_t lo, hi;
 };
 ColumnRange columnRange(int64_t iw0, int64_t stride, int64_t w, int64_t q) {
-  const int64_t lo = iw0 >= 0 ? 0 : (-iw0 + stride - 1) / stride;
+  const int64_t lo = std::min(q, iw0 >= 0 ? 0 : (-iw0 + stride - 1) / stride);
   const int64_t hi = w - 1 - iw0 < 0 ? 0 : (w - 1 - iw0) / stride + 1;
-  return {std::min(lo, q), std::clamp(hi, std::min(lo, q), q)};
+  return {lo, std::clamp(hi, lo, q)};
 }
 
 // col (crs, images * pq) <- the receptive fields of group g of `images` images starting at `in`.
