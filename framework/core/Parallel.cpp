@@ -22,6 +22,8 @@ int numThreads() {
   return gThreads > 0 ? gThreads : omp_get_max_threads();
 }
 
+int teamThreadIndex() { return omp_get_thread_num(); }
+
 ThreadCountGuard::ThreadCountGuard(int threads) : previous_(tThreads) {
   APS_CHECK(threads >= 1, "threads must be >= 1, got {}", threads);
   tThreads = threads;

@@ -23,6 +23,32 @@ TEST(Parallel, CoversEveryIndexExactlyOnce) {
   }
 }
 
+// forEachTask runs each task once; its thread index stays below the thread count (the kernels
+// index per-thread buffers by it); one thread runs the tasks in order on the calling thread.
+TEST(Parallel, ForEachTaskRunsEveryTaskOnceWithAThreadIndexInRange) {
+  for (int threads : {1, 2, 3}) {
+    for (int64_t tasks : {0, 1, 2, 5, 64}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(tasks));
+      std::atomic<int> outOfRange{0};
+      aps::forEachTask(tasks, threads, [&](int64_t task, int thread) {
+        hits[static_cast<size_t>(task)]++;
+        if (thread < 0 || thread >= threads) outOfRange++;
+      });
+      for (auto& h : hits) EXPECT_EQ(h.load(), 1) << threads << " threads, " << tasks << " tasks";
+      EXPECT_EQ(outOfRange.load(), 0) << threads << " threads, " << tasks << " tasks";
+    }
+  }
+  const std::thread::id caller = std::this_thread::get_id();
+  std::vector<int64_t> order;
+  bool elsewhere = false;
+  aps::forEachTask(6, 1, [&](int64_t task, int) {
+    order.push_back(task);
+    elsewhere = elsewhere || std::this_thread::get_id() != caller;
+  });
+  EXPECT_EQ(order, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_FALSE(elsewhere);
+}
+
 TEST(Parallel, RejectsZeroThreads) {
   EXPECT_THROW(aps::setNumThreads(0), aps::Error);
   EXPECT_THROW(aps::ThreadCountGuard(0), aps::Error);

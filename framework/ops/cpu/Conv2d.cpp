@@ -153,8 +153,7 @@ void col2im(float* gradIn, const float* col, int64_t images, int64_t g, const Co
 template <typename Body>
 void forEachChunk(int64_t chunks, const Body& body) {
   const int threads = static_cast<int>(std::min<int64_t>(numThreads(), chunks));
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-  for (int64_t chunk = 0; chunk < chunks; ++chunk) body(chunk);
+  forEachTask(chunks, threads, [&](int64_t chunk, int) { body(chunk); });
 }
 
 // Forward by im2col over chunks of images and one Eigen GEMM per chunk: for strided and

@@ -6,8 +6,6 @@
 #include "framework/ops/cpu/Simd.h"
 #include "framework/ops/cpu/Workspace.h"
 
-#include <omp.h>
-
 #include <algorithm>
 
 namespace aps::cpu::detail {
@@ -350,9 +348,8 @@ void convWeightGrad(float* gradWeight, const float* gradOut, const float* in, co
   // memory and read back, and no thread waits for another until the end.
   const int64_t gradStride = (imagesPerBlock * s.groups * pq * kPad + 15) / 16 * 16;
   float* gradBuffers = Workspace::get(kSlotGradRows, team * gradStride);
-#pragma omp parallel num_threads(team) if (team > 1)
-  {
-    const int members = omp_get_num_threads(), me = omp_get_thread_num();
+  forEachTask(team, team, [&](int64_t me, int) {
+    const int64_t members = team;
     const int64_t first = tiles * me / members, last = tiles * (me + 1) / members;
     const auto tileAt = [&](int64_t tile) {
       struct {
@@ -416,7 +413,7 @@ void convWeightGrad(float* gradWeight, const float* gradOut, const float* in, co
         }
       }
     }
-  }
+  });
   // gradWeight (K, kd) <- the accumulators transposed back.
   parallelFor(s.groups, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) transpose(gradWeight + g * kg * kd, kd, acc + g * kdPad * kPad, kPad, kd, kg);

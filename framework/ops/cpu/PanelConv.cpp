@@ -5,8 +5,6 @@
 #include "framework/ops/cpu/Simd.h"
 #include "framework/ops/cpu/Workspace.h"
 
-#include <omp.h>
-
 #include <algorithm>
 
 namespace aps::cpu::detail {
@@ -374,9 +372,8 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
     // Padding never writes past a block's planes: each buffer's tail is zeroed once.
     for (int t = 0; t < threads; ++t)
       std::fill(buffers + t * stride + blockSize, buffers + t * stride + blockSize + tail, 0.0f);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-    for (int64_t block = 0; block < blocks; ++block) {
-      float* image = buffers + omp_get_thread_num() * stride;
+    forEachTask(blocks, threads, [&](int64_t block, int thread) {
+      float* image = buffers + thread * stride;
       const int64_t n = block * images, count = std::min(images, s.n - n);
       if (images > 1) {
         padStacked(image, in + n * s.c * s.h * s.w, count, s, blk);
@@ -388,7 +385,7 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
       for (int64_t tile = 0; tile < tiles; ++tile) {
         directTile(out, image, weight, wl, wOffsets, bias, offsets, n, tile, rows, s, blk);
       }
-    }
+    });
     return;
   }
 
@@ -400,15 +397,14 @@ void panelConvForward(float* out, const float* in, const float* weight, const fl
   const int64_t tiles = s.n * tilesPerImage;
   const int64_t tasks = (tiles + kTilesPerTask - 1) / kTilesPerTask;
   const int threads = static_cast<int>(std::min<int64_t>(available, tasks));
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-  for (int64_t task = 0; task < tasks; ++task) {
+  forEachTask(tasks, threads, [&](int64_t task, int) {
     const int64_t last = std::min(tiles, (task + 1) * kTilesPerTask);
     for (int64_t tile = task * kTilesPerTask; tile < last; ++tile) {
       const int64_t n = tile / tilesPerImage;
       directTile(out, padded + n * imageSize, weight, wl, wOffsets, bias, offsets, n, tile % tilesPerImage, geo.p, s,
                  geo);
     }
-  }
+  });
 }
 
 }  // namespace aps::cpu::detail

@@ -312,8 +312,7 @@ void winogradConvForward(float* out, const float* in, const float* weight, const
   const int64_t totalRows = s.n * plan.th;
   const int64_t hw = s.h * s.w, pq = plan.p * plan.q;
   const int threads = static_cast<int>(std::min<int64_t>(numThreads(), plan.items));
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-  for (int64_t item = 0; item < plan.items; ++item) {
+  forEachTask(plan.items, threads, [&](int64_t item, int) {
     const int64_t r0 = item * plan.rowsPerItem, r1 = std::min(totalRows, r0 + plan.rowsPerItem);
     const int64_t tiles = (r1 - r0) * plan.pw;
     float* v = Workspace::get(kSlotInput, kPositions * s.c * plan.stride);
@@ -387,7 +386,7 @@ void winogradConvForward(float* out, const float* in, const float* weight, const
 #endif
       }
     }
-  }
+  });
 }
 
 }  // namespace aps::cpu::detail

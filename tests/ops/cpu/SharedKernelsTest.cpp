@@ -228,7 +228,7 @@ float fusedSquaredDeviation(float acc, float x, float mean) {
 // Batch norm's statistics as a CUDA block computes them: kLanes threads per plane, each
 // adding every kLanes-th value, lanes combined by combineLanes, planes added in order in
 // double. The lane steps are fused multiply-adds, as on the device and in the CPU's
-// vectorised loop.
+// vectorised loop. The normalised output is batchNormApply of each value.
 TEST(SharedKernels, BatchNormLaneOrderMatchesTheCpuStatistics) {
   for (int64_t hw : {1, 5, 16, 17, 49, 1024}) {
     aps::cpu::BatchNormShape s{3, 4, hw};
@@ -256,6 +256,14 @@ TEST(SharedKernels, BatchNormLaneOrderMatchesTheCpuStatistics) {
           channelSum([m](float acc, float v) { return fusedSquaredDeviation(acc, v, m); }), s.n * s.hw, 1e-5f);
       EXPECT_EQ(aps::bitCast<uint32_t>(m), aps::bitCast<uint32_t>(mean[static_cast<size_t>(c)])) << hw << " " << c;
       EXPECT_EQ(aps::bitCast<uint32_t>(is), aps::bitCast<uint32_t>(invStd[static_cast<size_t>(c)])) << hw << " " << c;
+      const k::BatchNormAffine a = k::batchNormAffine(nullptr, nullptr, c, m, is);
+      for (int64_t n = 0; n < s.n; ++n) {
+        for (int64_t i = 0; i < s.hw; ++i) {
+          const size_t at = static_cast<size_t>((n * s.c + c) * s.hw + i);
+          ASSERT_EQ(aps::bitCast<uint32_t>(k::batchNormApply(x[at], a)), aps::bitCast<uint32_t>(out[at]))
+              << hw << " output at " << at;
+        }
+      }
     }
     // Backward: sum dy and sum dy * (x - mean) in the same lanes, then per value the shared
     // batchNormGradIn, as a CUDA thread computes it (the AVX-512 kernel writes it out as the
