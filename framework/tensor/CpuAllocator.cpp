@@ -1,5 +1,7 @@
 #include "framework/tensor/CpuAllocator.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <new>
 
@@ -25,6 +27,32 @@ void keepFreedMemory() {
 #endif
 }
 
+// The calling thread's cache of small blocks: bin i holds blocks of (i + 1) * kAlignment
+// bytes. Its destructor (at the thread's end) frees them; a block released after that, by a
+// static object during exit, goes straight back to the C allocator.
+constexpr size_t kBins = CpuAllocator::kMinCachedBytes / CpuAllocator::kAlignment;
+thread_local bool tCacheGone = false;
+struct ThreadCache {
+  std::array<std::vector<void*>, kBins> bins;
+  size_t bytes = 0;
+  void clear() {
+    for (auto& bin : bins) {
+      for (void* p : bin) std::free(p);
+      bin.clear();
+    }
+    bytes = 0;
+  }
+  ~ThreadCache() {
+    clear();
+    tCacheGone = true;
+  }
+};
+ThreadCache* threadCache() {
+  if (tCacheGone) return nullptr;
+  thread_local ThreadCache cache;
+  return &cache;
+}
+
 }  // namespace
 
 CpuAllocator& CpuAllocator::instance() {
@@ -38,7 +66,18 @@ CpuAllocator& CpuAllocator::instance() {
 
 void* CpuAllocator::allocate(size_t bytes) {
   const size_t rounded = roundUp(bytes);
-  if (rounded >= kMinCachedBytes) {
+  if (rounded > 0 && rounded < kMinCachedBytes) {
+    ThreadCache* cache = threadCache();
+    if (cache != nullptr) {
+      auto& bin = cache->bins[rounded / kAlignment - 1];
+      if (!bin.empty()) {
+        void* p = bin.back();
+        bin.pop_back();
+        cache->bytes -= rounded;
+        return p;
+      }
+    }
+  } else if (rounded >= kMinCachedBytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = free_.find(rounded);
     if (it != free_.end() && !it->second.empty()) {
@@ -60,7 +99,14 @@ void* CpuAllocator::allocate(size_t bytes) {
 void CpuAllocator::release(void* data, size_t bytes) {
   if (data == nullptr) return;
   const size_t rounded = roundUp(bytes);
-  if (rounded >= kMinCachedBytes) {
+  if (rounded > 0 && rounded < kMinCachedBytes) {
+    ThreadCache* cache = threadCache();
+    if (cache != nullptr && cache->bytes + rounded <= std::min(kThreadCacheBytes, limit_.load())) {
+      cache->bins[rounded / kAlignment - 1].push_back(data);
+      cache->bytes += rounded;
+      return;
+    }
+  } else if (rounded >= kMinCachedBytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (cached_ + rounded <= limit_) {
       free_[rounded].push_back(data);
@@ -72,6 +118,7 @@ void CpuAllocator::release(void* data, size_t bytes) {
 }
 
 void CpuAllocator::emptyCache() {
+  if (ThreadCache* cache = threadCache()) cache->clear();
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& [size, blocks] : free_) {
     for (void* p : blocks) std::free(p);
@@ -81,17 +128,19 @@ void CpuAllocator::emptyCache() {
 }
 
 void CpuAllocator::setCacheLimit(size_t bytes) {
+  const ThreadCache* cache = threadCache();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     limit_ = bytes;
-    if (cached_ <= limit_) return;
+    if (cached_ <= bytes && (cache == nullptr || cache->bytes <= bytes)) return;
   }
   emptyCache();
 }
 
 size_t CpuAllocator::cachedBytes() const {
+  const ThreadCache* cache = threadCache();
   std::lock_guard<std::mutex> lock(mutex_);
-  return cached_;
+  return cached_ + (cache != nullptr ? cache->bytes : 0);
 }
 
 }  // namespace aps

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <thread>
 
 namespace {
 
@@ -48,6 +49,34 @@ TEST(CpuAllocator, ReusesFreedBlocksOfTheSameSize) {
   EXPECT_EQ(allocator.cachedBytes(), 0u);
   allocator.setCacheLimit(0);
   { Tensor other = Tensor::empty({1 << 18}); }
+  EXPECT_EQ(allocator.cachedBytes(), 0u);  // over the limit: freed, not cached
+  allocator.setCacheLimit(size_t{4} << 30);
+}
+
+// Blocks under kMinCachedBytes are kept by the thread that frees them: it gets them back,
+// another thread does not see them, and a cache limit of 0 keeps none.
+TEST(CpuAllocator, ReusesSmallBlocksOnTheThreadThatFreedThem) {
+  auto& allocator = aps::CpuAllocator::instance();
+  allocator.emptyCache();
+  void* block = allocator.allocate(1000);
+  allocator.release(block, 1000);
+  EXPECT_EQ(allocator.cachedBytes(), 1024u);  // rounded up to the alignment
+  void* again = allocator.allocate(1000);
+  EXPECT_EQ(again, block);
+  EXPECT_EQ(allocator.cachedBytes(), 0u);
+  allocator.release(again, 1000);
+  size_t seenElsewhere = 1;
+  void* elsewhere = nullptr;
+  std::thread([&] {
+    seenElsewhere = allocator.cachedBytes();
+    elsewhere = allocator.allocate(1000);
+    allocator.release(elsewhere, 1000);
+  }).join();
+  EXPECT_EQ(seenElsewhere, 0u);
+  EXPECT_NE(elsewhere, block);  // this thread's block stayed in this thread's cache
+  allocator.setCacheLimit(0);
+  EXPECT_EQ(allocator.cachedBytes(), 0u);
+  allocator.release(allocator.allocate(1000), 1000);
   EXPECT_EQ(allocator.cachedBytes(), 0u);  // over the limit: freed, not cached
   allocator.setCacheLimit(size_t{4} << 30);
 }
