@@ -312,8 +312,16 @@ void winogradConvForward(float* out, const float* in, const float* weight, const
   const int64_t totalRows = s.n * plan.th;
   const int64_t hw = s.h * s.w, pq = plan.p * plan.q;
   const int threads = static_cast<int>(std::min<int64_t>(numThreads(), plan.items));
-  forEachTask(plan.items, threads, [&](int64_t item, int) {
-    const int64_t r0 = item * plan.rowsPerItem, r1 = std::min(totalRows, r0 + plan.rowsPerItem);
+  // With several threads the last 2 x threads items are cut in two, so that the thread that
+  // finishes first waits for half an item, not a whole one. A tile's values do not depend on
+  // the item that computes it.
+  const int64_t whole = threads > 1 ? plan.items - std::min<int64_t>(plan.items, 2 * threads) : plan.items;
+  const int64_t half = ((plan.rowsPerItem + 1) / 2 + plan.segments - 1) / plan.segments * plan.segments;
+  const int64_t items = whole + 2 * (plan.items - whole);
+  forEachTask(items, threads, [&](int64_t item, int) {
+    const int64_t r0 = item < whole ? item * plan.rowsPerItem : whole * plan.rowsPerItem + (item - whole) * half;
+    const int64_t r1 = std::min(totalRows, r0 + (item < whole ? plan.rowsPerItem : half));
+    if (r0 >= r1) return;
     const int64_t tiles = (r1 - r0) * plan.pw;
     float* v = Workspace::get(kSlotInput, kPositions * s.c * plan.stride);
     float* m = Workspace::get(kSlotProducts, kPositions * plan.kp * plan.stride);
