@@ -35,6 +35,7 @@ thread_local bool tCacheGone = false;
 struct ThreadCache {
   std::array<std::vector<void*>, kBins> bins;
   size_t bytes = 0;
+  std::vector<void*>& bin(size_t rounded) { return bins[rounded / CpuAllocator::kAlignment - 1]; }
   void clear() {
     for (auto& bin : bins) {
       for (void* p : bin) std::free(p);
@@ -47,6 +48,15 @@ struct ThreadCache {
     tCacheGone = true;
   }
 };
+// The last of `blocks` (of `rounded` bytes each), taken off the `held` count; null if none.
+void* takeBlock(std::vector<void*>& blocks, size_t& held, size_t rounded) {
+  if (blocks.empty()) return nullptr;
+  void* p = blocks.back();
+  blocks.pop_back();
+  held -= rounded;
+  return p;
+}
+
 ThreadCache* threadCache() {
   if (tCacheGone) return nullptr;
   thread_local ThreadCache cache;
@@ -66,28 +76,16 @@ CpuAllocator& CpuAllocator::instance() {
 
 void* CpuAllocator::allocate(size_t bytes) {
   const size_t rounded = roundUp(bytes);
-  if (rounded > 0 && rounded < kMinCachedBytes) {
-    ThreadCache* cache = threadCache();
-    if (cache != nullptr) {
-      auto& bin = cache->bins[rounded / kAlignment - 1];
-      if (!bin.empty()) {
-        void* p = bin.back();
-        bin.pop_back();
-        cache->bytes -= rounded;
-        return p;
-      }
-    }
-  } else if (rounded >= kMinCachedBytes) {
+  void* p = nullptr;
+  if (rounded >= kMinCachedBytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = free_.find(rounded);
-    if (it != free_.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      cached_ -= rounded;
-      return p;
-    }
+    if (it != free_.end()) p = takeBlock(it->second, cached_, rounded);
+  } else if (rounded > 0) {
+    if (ThreadCache* cache = threadCache()) p = takeBlock(cache->bin(rounded), cache->bytes, rounded);
   }
-  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (p != nullptr) return p;
+  p = std::aligned_alloc(kAlignment, rounded);
   if (p == nullptr) {
     emptyCache();  // give cached memory back and try once more
     p = std::aligned_alloc(kAlignment, rounded);
@@ -99,18 +97,18 @@ void* CpuAllocator::allocate(size_t bytes) {
 void CpuAllocator::release(void* data, size_t bytes) {
   if (data == nullptr) return;
   const size_t rounded = roundUp(bytes);
-  if (rounded > 0 && rounded < kMinCachedBytes) {
-    ThreadCache* cache = threadCache();
-    if (cache != nullptr && cache->bytes + rounded <= std::min(kThreadCacheBytes, limit_.load())) {
-      cache->bins[rounded / kAlignment - 1].push_back(data);
-      cache->bytes += rounded;
-      return;
-    }
-  } else if (rounded >= kMinCachedBytes) {
+  if (rounded >= kMinCachedBytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (cached_ + rounded <= limit_) {
       free_[rounded].push_back(data);
       cached_ += rounded;
+      return;
+    }
+  } else if (rounded > 0) {
+    ThreadCache* cache = threadCache();
+    if (cache != nullptr && cache->bytes + rounded <= std::min(kThreadCacheBytes, limit_.load())) {
+      cache->bin(rounded).push_back(data);
+      cache->bytes += rounded;
       return;
     }
   }
