@@ -316,7 +316,7 @@ inline void storeCodes64(const __m512i c[4], CodeT* out, bool nibbles) {
   }
 }
 
-// Codes of in[0, n - n % 64) into out (nibble pairs with `nibbles`); returns the count done.
+// Codes of in[0, n) into out (nibble pairs with `nibbles`); returns n.
 template <RoundingMode kMode, typename CodeT>
 int64_t encode64(const float* in, int64_t n, const Quantizer::Params& params, const EncodeContext& ctx, CodeT* out,
                  bool nibbles) {
@@ -340,7 +340,24 @@ int64_t encode64(const float* in, int64_t n, const Quantizer::Params& params, co
     for (int j = 0; j < 4; ++j) c[j] = roundCodes16<kMode>(_mm512_loadu_si512(in + i + 16 * j), rnd[j], p);
     storeCodes64(c, nibbles ? out + i / 2 : out + i, nibbles);
   }
-  return i;
+  if (i == n) return n;
+  // The last m < 64 values the same way: lanes past the end read as +0 (code 0, so an odd
+  // count's last byte keeps its high nibble 0, as the scalar path writes it); the codes go
+  // through a local block, of which the bytes of the m codes are copied. The chunks of a
+  // simulated world's small buckets are tens of values long: these would otherwise be scalar.
+  const int64_t m = n - i;
+  __m512i c[4], rnd[4] = {};
+  if constexpr (kMode == RoundingMode::Stochastic)
+    philoxElements<1>(static_cast<uint64_t>(ctx.offset + i), keys, ctx.seed, ctx.stream, rnd);
+  for (int j = 0; j < 4; ++j) {
+    const int64_t lanes = std::clamp<int64_t>(m - 16 * j, 0, 16);
+    const auto mask = static_cast<__mmask16>((uint32_t{1} << lanes) - 1u);
+    c[j] = roundCodes16<kMode>(_mm512_maskz_loadu_epi32(mask, in + i + 16 * j), rnd[j], p);
+  }
+  alignas(64) CodeT block[64];
+  storeCodes64(c, block, nibbles);
+  std::memcpy(nibbles ? out + i / 2 : out + i, block, nibbles ? static_cast<size_t>((m + 1) / 2) : m * sizeof(CodeT));
+  return n;
 }
 #endif
 
