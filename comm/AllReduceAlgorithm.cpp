@@ -51,7 +51,7 @@ AllReduceKind parseAllReduceKind(std::string_view name) {
 
 SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> data, int64_t n,
                                   const precision::EncodeContext& ctx, EncodeObserver* observer, bool resultInFirstOnly,
-                                  bool inputsSummedInFirst) const {
+                                  bool inputsSummedInFirst, std::optional<bool> inputsNonFinite) const {
   APS_CHECK(data.size() == static_cast<size_t>(transport.localRankCount()),
             "comm {}: got {} buffers for {} local ranks", name(), data.size(), transport.localRankCount());
   APS_CHECK(n >= 0, "comm {}: negative element count {}", name(), n);
@@ -67,7 +67,9 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
   SyncStats stats;
   // Flags are taken before the reduction overwrites the inputs. The result is identical on
   // every rank, so checking it locally is consistent too (catches overflow in the sum).
-  if (checkFinite_ && !resultKeepsNonFinite()) stats.nonFinite = anyRankNonFinite(schedule, data, n);
+  if (checkFinite_ && !resultKeepsNonFinite()) {
+    stats.nonFinite = inputsNonFinite ? *inputsNonFinite : anyRankNonFinite(schedule, data, n);
+  }
   reduce(schedule, data, n);
   if (checkFinite_ && !stats.nonFinite) stats.nonFinite = hasNonFinite(data[0], n);
   stats.bytesSent = schedule.bytesSent();

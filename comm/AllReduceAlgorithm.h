@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -82,10 +83,12 @@ class AllReduceAlgorithm {
   // afterwards (the other buffers may keep anything), which spares simulated ranks a copy of
   // the whole buffer each. `inputsSummedInFirst` (only where sumsInputsAhead()): the caller has
   // already folded every rank's input into data[0] with foldInput, in rank order, and the
-  // other buffers are not read.
+  // other buffers are not read. `inputsNonFinite`, when known (a hook that read every rank's
+  // whole buffer and agreed on it with every rank, BucketContext::inputs): whether any rank's
+  // input holds a NaN or an infinity, in place of the algorithm's own pass over the inputs.
   SyncStats run(Transport& transport, std::span<float* const> data, int64_t n, const precision::EncodeContext& ctx = {},
-                EncodeObserver* observer = nullptr, bool resultInFirstOnly = false,
-                bool inputsSummedInFirst = false) const;
+                EncodeObserver* observer = nullptr, bool resultInFirstOnly = false, bool inputsSummedInFirst = false,
+                std::optional<bool> inputsNonFinite = std::nullopt) const;
 
   // Whether, on a transport holding every rank in one address space (the simulator), the
   // ranks' inputs can be summed before run() as they become ready (GradientReducer folds

@@ -108,6 +108,10 @@ void ApsHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
   };
   const auto shifts = scaler.shifts(first, reduceMax);
   for (size_t k = 0; k < layers; ++k) scales.setShift(paramOf(bucket, k), shifts.shift[k]);
+  // Every rank's every value was read for its exponent (inf or NaN gives +inf), and agreed on:
+  // the reduction need not look for them again. A shift of a finite layer stays finite (its
+  // largest value lands below the format's maximum), a non-finite layer is not shifted.
+  if (context.inputs != nullptr) context.inputs->nonFinite = shifts.anyNonFinite;
   parallelFor(static_cast<int64_t>(data.size()), 1, [&](int64_t i0, int64_t i1) {
     for (auto i = static_cast<size_t>(i0); i < static_cast<size_t>(i1); ++i) {
       for (size_t k = 0; k < layers; ++k) {

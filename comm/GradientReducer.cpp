@@ -278,10 +278,13 @@ SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext&
   if (options.groupSize > 0) {
     sync = reduceBucketHierarchical(algorithm, bucket, options, ctx);
   } else {
-    if (options.beforeReduce) options.beforeReduce(bucket);
+    InputFacts facts;
+    BucketContext hooked = bucket;
+    hooked.inputs = &facts;
+    if (options.beforeReduce) options.beforeReduce(hooked);
     EncodeObserver* observer = options.encodeObserver ? options.encodeObserver(bucket) : nullptr;
-    sync =
-        algorithm.run(transport, bucket.data, n, ctx, observer, options.resultInFirstOnly, bucket.inputsSummedInFirst);
+    sync = algorithm.run(transport, bucket.data, n, ctx, observer, options.resultInFirstOnly,
+                         bucket.inputsSummedInFirst, facts.nonFinite);
     // Every local rank holds the same sum: what follows needs only one copy of it.
     BucketContext result = bucket;
     if (options.resultInFirstOnly) result.data = results = bucket.data.first(std::min<size_t>(1, bucket.data.size()));

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -25,6 +26,14 @@ struct NamedGradient {
 };
 
 // What a bucket hook sees, on the communication thread.
+// What a hook found out about the inputs while it read every local rank's whole buffer and
+// agreed on it with every rank (comm::smallAllReduce): the reduction then skips its own pass
+// over the inputs for the same answer. A hook that changes the values afterwards must leave
+// the answer true of what it leaves (ApsHook's power-of-two scaling keeps finite values finite).
+struct InputFacts {
+  std::optional<bool> nonFinite;  // whether any rank's buffer holds a NaN or an infinity
+};
+
 struct BucketContext {
   int bucket = 0;
   const BucketLayout::Bucket* layout = nullptr;  // parameters and their offsets
@@ -34,6 +43,8 @@ struct BucketContext {
   // data[0] already holds the fp32 sum of every rank's input, folded in rank order as
   // backward produced them (GradientReducer on the simulator); the other buffers hold nothing.
   bool inputsSummedInFirst = false;
+  // Where the hooks before the reduction may record InputFacts (null: nowhere to record).
+  InputFacts* inputs = nullptr;
 };
 using BucketCallback = std::function<void(const BucketContext&)>;
 

@@ -62,11 +62,13 @@ SyncStats reduceBucketHierarchical(const AllReduceAlgorithm& algorithm, const Bu
     for (int g = firstGroup; g <= lastGroup; ++g) {
       SubTransport group(world, g * size, 1, size);
       const std::vector<float*> data = dataOf(group);
-      const BucketContext level{bucket.bucket, bucket.layout, &group, data, bucket.step};
+      InputFacts facts;
+      BucketContext level{bucket.bucket, bucket.layout, &group, data, bucket.step};
+      level.inputs = &facts;
       if (options.beforeReduce) options.beforeReduce(level);
       EncodeObserver* observer = options.encodeObserver ? options.encodeObserver(level) : nullptr;
-      const SyncStats s =
-          algorithm.run(group, data, n, groups == 1 ? context : hierarchicalLevelContext(context, 1, g), observer);
+      const SyncStats s = algorithm.run(group, data, n, groups == 1 ? context : hierarchicalLevelContext(context, 1, g),
+                                        observer, false, false, facts.nonFinite);
       if (options.afterReduce) options.afterReduce(level);
       addStats(group, s);
       groupNonFinite[static_cast<size_t>(g - firstGroup)] = s.nonFinite ? 1 : 0;
@@ -100,11 +102,13 @@ SyncStats reduceBucketHierarchical(const AllReduceAlgorithm& algorithm, const Bu
         addBytes(leaders, leaders.firstLocalRank() + static_cast<int>(i),
                  static_cast<uint64_t>(groups - 1) * sizeof(float));
     }
-    const BucketContext level{bucket.bucket, bucket.layout, &leaders, data, bucket.step};
+    InputFacts facts;
+    BucketContext level{bucket.bucket, bucket.layout, &leaders, data, bucket.step};
+    level.inputs = &facts;
     if (options.leaderBeforeReduce) options.leaderBeforeReduce(level);
     EncodeObserver* observer = options.leaderEncodeObserver ? options.leaderEncodeObserver(level) : nullptr;
-    const SyncStats s =
-        algorithm.run(leaders, data, n, size == 1 ? context : hierarchicalLevelContext(context, 2, 0), observer);
+    const SyncStats s = algorithm.run(leaders, data, n, size == 1 ? context : hierarchicalLevelContext(context, 2, 0),
+                                      observer, false, false, facts.nonFinite);
     if (options.leaderAfterReduce) options.leaderAfterReduce(level);
     addStats(leaders, s);
     nonFinite = nonFinite || s.nonFinite;

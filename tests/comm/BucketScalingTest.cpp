@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <optional>
 
 namespace aps::comm {
 namespace {
@@ -20,8 +22,15 @@ struct Result {
   bool nonFinite = false;
 };
 
+// A value planted in one rank's gradient before the reduction.
+struct Poison {
+  int rank = -1;  // none
+  size_t index = 0;
+  float value = 0.0f;
+};
+
 // Two layers on `world` ranks: layer 0 tiny (1e-7 scale), layer 1 large (1e3 scale).
-Result reduce(int world, precision::ScalingMode mode) {
+Result reduce(int world, precision::ScalingMode mode, Poison poison = {}) {
   const precision::FloatFormat e4m3 = precision::FloatFormat::preset("e4m3");
   SimTransport transport(world);
   Rng rng(11);
@@ -38,6 +47,7 @@ Result reduce(int world, precision::ScalingMode mode) {
       g[i] = rng.normal() * scales[i < 300 ? 0 : 1];
       exact[i] += g[i];
     }
+    if (k == poison.rank) g[poison.index] = poison.value;
     named[static_cast<size_t>(k)] = {{"a", {g.data(), 300}}, {"b", {g.data() + 300, 200}}};
   }
   auto codec = std::shared_ptr<const precision::Codec>(precision::makeCodec("e4m3"));
@@ -88,6 +98,40 @@ TEST(BucketScaling, GlobalModeUsesOneShift) {
   EXPECT_EQ(global.scaling->lastShift(0), global.scaling->lastShift(1));
   for (const auto& g : global.grads)
     for (float v : g) EXPECT_TRUE(std::isfinite(v));
+}
+
+// APS reads every rank's every value for its exponents, so the reduction takes its word for
+// whether any is NaN or infinite (InputFacts) instead of reading them all again: a NaN or an
+// infinity on any rank, in either layer, must still flag the step, in both modes.
+TEST(BucketScaling, ApsFlagsANonFiniteValueOnAnyRank) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (auto mode : {precision::ScalingMode::Aps, precision::ScalingMode::Global}) {
+    for (const Poison poison : {Poison{0, 5, nan}, Poison{3, 310, -inf}, Poison{2, 299, inf}, Poison{1, 499, nan}}) {
+      EXPECT_TRUE(reduce(4, mode, poison).nonFinite)
+          << precision::scalingModeName(mode) << " rank " << poison.rank << " index " << poison.index;
+    }
+    EXPECT_FALSE(reduce(4, mode, Poison{1, 7, 3.0f}).nonFinite) << precision::scalingModeName(mode);
+  }
+}
+
+// The reduction takes a hook's InputFacts in place of its own pass: told that some input is
+// non-finite, it flags finite inputs; told nothing, it looks for itself.
+TEST(BucketScaling, TheReductionTakesTheHooksWordOnNonFiniteInputs) {
+  for (const std::optional<bool> told : {std::optional<bool>(true), std::optional<bool>()}) {
+    SimTransport transport(3);
+    std::vector<std::vector<float>> grads(3, std::vector<float>(40, 1.0f));
+    std::vector<std::vector<NamedGradient>> named;
+    for (auto& g : grads) named.push_back({{"w", {g.data(), 40}}});
+    ReducerOptions options;
+    options.beforeReduce = [told](const BucketContext& c) {
+      ASSERT_NE(c.inputs, nullptr);
+      c.inputs->nonFinite = told;
+    };
+    auto codec = std::shared_ptr<const precision::Codec>(precision::makeCodec("e4m3"));
+    GradientReducer reducer(transport, std::move(named), {makeAllReduce({}, codec)}, {}, options);
+    for (int k = 0; k < 3; ++k) reducer.markReady(0, k);
+    EXPECT_EQ(reducer.wait().nonFinite, told.value_or(false));
+  }
 }
 
 }  // namespace
