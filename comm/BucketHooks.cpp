@@ -71,26 +71,39 @@ void ErrorFeedbackCompensate::beforeReduce(const BucketContext& context, ParamSc
   }
 }
 
+bool ErrorFeedbackCompensate::changesValues(const BucketContext& context) const {
+  const auto f = static_cast<size_t>(context.layout->format);
+  return f < enabled_.size() && enabled_[f];
+}
+
+bool ApsHook::changesValues(const BucketContext& context) const {
+  const auto* scalerPtr = forFormat(perFormat_, *context.layout);
+  return scalerPtr != nullptr && *scalerPtr && (*scalerPtr)->mode() != precision::ScalingMode::None;
+}
+
 void ApsHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
+  if (!changesValues(context)) return;
   const BucketLayout::Bucket& bucket = *context.layout;
-  const auto* scalerPtr = forFormat(perFormat_, bucket);
-  if (scalerPtr == nullptr || !*scalerPtr || (*scalerPtr)->mode() == precision::ScalingMode::None) return;
-  const precision::ApsScaler& scaler = **scalerPtr;
+  const precision::ApsScaler& scaler = **forFormat(perFormat_, bucket);
   const std::span<float* const> data = context.data;
   const size_t layers = bucket.params.size();
   // Every local rank's exponents; the MAX over ranks is taken by the callback, which folds in
-  // the other local ranks (simulated ranks) and then the remote ones.
-  // Each rank reads only its own buffer, so simulated ranks find theirs on all threads.
+  // the other local ranks (simulated ranks) and then the remote ones. From the largest values
+  // markReady measured as it copied the gradients, else read here: each rank reads only its
+  // own buffer, so simulated ranks find theirs on all threads.
   std::vector<std::vector<float>> localExponents(data.size());
+  const bool measured = context.maxAbsBits.size() == data.size() * layers;
   parallelForRethrowing(static_cast<int64_t>(data.size()), 1, [&](int64_t i0, int64_t i1) {
     for (auto i = static_cast<size_t>(i0); i < static_cast<size_t>(i1); ++i) {
+      if (measured) {
+        localExponents[i] = scaler.exponentsOfMaxBits(context.maxAbsBits.subspan(i * layers, layers));
+        continue;
+      }
       std::vector<precision::LayerGradient> g;
       for (size_t k = 0; k < layers; ++k) g.push_back(layerOf(context, i, k));
       localExponents[i] = scaler.localExponents(g);
     }
   });
-  std::vector<precision::LayerGradient> first;
-  for (size_t k = 0; k < layers; ++k) first.push_back(layerOf(context, 0, k));
   const auto reduceMax = [&](float* values, int64_t n) {
     std::vector<std::vector<float>> perLocal(data.size(), std::vector<float>(static_cast<size_t>(n)));
     std::vector<float*> pointers;
@@ -106,7 +119,7 @@ void ApsHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
     smallAllReduce(*context.transport, pointers, n, ReduceOp::Max);
     std::copy(perLocal[0].begin(), perLocal[0].end(), values);
   };
-  const auto shifts = scaler.shifts(first, reduceMax);
+  const auto shifts = scaler.shiftsOfExponents(localExponents[0], reduceMax);
   for (size_t k = 0; k < layers; ++k) scales.setShift(paramOf(bucket, k), shifts.shift[k]);
   // Every rank's every value was read for its exponent (inf or NaN gives +inf), and agreed on:
   // the reduction need not look for them again. A shift of a finite layer stays finite (its
@@ -137,6 +150,11 @@ Fp8LmHook::Fp8LmHook(std::vector<std::shared_ptr<precision::Fp8LmScaler>> perFor
       seen_(perFormat_.size(), 0),
       reducedSaturated_(perFormat_.size(), 0),
       reducedNonFinite_(perFormat_.size(), 0) {}
+
+bool Fp8LmHook::changesValues(const BucketContext& context) const {
+  const auto* scalerPtr = forFormat(perFormat_, *context.layout);
+  return scalerPtr != nullptr && *scalerPtr;
+}
 
 void Fp8LmHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
   const BucketLayout::Bucket& bucket = *context.layout;

@@ -43,6 +43,9 @@ class BucketHook {
   virtual ~BucketHook() = default;
   virtual void beforeReduce(const BucketContext& bucket, ParamScales& scales) = 0;
   virtual void afterReduce(const BucketContext& /*bucket*/, ParamScales& /*scales*/) {}
+  // Whether beforeReduce changes the bucket's values (then what was measured of them before,
+  // BucketContext::maxAbsBits, no longer holds for the hooks after it).
+  virtual bool changesValues(const BucketContext& /*bucket*/) const { return false; }
   // After the step's buckets are reduced (the communication thread idle).
   virtual void finishStep(Transport& /*transport*/) {}
 };
@@ -77,6 +80,7 @@ class ErrorFeedbackCompensate : public BucketHook {
   ErrorFeedbackCompensate(std::shared_ptr<ErrorFeedbackState> state, std::vector<bool> enabled)
       : state_(std::move(state)), enabled_(std::move(enabled)) {}
   void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
+  bool changesValues(const BucketContext& bucket) const override;
 
  private:
   std::shared_ptr<ErrorFeedbackState> state_;
@@ -91,6 +95,7 @@ class ApsHook : public BucketHook {
       : perFormat_(std::move(perFormat)) {}
   void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
   void afterReduce(const BucketContext& bucket, ParamScales& scales) override;
+  bool changesValues(const BucketContext& bucket) const override;
 
  private:
   std::vector<std::shared_ptr<const precision::ApsScaler>> perFormat_;  // null: none for that format
@@ -104,6 +109,7 @@ class Fp8LmHook : public BucketHook {
   explicit Fp8LmHook(std::vector<std::shared_ptr<precision::Fp8LmScaler>> perFormat, int localRanks);
   void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
   void afterReduce(const BucketContext& bucket, ParamScales& scales) override;
+  bool changesValues(const BucketContext& bucket) const override;
   void finishStep(Transport& transport) override;
 
  private:

@@ -118,7 +118,11 @@ void BucketScaling::installWorldLevel(ReducerOptions& options, BucketScaling& le
 void BucketScaling::beforeReduce(const BucketContext& context) {
   // Nothing scaled yet this step (a layer may have changed format since the last one).
   for (int p : context.layout->params) scales_.reset(static_cast<size_t>(p));
-  for (const auto& hook : chain_) hook->beforeReduce(context, scales_);
+  BucketContext c = context;
+  for (const auto& hook : chain_) {
+    hook->beforeReduce(c, scales_);
+    if (hook->changesValues(c)) c.maxAbsBits = {};  // measured of values that have changed
+  }
 }
 
 void BucketScaling::afterReduce(const BucketContext& context) {

@@ -2,6 +2,7 @@
 
 #include "comm/HierarchicalReduce.h"
 #include "framework/core/Error.h"
+#include "precision/ApsScaler.h"
 
 #include <algorithm>
 #include <chrono>
@@ -100,6 +101,8 @@ GradientReducer::GradientReducer(Transport& transport, std::vector<std::vector<N
   }
   nextFold_.assign(params, 0);
   staged_.assign(params * static_cast<size_t>(local_), 0);
+  maxAbsBits_.assign(params * static_cast<size_t>(local_), 0);
+  measured_.assign(params * static_cast<size_t>(local_), 0);
   thread_ = std::thread([this] { commLoop(); });
 }
 
@@ -151,8 +154,15 @@ void GradientReducer::markReady(int param, int localRank) {
     foldFrom(param, localRank, static_cast<const float*>(grad.data));
     return;
   }
-  // Copy outside the lock: hooks of different parameters may run concurrently.
-  if (grad.data != slot.data && grad.count > 0) std::memcpy(slot.data, grad.data, grad.bytes());
+  // Copy outside the lock: hooks of different parameters may run concurrently. The copy
+  // measures the largest |value| on the way, for APS (BucketContext::maxAbsBits).
+  const size_t entry = static_cast<size_t>(localRank) * names_.size() + p;
+  const bool copies = grad.data != slot.data;
+  if (copies) {
+    maxAbsBits_[entry] =
+        precision::copyMaxAbsBits(static_cast<float*>(slot.data), static_cast<const float*>(grad.data), grad.count);
+  }
+  measured_[entry] = copies ? 1 : 0;
   bool queue = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -281,6 +291,7 @@ SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext&
     InputFacts facts;
     BucketContext hooked = bucket;
     hooked.inputs = &facts;
+    if (options.average && options.preDivide) hooked.maxAbsBits = {};  // measured before the division
     if (options.beforeReduce) options.beforeReduce(hooked);
     EncodeObserver* observer = options.encodeObserver ? options.encodeObserver(bucket) : nullptr;
     sync = algorithm.run(transport, bucket.data, n, ctx, observer, options.resultInFirstOnly,
@@ -304,9 +315,18 @@ void GradientReducer::reduceBucket(int b) {
     std::lock_guard<std::mutex> lock(mutex_);
     step = step_;
   }
-  const SyncStats sync =
-      comm::reduceBucket(*algorithms_[static_cast<size_t>(bucket.format)],
-                         {b, &bucket, &transport_, data, step, folds_[static_cast<size_t>(b)] != 0}, options_);
+  BucketContext context{b, &bucket, &transport_, data, step, folds_[static_cast<size_t>(b)] != 0};
+  // Every local rank's measured maxima of the bucket's parameters, when markReady measured all.
+  std::vector<uint32_t> maxAbsBits;
+  for (size_t i = 0; i < data.size(); ++i) {
+    for (int p : bucket.params) {
+      const size_t entry = i * names_.size() + static_cast<size_t>(p);
+      if (!measured_[entry]) break;
+      maxAbsBits.push_back(maxAbsBits_[entry]);
+    }
+  }
+  if (maxAbsBits.size() == data.size() * bucket.params.size()) context.maxAbsBits = maxAbsBits;
+  const SyncStats sync = comm::reduceBucket(*algorithms_[static_cast<size_t>(bucket.format)], context, options_);
   // Simulated ranks that share a model (copy) share its gradients: of the local ranks writing
   // one destination only the last copy survives, so only that one is made (256 copies of the
   // whole gradient per step become one per model copy at 256 x 1). The result is local rank

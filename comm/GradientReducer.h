@@ -45,6 +45,12 @@ struct BucketContext {
   bool inputsSummedInFirst = false;
   // Where the hooks before the reduction may record InputFacts (null: nowhere to record).
   InputFacts* inputs = nullptr;
+  // Each local rank's largest |value| of each of the bucket's parameters as fp32 bits
+  // (kernels::absBits: above 0x7f800000 - 1 an inf or a NaN), measured as markReady copied the
+  // gradients into the bucket: [localRank * params + k]. Empty where unknown (a gradient not
+  // copied, the buffers pre-divided) or no longer true (a hook changed the values: the hook
+  // chain drops it, BucketHook::changesValues).
+  std::span<const uint32_t> maxAbsBits = {};
 };
 using BucketCallback = std::function<void(const BucketContext&)>;
 
@@ -188,7 +194,12 @@ class GradientReducer {
   std::vector<uint8_t> folds_;   // [bucket]: folded as marked (see above)
   std::vector<int> nextFold_;    // [param]: the local rank whose gradient is folded next
   std::vector<uint8_t> staged_;  // [local * params + p]: copied to its own buffer, not yet folded
-  int nextBucket_ = 0;           // next bucket the thread reduces this step
+  // [local * params + p]: the copied gradient's largest kernels::absBits, and whether this
+  // step's markReady measured it (it copied the gradient). Written by the marking thread
+  // outside the lock, read by the communication thread once the bucket is queued.
+  std::vector<uint32_t> maxAbsBits_;
+  std::vector<uint8_t> measured_;
+  int nextBucket_ = 0;  // next bucket the thread reduces this step
   int doneBuckets_ = 0;
   bool stop_ = false;
   std::exception_ptr error_;

@@ -29,6 +29,16 @@ void scaleByPowerOfTwo(const float* in, float* out, int64_t n, int shift) {
 
 void scaleByPowerOfTwo(float* data, int64_t n, int shift) { scaleByPowerOfTwo(data, data, n, shift); }
 
+uint32_t copyMaxAbsBits(float* dst, const float* src, int64_t n) {
+  uint32_t maxBits = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = src[i];
+    dst[i] = v;
+    maxBits = std::max(maxBits, kernels::absBits(v));
+  }
+  return maxBits;
+}
+
 ApsScaler::ApsScaler(const FloatFormat& format, int worldSize, ScalingMode mode)
     : format_(format), worldSize_(worldSize), mode_(mode) {
   format_.validate();
@@ -55,12 +65,22 @@ std::vector<float> ApsScaler::localExponents(const std::vector<LayerGradient>& l
   return e;
 }
 
+std::vector<float> ApsScaler::exponentsOfMaxBits(std::span<const uint32_t> maxBits) const {
+  std::vector<float> e(maxBits.size());
+  for (size_t l = 0; l < maxBits.size(); ++l) e[l] = kernels::apsExponent(maxBits[l], worldSize_);
+  return e;
+}
+
 ApsScaler::Shifts ApsScaler::shifts(const std::vector<LayerGradient>& layers, const MaxReduce& reduceMax) const {
+  if (mode_ == ScalingMode::None || layers.empty()) return shiftsOfExponents(std::vector<float>(layers.size()), {});
+  return shiftsOfExponents(localExponents(layers), reduceMax);
+}
+
+ApsScaler::Shifts ApsScaler::shiftsOfExponents(std::vector<float> e, const MaxReduce& reduceMax) const {
   Shifts out;
-  out.shift.assign(layers.size(), 0);
-  out.nonFinite.assign(layers.size(), false);
-  if (mode_ == ScalingMode::None || layers.empty()) return out;
-  std::vector<float> e = localExponents(layers);
+  out.shift.assign(e.size(), 0);
+  out.nonFinite.assign(e.size(), false);
+  if (mode_ == ScalingMode::None || e.empty()) return out;
   if (mode_ == ScalingMode::Global) {
     // Global: one exponent for all layers (the max), so one shift. A non-finite layer makes
     // every layer's shift 0; the caller sees anyNonFinite.
@@ -70,7 +90,7 @@ ApsScaler::Shifts ApsScaler::shifts(const std::vector<LayerGradient>& layers, co
   } else if (reduceMax) {
     reduceMax(e.data(), static_cast<int64_t>(e.size()));
   }
-  for (size_t l = 0; l < layers.size(); ++l) {
+  for (size_t l = 0; l < e.size(); ++l) {
     if (std::isinf(e[l]) && e[l] > 0) {
       out.nonFinite[l] = true;
       out.anyNonFinite = true;

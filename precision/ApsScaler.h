@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ const char* scalingModeName(ScalingMode mode);
 void scaleByPowerOfTwo(float* data, int64_t n, int shift);
 void scaleByPowerOfTwo(const float* in, float* out, int64_t n, int shift);
 
+// dst = src (n values) and the largest kernels::absBits of them: the copy that measures what
+// APS's exponent needs on the way (above 0x7f800000 - 1: an inf or a NaN among them).
+uint32_t copyMaxAbsBits(float* dst, const float* src, int64_t n);
+
 // Auto Precision Scaling (Han, Demmel, You; arXiv 1911.08907; docs/ALGORITHMS.md, APS).
 // Per layer l: e_l = ceil(log2(N * max|g_l|)) on every rank, an all-reduce MAX of the
 // vector e, and the shift s_l = emax - e_l, emax the exponent of the format's largest
@@ -62,9 +67,13 @@ class ApsScaler {
 
   // e_l for this rank's layers (kZeroExponent for all-zero layers, +inf when non-finite).
   std::vector<float> localExponents(const std::vector<LayerGradient>& layers) const;
+  // The same from each layer's largest kernels::absBits, measured elsewhere (copyMaxAbsBits).
+  std::vector<float> exponentsOfMaxBits(std::span<const uint32_t> maxBits) const;
   // The shifts shared by every rank: one reduceMax call of one value per layer (Aps) or
   // of one value (Global); no call for None. A layer zero on every rank gets shift 0.
   Shifts shifts(const std::vector<LayerGradient>& layers, const MaxReduce& reduceMax) const;
+  // The same from this rank's exponents (localExponents or exponentsOfMaxBits).
+  Shifts shiftsOfExponents(std::vector<float> exponents, const MaxReduce& reduceMax) const;
 
   // log2 of (the largest magnitude a layer's scaled gradient can reach, 2^emax / N) over (the
   // format's smallest positive value): the binades the scaled values have before they flush to

@@ -134,5 +134,65 @@ TEST(BucketScaling, TheReductionTakesTheHooksWordOnNonFiniteInputs) {
   }
 }
 
+// APS from the maxima markReady measured as it copied (BucketContext::maxAbsBits) scales as
+// from its own pass; maxima measured before a hook that changes the values (error feedback's
+// compensation) are not used after it.
+struct HookRun {
+  std::vector<std::vector<float>> data;  // [rank][value] after beforeReduce
+  std::vector<int> shifts;
+};
+
+HookRun runHooks(bool errorFeedback, const std::vector<uint32_t>* maxAbsBits) {
+  const int world = 3;
+  const precision::FloatFormat e4m3 = precision::FloatFormat::preset("e4m3");
+  SimTransport transport(world);
+  const BucketLayout layout({50, 30}, {0, 0});
+  Rng rng(3);
+  HookRun r;
+  std::vector<float*> pointers;
+  for (int k = 0; k < world; ++k) {
+    r.data.emplace_back(80);
+    for (size_t i = 0; i < 80; ++i)
+      r.data.back()[i] = rng.normal() * (i < 50 ? 1e-3f : 50.0f) * static_cast<float>(k + 1);
+  }
+  for (auto& d : r.data) pointers.push_back(d.data());
+  BucketScaling::FormatScaling f = BucketScaling::FormatScaling::forSpec(
+      precision::CodecSpec::parse("e4m3"), precision::ScalingMode::Aps, world, errorFeedback);
+  BucketScaling scaling({f}, 2, 10, world);
+  ReducerOptions options;
+  scaling.install(options);
+  BucketContext context{0, &layout.buckets()[0], &transport, pointers, 0};
+  if (maxAbsBits != nullptr) context.maxAbsBits = *maxAbsBits;
+  options.beforeReduce(context);
+  r.shifts = {scaling.lastShift(0), scaling.lastShift(1)};
+  return r;
+}
+
+TEST(BucketScaling, ApsTakesTheMaximaMeasuredAsTheGradientsWereCopied) {
+  // The measured maxima of runHooks' data: the same generator, copied through copyMaxAbsBits.
+  const HookRun own = runHooks(false, nullptr);
+  std::vector<uint32_t> measured;
+  {
+    Rng rng(3);
+    for (int k = 0; k < 3; ++k) {
+      std::vector<float> g(80), copy(80);
+      for (size_t i = 0; i < 80; ++i) g[i] = rng.normal() * (i < 50 ? 1e-3f : 50.0f) * static_cast<float>(k + 1);
+      measured.push_back(precision::copyMaxAbsBits(copy.data(), g.data(), 50));
+      measured.push_back(precision::copyMaxAbsBits(copy.data() + 50, g.data() + 50, 30));
+    }
+  }
+  const HookRun fromMeasured = runHooks(false, &measured);
+  EXPECT_EQ(fromMeasured.shifts, own.shifts);
+  EXPECT_EQ(fromMeasured.data, own.data);
+  // Maxima that say otherwise are taken at their word: all zero, nothing is shifted.
+  const std::vector<uint32_t> zeros(6, 0u);
+  EXPECT_EQ(runHooks(false, &zeros).shifts, (std::vector<int>{0, 0}));
+  // Error feedback's compensation may change the values before APS reads them (not in a first
+  // step, whose residuals are zero): the maxima are dropped, APS reads for itself.
+  const HookRun feedback = runHooks(true, nullptr);
+  EXPECT_EQ(runHooks(true, &zeros).shifts, feedback.shifts);
+  EXPECT_NE(feedback.shifts, (std::vector<int>{0, 0}));
+}
+
 }  // namespace
 }  // namespace aps::comm

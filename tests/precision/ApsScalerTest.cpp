@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -26,6 +27,40 @@ TEST(ApsScaler, LocalExponentIsCeilLog2OfNTimesMax) {
   EXPECT_TRUE(std::isinf(e[4]) && e[4] > 0);
   EXPECT_EQ(e[5], -147.0f);            // 4 * 2^-149
   EXPECT_EQ(scaler.maxExponent(), 7);  // 240 = 1.875 * 2^7
+}
+
+// The copy that measures on the way: the values copied bit for bit, the largest |bits| (the
+// sign ignored, a NaN or an infinity above every finite value), and the exponents from it
+// those of localExponents.
+TEST(ApsScaler, CopyMaxAbsBitsCopiesAndMeasuresWhatLocalExponentsReads) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::vector<float>> layers{{0.5f, -3.0f, 2.0f}, {-0.0f, 0.0f}, {1.0f, nan, -2.0f},
+                                               {-inf, 1.0f},        {0x1p-149f},   {}};
+  const ApsScaler scaler(FloatFormat::preset("e4m3"), 8, ScalingMode::Aps);
+  std::vector<uint32_t> maxBits;
+  std::vector<LayerGradient> views;
+  for (const auto& layer : layers) {
+    std::vector<float> copy(layer.size() + 1, 7.0f);  // one value past the end, left alone
+    maxBits.push_back(copyMaxAbsBits(copy.data(), layer.data(), static_cast<int64_t>(layer.size())));
+    for (size_t i = 0; i < layer.size(); ++i)
+      EXPECT_EQ(std::bit_cast<uint32_t>(copy[i]), std::bit_cast<uint32_t>(layer[i]));
+    EXPECT_EQ(copy.back(), 7.0f);
+    views.push_back({layer.data(), static_cast<int64_t>(layer.size())});
+  }
+  EXPECT_EQ(maxBits[0], std::bit_cast<uint32_t>(3.0f));
+  EXPECT_EQ(maxBits[1], 0u);
+  EXPECT_GT(maxBits[2], 0x7f800000u);
+  EXPECT_EQ(maxBits[3], 0x7f800000u);
+  EXPECT_EQ(maxBits[4], 1u);
+  EXPECT_EQ(maxBits[5], 0u);
+  EXPECT_EQ(scaler.exponentsOfMaxBits(maxBits), scaler.localExponents(views));
+  // Long enough for the vector loop and its tail.
+  Rng rng(5);
+  std::vector<float> big(1000), copy(1000);
+  for (auto& v : big) v = rng.normal(0.0f, 1.0f);
+  big[777] = -9.5f;
+  EXPECT_EQ(copyMaxAbsBits(copy.data(), big.data(), 1000), std::bit_cast<uint32_t>(9.5f));
+  EXPECT_EQ(copy, big);
 }
 
 // A MaxReduce that stands in for the all-reduce over simulated ranks: it replaces the
