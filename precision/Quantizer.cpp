@@ -463,8 +463,8 @@ void run(const float* in, int64_t n, RoundingMode mode, const EncodeContext& ctx
   }
 }
 
-// Codes of in[0, n), two per byte with `nibbles`: whole groups of 64 values by the AVX-512
-// kernel (random bits drawn in registers), the rest by `run`.
+// Codes of in[0, n), two per byte with `nibbles`: by the AVX-512 kernel where built (random
+// bits drawn in registers, the last values through masked loads), else by `run`.
 template <typename CodeT>
 void runCodes(const float* in, int64_t n, RoundingMode mode, const EncodeContext& ctx, const Quantizer::Params& p,
               CodeT* codes, bool nibbles) {
