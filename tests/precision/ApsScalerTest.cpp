@@ -2,6 +2,7 @@
 
 #include "framework/core/Rng.h"
 #include "precision/Quantizer.h"
+#include "precision/kernels/Scaling.h"
 
 #include <gtest/gtest.h>
 
@@ -173,6 +174,25 @@ TEST(ApsScaler, PowerOfTwoScalingIsExactAndRoundsSubnormalsOnce) {
   float v = 0x1.2p-140f;
   scaleByPowerOfTwo(&v, 1, 100);
   EXPECT_EQ(v, 0x1.2p-40f);
+  // Whole buffers (the vector loops) at every shift from -300 to 300: any finite or non-finite
+  // input, subnormal results rounded once, overflow to infinity, as kernels::scaleByPow2 (the
+  // double product rounded to float, the CUDA kernels' arithmetic) gives them.
+  std::vector<float> xs(1000), ys(1000);
+  for (auto& x : xs) x = std::bit_cast<float>(rng.nextU32());
+  xs[0] = std::numeric_limits<float>::infinity();
+  xs[1] = -0.0f;
+  xs[2] = std::numeric_limits<float>::denorm_min();
+  for (int shift = -300; shift <= 300; ++shift) {
+    scaleByPowerOfTwo(xs.data(), ys.data(), static_cast<int64_t>(xs.size()), shift);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float want = kernels::scaleByPow2(xs[i], shift);
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(ys[i])) << xs[i] << " " << shift;
+      } else {
+        ASSERT_EQ(std::bit_cast<uint32_t>(ys[i]), std::bit_cast<uint32_t>(want)) << xs[i] << " " << shift;
+      }
+    }
+  }
 }
 
 // The headroom for N summands costs log2(N) binades of the format's range. A user is warned
