@@ -102,7 +102,17 @@ GradientReducer::GradientReducer(Transport& transport, std::vector<std::vector<N
   nextFold_.assign(params, 0);
   staged_.assign(params * static_cast<size_t>(local_), 0);
   maxAbsBits_.assign(params * static_cast<size_t>(local_), 0);
-  measured_.assign(params * static_cast<size_t>(local_), 0);
+  // markReady measures what it copies: a bucket's maxima are known each step where it copies
+  // every rank's gradient of the bucket (an unfolded bucket whose gradients live elsewhere).
+  for (size_t b = 0; b < layout_.buckets().size(); ++b) {
+    bool copied = folds_[b] == 0;
+    for (int i = 0; i < local_ && copied; ++i) {
+      for (int p : layout_.buckets()[b].params) {
+        copied = copied && grads_[static_cast<size_t>(i)][static_cast<size_t>(p)].data != flatGradient(p, i).data;
+      }
+    }
+    measuresMaxima_.push_back(copied ? 1 : 0);
+  }
   thread_ = std::thread([this] { commLoop(); });
 }
 
@@ -156,13 +166,10 @@ void GradientReducer::markReady(int param, int localRank) {
   }
   // Copy outside the lock: hooks of different parameters may run concurrently. The copy
   // measures the largest |value| on the way, for APS (BucketContext::maxAbsBits).
-  const size_t entry = static_cast<size_t>(localRank) * names_.size() + p;
-  const bool copies = grad.data != slot.data;
-  if (copies) {
-    maxAbsBits_[entry] =
+  if (grad.data != slot.data) {
+    maxAbsBits_[static_cast<size_t>(localRank) * names_.size() + p] =
         precision::copyMaxAbsBits(static_cast<float*>(slot.data), static_cast<const float*>(grad.data), grad.count);
   }
-  measured_[entry] = copies ? 1 : 0;
   bool queue = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -316,16 +323,13 @@ void GradientReducer::reduceBucket(int b) {
     step = step_;
   }
   BucketContext context{b, &bucket, &transport_, data, step, folds_[static_cast<size_t>(b)] != 0};
-  // Every local rank's measured maxima of the bucket's parameters, when markReady measured all.
+  // Every local rank's maxima of the bucket's parameters, measured by markReady's copies.
   std::vector<uint32_t> maxAbsBits;
-  for (size_t i = 0; i < data.size(); ++i) {
-    for (int p : bucket.params) {
-      const size_t entry = i * names_.size() + static_cast<size_t>(p);
-      if (!measured_[entry]) break;
-      maxAbsBits.push_back(maxAbsBits_[entry]);
-    }
+  if (measuresMaxima_[static_cast<size_t>(b)]) {
+    for (size_t i = 0; i < data.size(); ++i)
+      for (int p : bucket.params) maxAbsBits.push_back(maxAbsBits_[i * names_.size() + static_cast<size_t>(p)]);
+    context.maxAbsBits = maxAbsBits;
   }
-  if (maxAbsBits.size() == data.size() * bucket.params.size()) context.maxAbsBits = maxAbsBits;
   const SyncStats sync = comm::reduceBucket(*algorithms_[static_cast<size_t>(bucket.format)], context, options_);
   // Simulated ranks that share a model (copy) share its gradients: of the local ranks writing
   // one destination only the last copy survives, so only that one is made (256 copies of the

@@ -25,7 +25,6 @@ struct NamedGradient {
   BufferView grad;
 };
 
-// What a bucket hook sees, on the communication thread.
 // What a hook found out about the inputs while it read every local rank's whole buffer and
 // agreed on it with every rank (comm::smallAllReduce): the reduction then skips its own pass
 // over the inputs for the same answer. A hook that changes the values afterwards must leave
@@ -34,6 +33,7 @@ struct InputFacts {
   std::optional<bool> nonFinite;  // whether any rank's buffer holds a NaN or an infinity
 };
 
+// What a bucket hook sees, on the communication thread.
 struct BucketContext {
   int bucket = 0;
   const BucketLayout::Bucket* layout = nullptr;  // parameters and their offsets
@@ -194,12 +194,11 @@ class GradientReducer {
   std::vector<uint8_t> folds_;   // [bucket]: folded as marked (see above)
   std::vector<int> nextFold_;    // [param]: the local rank whose gradient is folded next
   std::vector<uint8_t> staged_;  // [local * params + p]: copied to its own buffer, not yet folded
-  // [local * params + p]: the copied gradient's largest kernels::absBits, and whether this
-  // step's markReady measured it (it copied the gradient). Written by the marking thread
-  // outside the lock, read by the communication thread once the bucket is queued.
+  // [local * params + p]: the copied gradient's largest kernels::absBits. Written by the
+  // marking thread outside the lock, read by the communication thread once the bucket is queued.
   std::vector<uint32_t> maxAbsBits_;
-  std::vector<uint8_t> measured_;
-  int nextBucket_ = 0;  // next bucket the thread reduces this step
+  std::vector<uint8_t> measuresMaxima_;  // [bucket]: markReady copies (and measures) all of it
+  int nextBucket_ = 0;                   // next bucket the thread reduces this step
   int doneBuckets_ = 0;
   bool stop_ = false;
   std::exception_ptr error_;
