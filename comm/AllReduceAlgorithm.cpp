@@ -51,7 +51,7 @@ AllReduceKind parseAllReduceKind(std::string_view name) {
 
 SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> data, int64_t n,
                                   const precision::EncodeContext& ctx, EncodeObserver* observer, bool resultInFirstOnly,
-                                  bool inputsSummedInFirst, std::optional<bool> inputsNonFinite) const {
+                                  bool inputsSummedInFirst, const InputFacts* inputs) const {
   APS_CHECK(data.size() == static_cast<size_t>(transport.localRankCount()),
             "comm {}: got {} buffers for {} local ranks", name(), data.size(), transport.localRankCount());
   APS_CHECK(n >= 0, "comm {}: negative element count {}", name(), n);
@@ -64,11 +64,23 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
   APS_CHECK(!inputsSummedInFirst || (sumsInputsAhead() && resultKeepsNonFinite() && observer == nullptr),
             "comm {}: cannot take inputs summed ahead", name());
   schedule.setInputsSummedInFirst(inputsSummedInFirst);
+  const bool nonFiniteKnown = inputs != nullptr && inputs->nonFinite.has_value();
+  // The hooks' scalings: applied by reduce() as it reads the inputs where it can, else to the
+  // buffers here (and where no hook said whether they hold a NaN or inf: that pass reads the
+  // values as they are reduced).
+  if (inputs != nullptr && !inputs->shifts.empty()) {
+    APS_CHECK(!inputsSummedInFirst, "comm {}: inputs summed ahead cannot be scaled", name());
+    schedule.setInputShifts(inputs->shifts);
+    if (!nonFiniteKnown || !appliesInputShifts(schedule)) {
+      applyInputShifts(data, inputs->shifts);
+      schedule.setInputShifts({});
+    }
+  }
   SyncStats stats;
   // Flags are taken before the reduction overwrites the inputs. The result is identical on
   // every rank, so checking it locally is consistent too (catches overflow in the sum).
   if (checkFinite_ && !resultKeepsNonFinite()) {
-    stats.nonFinite = inputsNonFinite ? *inputsNonFinite : anyRankNonFinite(schedule, data, n);
+    stats.nonFinite = nonFiniteKnown ? inputs->nonFinite.value() : anyRankNonFinite(schedule, data, n);
   }
   reduce(schedule, data, n);
   if (checkFinite_ && !stats.nonFinite) stats.nonFinite = hasNonFinite(data[0], n);

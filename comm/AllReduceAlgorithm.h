@@ -83,12 +83,13 @@ class AllReduceAlgorithm {
   // afterwards (the other buffers may keep anything), which spares simulated ranks a copy of
   // the whole buffer each. `inputsSummedInFirst` (only where sumsInputsAhead()): the caller has
   // already folded every rank's input into data[0] with foldInput, in rank order, and the
-  // other buffers are not read. `inputsNonFinite`, when known (a hook that read every rank's
-  // whole buffer and agreed on it with every rank, BucketContext::inputs): whether any rank's
-  // input holds a NaN or an infinity, in place of the algorithm's own pass over the inputs.
+  // other buffers are not read. `inputs` (may be null): what the hooks before the reduction
+  // found out (InputFacts::nonFinite, in place of the algorithm's own pass over the inputs) and
+  // the scalings they left for it to apply (InputFacts::shifts: the result is the sum of the
+  // scaled inputs, as if the buffers had been scaled first; which they may or may not be after).
   SyncStats run(Transport& transport, std::span<float* const> data, int64_t n, const precision::EncodeContext& ctx = {},
                 EncodeObserver* observer = nullptr, bool resultInFirstOnly = false, bool inputsSummedInFirst = false,
-                std::optional<bool> inputsNonFinite = std::nullopt) const;
+                const InputFacts* inputs = nullptr) const;
 
   // Whether, on a transport holding every rank in one address space (the simulator), the
   // ranks' inputs can be summed before run() as they become ready (GradientReducer folds
@@ -111,6 +112,10 @@ class AllReduceAlgorithm {
   // every rank's buffer and a round, is skipped. false: the wire may lose them (E2M1
   // saturates an inf or a NaN to 6).
   virtual bool resultKeepsNonFinite() const { return false; }
+  // Whether reduce() on this schedule applies the schedule's input shifts itself
+  // (ExchangeSchedule::inputShifts) as it reads the inputs; false: run() scales the buffers in
+  // place first and hands reduce() none.
+  virtual bool appliesInputShifts(const ExchangeSchedule& /*schedule*/) const { return false; }
 
  private:
   bool checkFinite_ = true;

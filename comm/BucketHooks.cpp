@@ -125,6 +125,12 @@ void ApsHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
   // the reduction need not look for them again. A shift of a finite layer stays finite (its
   // largest value lands below the format's maximum), a non-finite layer is not shifted.
   if (context.inputs != nullptr) context.inputs->nonFinite = shifts.anyNonFinite;
+  if (context.inputs != nullptr) {  // left to the reduction
+    for (size_t k = 0; k < layers; ++k)
+      if (shifts.shift[k] != 0)
+        context.inputs->shifts.push_back({bucket.offsets[k], layerSize(bucket, k), shifts.shift[k]});
+    return;
+  }
   parallelFor(static_cast<int64_t>(data.size()), 1, [&](int64_t i0, int64_t i1) {
     for (auto i = static_cast<size_t>(i0); i < static_cast<size_t>(i1); ++i) {
       for (size_t k = 0; k < layers; ++k) {
@@ -250,13 +256,18 @@ void StatisticsHook::beforeReduce(const BucketContext& context, ParamScales& /*s
   const auto* quantizer = forFormat(quantizers_, bucket);
   if (quantizer == nullptr || !*quantizer) return;
   const auto rounding = rounding_.at(static_cast<size_t>(bucket.format));
-  std::vector<float> q;
+  // Local rank 0's scaled gradient: scalings left for the reduction applied to a copy.
+  const std::span<const InputShift> pending =
+      context.inputs != nullptr ? std::span<const InputShift>(context.inputs->shifts) : std::span<const InputShift>();
+  std::vector<float> q, shifted;
   for (size_t k = 0; k < bucket.params.size(); ++k) {
-    const auto layer = layerOf(context, 0, k);  // local rank 0's scaled gradient
+    const auto layer = layerOf(context, 0, k);
     q.resize(static_cast<size_t>(layer.size));
-    (*quantizer)->quantize(layer.data, q.data(), layer.size, rounding);
+    if (!pending.empty()) shifted.resize(static_cast<size_t>(layer.size));
+    const float* values = shiftedInputs(pending, bucket.offsets[k], layer.size, layer.data, shifted.data());
+    (*quantizer)->quantize(values, q.data(), layer.size, rounding);
     const auto counts =
-        precision::QuantizationCounts::measure(layer.data, q.data(), layer.size, (*quantizer)->format().maxValue());
+        precision::QuantizationCounts::measure(values, q.data(), layer.size, (*quantizer)->format().maxValue());
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.record(paramOf(bucket, k), counts);
   }
@@ -360,6 +371,11 @@ std::vector<int64_t> StatisticsHook::outputState() const {
 void StatisticsHook::setOutputState(const std::vector<int64_t>& state) {
   std::lock_guard<std::mutex> lock(mutex_);
   outStats_.restore(state);
+}
+
+bool ErrorFeedbackCapture::readsValues(const BucketContext& context) const {
+  const auto* quantizer = forFormat(quantizers_, *context.layout);
+  return quantizer != nullptr && *quantizer;
 }
 
 void ErrorFeedbackCapture::beforeReduce(const BucketContext& context, ParamScales& scales) {

@@ -46,6 +46,10 @@ class BucketHook {
   // Whether beforeReduce changes the bucket's values (then what was measured of them before,
   // BucketContext::maxAbsBits, no longer holds for the hooks after it).
   virtual bool changesValues(const BucketContext& /*bucket*/) const { return false; }
+  // Whether beforeReduce reads the bucket's values as the reduction will reduce them: the
+  // input shifts an earlier hook left for the reduction (InputFacts::shifts) are then applied
+  // to the buffers first (BucketScaling). false: it reads nothing, or applies them itself.
+  virtual bool readsValues(const BucketContext& /*bucket*/) const { return true; }
   // After the step's buckets are reduced (the communication thread idle).
   virtual void finishStep(Transport& /*transport*/) {}
 };
@@ -81,6 +85,7 @@ class ErrorFeedbackCompensate : public BucketHook {
       : state_(std::move(state)), enabled_(std::move(enabled)) {}
   void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
   bool changesValues(const BucketContext& bucket) const override;
+  bool readsValues(const BucketContext& bucket) const override { return changesValues(bucket); }
 
  private:
   std::shared_ptr<ErrorFeedbackState> state_;
@@ -88,7 +93,9 @@ class ErrorFeedbackCompensate : public BucketHook {
 };
 
 // Auto Precision Scaling (docs/ALGORITHMS.md, APS): per layer, the shift agreed by a MAX over
-// all ranks; every rank's gradient is multiplied by 2^shift, the sum by 2^-shift after.
+// all ranks; every rank's gradient is multiplied by 2^shift, the sum by 2^-shift after. Where
+// the context can take them (BucketContext::inputs), the shifts are left to the reduction
+// (InputFacts::shifts) instead of scaling every rank's buffer in place.
 class ApsHook : public BucketHook {
  public:
   explicit ApsHook(std::vector<std::shared_ptr<const precision::ApsScaler>> perFormat)
@@ -96,6 +103,7 @@ class ApsHook : public BucketHook {
   void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
   void afterReduce(const BucketContext& bucket, ParamScales& scales) override;
   bool changesValues(const BucketContext& bucket) const override;
+  bool readsValues(const BucketContext& bucket) const override { return changesValues(bucket); }
 
  private:
   std::vector<std::shared_ptr<const precision::ApsScaler>> perFormat_;  // null: none for that format
@@ -110,6 +118,7 @@ class Fp8LmHook : public BucketHook {
   void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
   void afterReduce(const BucketContext& bucket, ParamScales& scales) override;
   bool changesValues(const BucketContext& bucket) const override;
+  bool readsValues(const BucketContext& bucket) const override { return changesValues(bucket); }
   void finishStep(Transport& transport) override;
 
  private:
@@ -133,6 +142,8 @@ class StatisticsHook : public BucketHook, public EncodeObserver {
   void setQuantizers(std::vector<std::shared_ptr<const precision::Quantizer>> perFormat,
                      std::vector<precision::RoundingMode> rounding);
   void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
+  // It applies the input shifts left for the reduction to its own copy of rank 0's values.
+  bool readsValues(const BucketContext& /*bucket*/) const override { return false; }
 
   precision::QuantizationCounts window(size_t param) const;
   std::vector<size_t> adapt(precision::HybridPolicy& policy);
@@ -173,6 +184,7 @@ class ErrorFeedbackCapture : public BucketHook {
                        std::vector<precision::RoundingMode> rounding)
       : state_(std::move(state)), quantizers_(std::move(perFormat)), rounding_(std::move(rounding)) {}
   void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
+  bool readsValues(const BucketContext& bucket) const override;
 
  private:
   std::shared_ptr<ErrorFeedbackState> state_;

@@ -120,6 +120,11 @@ void BucketScaling::beforeReduce(const BucketContext& context) {
   for (int p : context.layout->params) scales_.reset(static_cast<size_t>(p));
   BucketContext c = context;
   for (const auto& hook : chain_) {
+    // Scalings left for the reduction are applied before a hook that reads the values.
+    if (c.inputs != nullptr && !c.inputs->shifts.empty() && hook->readsValues(c)) {
+      applyInputShifts(c.data, c.inputs->shifts);
+      c.inputs->shifts.clear();
+    }
     hook->beforeReduce(c, scales_);
     if (hook->changesValues(c)) c.maxAbsBits = {};  // measured of values that have changed
   }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "comm/InputFacts.h"
 #include "comm/ScratchArena.h"
 #include "comm/Transport.h"
 #include "precision/Codec.h"
@@ -83,6 +84,10 @@ class ExchangeSchedule {
   // AllReduceAlgorithm::run's inputsSummedInFirst.
   void setInputsSummedInFirst(bool summed) { inputsSummedInFirst_ = summed; }
   bool inputsSummedInFirst() const { return inputsSummedInFirst_; }
+  // The scalings the algorithm applies to every input as it reads it (InputFacts::shifts;
+  // only where AllReduceAlgorithm::appliesInputShifts said it would). Not owned.
+  void setInputShifts(std::span<const InputShift> shifts) { inputShifts_ = shifts; }
+  std::span<const InputShift> inputShifts() const { return inputShifts_; }
   bool observing(EncodeObserver::Site site) const { return observer_ != nullptr && observer_->observes(site); }
   // Reports an encode of values[0, n) (buffer position `begin`) into `encoded` to the
   // observer, decoding the bytes first; nothing without an observer.
@@ -130,6 +135,7 @@ class ExchangeSchedule {
   EncodeObserver* observer_ = nullptr;
   bool resultInFirstOnly_ = false;
   bool inputsSummedInFirst_ = false;
+  std::span<const InputShift> inputShifts_;
 };
 
 // The encode context of schedule phase `phase` run by `rank` (-1: a computation every rank

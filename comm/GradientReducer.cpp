@@ -302,7 +302,7 @@ SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext&
     if (options.beforeReduce) options.beforeReduce(hooked);
     EncodeObserver* observer = options.encodeObserver ? options.encodeObserver(bucket) : nullptr;
     sync = algorithm.run(transport, bucket.data, n, ctx, observer, options.resultInFirstOnly,
-                         bucket.inputsSummedInFirst, facts.nonFinite);
+                         bucket.inputsSummedInFirst, &facts);
     // Every local rank holds the same sum: what follows needs only one copy of it.
     BucketContext result = bucket;
     if (options.resultInFirstOnly) result.data = results = bucket.data.first(std::min<size_t>(1, bucket.data.size()));

@@ -25,14 +25,6 @@ struct NamedGradient {
   BufferView grad;
 };
 
-// What a hook found out about the inputs while it read every local rank's whole buffer and
-// agreed on it with every rank (comm::smallAllReduce): the reduction then skips its own pass
-// over the inputs for the same answer. A hook that changes the values afterwards must leave
-// the answer true of what it leaves (ApsHook's power-of-two scaling keeps finite values finite).
-struct InputFacts {
-  std::optional<bool> nonFinite;  // whether any rank's buffer holds a NaN or an infinity
-};
-
 // What a bucket hook sees, on the communication thread.
 struct BucketContext {
   int bucket = 0;
@@ -43,7 +35,8 @@ struct BucketContext {
   // data[0] already holds the fp32 sum of every rank's input, folded in rank order as
   // backward produced them (GradientReducer on the simulator); the other buffers hold nothing.
   bool inputsSummedInFirst = false;
-  // Where the hooks before the reduction may record InputFacts (null: nowhere to record).
+  // Where the hooks before the reduction may record InputFacts (null: nowhere to record, and
+  // a scaling hook scales the buffers in place).
   InputFacts* inputs = nullptr;
   // Each local rank's largest |value| of each of the bucket's parameters as fp32 bits
   // (kernels::absBits: above 0x7f800000 - 1 an inf or a NaN), measured as markReady copied the

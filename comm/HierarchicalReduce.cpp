@@ -68,7 +68,7 @@ SyncStats reduceBucketHierarchical(const AllReduceAlgorithm& algorithm, const Bu
       if (options.beforeReduce) options.beforeReduce(level);
       EncodeObserver* observer = options.encodeObserver ? options.encodeObserver(level) : nullptr;
       const SyncStats s = algorithm.run(group, data, n, groups == 1 ? context : hierarchicalLevelContext(context, 1, g),
-                                        observer, false, false, facts.nonFinite);
+                                        observer, false, false, &facts);
       if (options.afterReduce) options.afterReduce(level);
       addStats(group, s);
       groupNonFinite[static_cast<size_t>(g - firstGroup)] = s.nonFinite ? 1 : 0;
@@ -108,7 +108,7 @@ SyncStats reduceBucketHierarchical(const AllReduceAlgorithm& algorithm, const Bu
     if (options.leaderBeforeReduce) options.leaderBeforeReduce(level);
     EncodeObserver* observer = options.leaderEncodeObserver ? options.leaderEncodeObserver(level) : nullptr;
     const SyncStats s = algorithm.run(leaders, data, n, size == 1 ? context : hierarchicalLevelContext(context, 2, 0),
-                                      observer, false, false, facts.nonFinite);
+                                      observer, false, false, &facts);
     if (options.leaderAfterReduce) options.leaderAfterReduce(level);
     addStats(leaders, s);
     nonFinite = nonFinite || s.nonFinite;

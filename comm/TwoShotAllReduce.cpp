@@ -14,7 +14,24 @@ namespace {
 enum Slot { kSend = 0, kRecv = 1, kSum = 2, kGathered = 3, kAcc = 4, kObserved = 5 };
 // The simulator's owners whose fp32 sums a thread keeps in the cache at once (bytes).
 constexpr int64_t kSumBlockBytes = int64_t{256} << 10;
+// Values of a sender's piece encoded and added at once by its owner (encodesAtOwners): their
+// scaled values and bytes stay in the first-level cache.
+constexpr int64_t kOwnerBlockValues = 2048;
+
+// The codec's promise of the fp32 path (Codec::encodesFp32Bits): an observer of neither the
+// inputs' nor the sums' encodes, in one address space, lets the owners read the inputs as
+// they lie.
+bool readsInputsInPlace(const precision::Codec& codec, const ExchangeSchedule& s) {
+  return codec.encodesFp32Bits() && !s.observing(EncodeObserver::Site::Input) &&
+         !s.observing(EncodeObserver::Site::Sum);
+}
+bool simulatedInPlace(const ExchangeSchedule& s) { return s.localRankCount() == s.worldSize() && s.sharesMemory(); }
 }  // namespace
+
+bool TwoShotAllReduce::encodesAtOwners(const ExchangeSchedule& s) const {
+  return simulatedInPlace(s) && !readsInputsInPlace(*codec_, s) && !s.inputsSummedInFirst() &&
+         !s.observing(EncodeObserver::Site::Input);
+}
 
 TwoShotAllReduce::TwoShotAllReduce(std::shared_ptr<const precision::Codec> codec, std::string name,
                                    int64_t segmentBytes)
@@ -82,21 +99,31 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
   const bool simulated = local == w;
   // In one address space (the simulator) the owner of chunk c reads each sender's encoded
   // chunk where the sender wrote it: the all-to-all delivers nothing, and counts its bytes.
-  const bool inPlace = simulated && s.sharesMemory();
+  const bool inPlace = simulatedInPlace(s);
   // There, a codec that encodes fp32 as its own bits (fp32 itself) is not run on the inputs:
   // the owners sum the senders' values where they lie (Codec::encodesFp32Bits; the encoded sum
   // has the same bytes), unless an observer wants the inputs' or sums' encodings.
-  const bool readInputs = inPlace && codec.encodesFp32Bits() && !s.observing(EncodeObserver::Site::Input) &&
-                          !s.observing(EncodeObserver::Site::Sum);
+  const bool readInputs = inPlace && readsInputsInPlace(codec, s);
   // The inputs summed ahead (foldInput, in rank order): data[0] holds every chunk's fp32 sum.
   const bool summedAhead = s.inputsSummedInFirst();
   APS_CHECK(!summedAhead || readInputs, "comm {}: inputs summed ahead need fp32 on the wire in one address space",
             name());
+  // There too, where no observer wants the inputs' encodings, a sender's piece is encoded by
+  // the thread that adds it, block by block in the cache, just before it is added: the values
+  // the sender's encode would carry (cut at multiples of the codec's granule, Codec::
+  // splitGranule), none of its bytes written to memory and read back, and the hooks' input
+  // shifts applied on the way (where the buffers are not scaled in place first).
+  const bool encodeAtOwner = encodesAtOwners(s);
+  const std::span<const InputShift> shifts = s.inputShifts();
+  APS_CHECK(shifts.empty() || encodeAtOwner, "comm {}: cannot apply input shifts on this path", name());
+  const int64_t granule = codec.splitGranule();
+  const int64_t ownerBlock =
+      granule > 0 ? std::max<int64_t>(kOwnerBlockValues / granule, 1) * granule : std::max<int64_t>(seg.length, 1);
   std::vector<uint8_t*> sendBuf(local), recvBuf(local), sumBuf(local);
   std::vector<float*> acc(local);
   for (size_t i = 0; i < local; ++i) {
     const auto rank = static_cast<size_t>(first) + i;
-    sendBuf[i] = readInputs ? nullptr : s.scratch(kSend, i, offsets[w]);
+    sendBuf[i] = readInputs || encodeAtOwner ? nullptr : s.scratch(kSend, i, offsets[w]);
     recvBuf[i] = inPlace ? nullptr : s.scratch(kRecv, i, counts[rank] * w);
     sumBuf[i] = s.scratch(kSum, i, counts[rank]);
     // Summed ahead, the sums are already in data[0].
@@ -157,7 +184,7 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
   // Phase 1 of segment k: every rank encodes segment k of each chunk of its input; chunk c's
   // goes to rank c. Started, not waited for.
   auto encodeAndSend = [&](int64_t k) {
-    if (!readInputs)
+    if (!readInputs && !encodeAtOwner)
       forEachLocal([&](size_t i) {
         const int rank = first + static_cast<int>(i);
         for (int c = 0; c < world; ++c) {
@@ -202,28 +229,49 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
   // page of its own, far from the last: 9 GB/s at 256 ranks), the block's sums stay in the
   // cache. Each owner's sum takes the same additions in the same (rank) order: the same bits.
   const bool sendersMajor = inPlace && !summedAhead;
-  auto sumBlockBySender = [&](int64_t k, int64_t i0, int64_t i1) {
+  // Sender src's values [begin, begin + len) encoded block by block and added to sum.
+  auto encodeAndAdd = [&](int src, int64_t begin, int64_t len, float* sum, float* scaled, uint8_t* bytes) {
+    const float* values = data[static_cast<size_t>(src)] + begin;
+    for (int64_t a = 0; a < len; a += ownerBlock) {
+      const int64_t m = std::min(ownerBlock, len - a);
+      const float* in = shiftedInputs(shifts, begin + a, m, values + a, scaled);
+      codec.encode(in, m, bytes, s.encodeContext(src, kEncodeInputPhase, begin + a));
+      // The sender's next values follow these: asked for now, they arrive while these are
+      // added (the loop would otherwise wait on memory, then add, then wait).
+      for (int64_t v = a + m; v < std::min(a + 2 * m, n - begin); v += 16) __builtin_prefetch(values + v);
+      RankOrderSum::addFp32(codec, bytes, m, sum + a, src == 0);
+    }
+  };
+  auto sumBlockBySender = [&](int64_t k, int64_t i0, int64_t i1, float* scaled, uint8_t* bytes) {
     for (int src = 0; src < world; ++src) {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t len = segmentSize(static_cast<int>(i), k);
         if (len == 0) continue;
         const int64_t begin = s.chunkBegin(n, static_cast<int>(i)) + k * seg.length;
+        float* sum = acc[static_cast<size_t>(i)] + k * seg.length;
+        if (encodeAtOwner) {
+          encodeAndAdd(src, begin, len, sum, scaled, bytes);
+          continue;
+        }
         const uint8_t* from = readInputs
                                   ? reinterpret_cast<const uint8_t*>(data[static_cast<size_t>(src)] + begin)
                                   : sendBuf[static_cast<size_t>(src)] + offsets[static_cast<size_t>(i)] + k * stride;
-        RankOrderSum::addFp32(codec, from, len, acc[static_cast<size_t>(i)] + k * seg.length, src == 0);
+        RankOrderSum::addFp32(codec, from, len, sum, src == 0);
       }
     }
   };
   auto sumAndGather = [&](int64_t k) {
     if (sendersMajor) {
       forRange(static_cast<int64_t>(local), 1, [&](int64_t i0, int64_t i1) {
+        // A block of one sender's values, scaled, and its encoding (encodeAtOwner).
+        std::vector<float> scaled(encodeAtOwner && !shifts.empty() ? static_cast<size_t>(ownerBlock) : 0);
+        std::vector<uint8_t> bytes(encodeAtOwner ? encodedSize(codec, ownerBlock) : 0);
         for (int64_t b0 = i0; b0 < i1;) {
           // Owners [b0, b1): sums of at most kSumBlockBytes together (at least one owner).
           int64_t b1 = b0 + 1, floats = segmentSize(static_cast<int>(b0), k);
           while (b1 < i1 && (floats + segmentSize(static_cast<int>(b1), k)) * 4 <= kSumBlockBytes)
             floats += segmentSize(static_cast<int>(b1++), k);
-          sumBlockBySender(k, b0, b1);
+          sumBlockBySender(k, b0, b1, scaled.data(), bytes.data());
           for (int64_t i = b0; i < b1; ++i) {
             const int64_t len = segmentSize(static_cast<int>(i), k);
             sumPtr[static_cast<size_t>(i)] = sumBuf[static_cast<size_t>(i)] + k * stride;

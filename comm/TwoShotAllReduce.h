@@ -49,8 +49,16 @@ class TwoShotAllReduce final : public AllReduceAlgorithm {
   // fp32 on the wire: the owners' fp32 sums see every input value, and NaN and inf survive
   // the sum and its encoding.
   bool resultKeepsNonFinite() const override { return codec_->encodesFp32Bits(); }
+  // In the simulator, where each sender's values are encoded by the thread that adds them.
+  bool appliesInputShifts(const ExchangeSchedule& schedule) const override { return encodesAtOwners(schedule); }
 
  private:
+  // Whether every rank of the world lives in this process (one address space), the inputs
+  // are encoded (not fp32 read in place, not summed ahead) and no observer wants their
+  // encodings: then the owner of chunk c encodes each sender's piece itself, in the cache,
+  // just before adding it, instead of the sender writing bytes the owner reads back.
+  bool encodesAtOwners(const ExchangeSchedule& schedule) const;
+
   std::shared_ptr<const precision::Codec> codec_;
   std::string name_;
   int64_t segmentBytes_;

@@ -22,7 +22,15 @@ void scaleByPowerOfTwo(const float* in, float* out, int64_t n, int shift) {
     if (in != out) std::copy(in, in + n, out);
     return;
   }
-  // kernels::scaleByPow2 with the factor taken out of the loop.
+  // kernels::scaleByPow2 with the factor taken out of the loop. Where 2^shift is a normal
+  // float, a float product is the same number rounded once, as the double product is: the
+  // same bits, twice the values per instruction (the simulator's two_shot scales each
+  // sender's values in the cache as it encodes them, where this is arithmetic, not memory).
+  if (shift >= -126 && shift <= 127) {
+    const auto factor = static_cast<float>(kernels::pow2Double(shift));
+    for (int64_t i = 0; i < n; ++i) out[i] = in[i] * factor;
+    return;
+  }
   const double factor = kernels::pow2Double(shift);
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<double>(in[i]) * factor);
 }

@@ -106,6 +106,26 @@ TEST(ErrorFeedback, KeepsEachSimulatedRanksOwnResidual) {
   EXPECT_EQ(scaling->residual(1, 0), std::vector<float>(4, 0.0f));
 }
 
+// Under APS the residual is what quantizing the scaled gradient lost, back in gradient units:
+// APS leaves its shift to the reduction, and the buffers are scaled before error feedback
+// reads them. Rank 0 sends 1.0625 * 2^-20: scaled into e4m3's range it rounds to 1 * 2^-20
+// (a tie, to even), a residual of 2^-24; unscaled, e4m3 would flush all of it.
+TEST(ErrorFeedback, UnderApsTheResidualIsWhatTheScaledGradientLost) {
+  const precision::FloatFormat e4m3 = precision::FloatFormat::preset("e4m3");
+  BucketScaling::FormatScaling f;
+  f.format = e4m3;
+  f.errorFeedback = true;
+  f.scaler = std::make_shared<precision::ApsScaler>(e4m3, 2, precision::ScalingMode::Aps);
+  BucketScaling* scaling = nullptr;
+  const float sent = 1.0625f * std::ldexp(1.0f, -20);
+  const auto out = run(
+      2, 1, 64, [&](int rank, int64_t) { return rank == 0 ? sent : 0.0f; }, f, &scaling);
+  EXPECT_GT(scaling->lastShift(0), 20);
+  EXPECT_EQ(scaling->residual(0, 0), std::vector<float>(64, std::ldexp(1.0f, -24)));
+  EXPECT_EQ(scaling->residual(1, 0), std::vector<float>(64, 0.0f));
+  EXPECT_EQ(out[0][0][0], std::ldexp(1.0f, -21));  // the mean of 2^-20 and 0
+}
+
 TEST(Fp8LmAutoscale, MuAloneHalvesUntilNothingSaturatesThenAveragesExactly) {
   const precision::FloatFormat e4m3 = precision::FloatFormat::preset("e4m3");
   BucketScaling::FormatScaling f;

@@ -20,6 +20,20 @@ struct Result {
   double relError = 0.0;                  // of rank 0 against the exact fp64 mean
   std::shared_ptr<BucketScaling> scaling;
   bool nonFinite = false;
+  size_t shiftsLeft = 0;   // input shifts the hooks left to the reduction (InputFacts::shifts)
+  int64_t inputsSeen = 0;  // values of the inputs' encodes an observer saw
+};
+
+// An observer of the inputs' encodes: the reduction must then encode them where the
+// observer can see them (and so scale the buffers in place first).
+class InputWatcher : public EncodeObserver {
+ public:
+  int64_t values = 0;
+  bool observes(Site site) const override { return site == Site::Input; }
+  void encoded(Site /*site*/, int64_t /*begin*/, int64_t n, const float* /*values*/,
+               const float* /*decoded*/) override {
+    values += n;
+  }
 };
 
 // A value planted in one rank's gradient before the reduction.
@@ -30,7 +44,7 @@ struct Poison {
 };
 
 // Two layers on `world` ranks: layer 0 tiny (1e-7 scale), layer 1 large (1e3 scale).
-Result reduce(int world, precision::ScalingMode mode, Poison poison = {}) {
+Result reduce(int world, precision::ScalingMode mode, Poison poison = {}, bool watchInputs = false) {
   const precision::FloatFormat e4m3 = precision::FloatFormat::preset("e4m3");
   SimTransport transport(world);
   Rng rng(11);
@@ -59,12 +73,20 @@ Result reduce(int world, precision::ScalingMode mode, Poison poison = {}) {
   f.format = e4m3;
   r.scaling = std::make_shared<BucketScaling>(std::vector<BucketScaling::FormatScaling>{f}, 2, 10);
   r.scaling->install(options);
+  const BucketCallback chain = options.beforeReduce;
+  options.beforeReduce = [&](const BucketContext& c) {
+    chain(c);
+    r.shiftsLeft += c.inputs->shifts.size();
+  };
+  InputWatcher watcher;
+  if (watchInputs) options.encodeObserver = [&](const BucketContext&) { return &watcher; };
   GradientReducer reducer(transport, std::move(named), {algorithm}, {}, options);
   for (int k = 0; k < world; ++k) {
     reducer.markReady(1, k);
     reducer.markReady(0, k);
   }
   r.nonFinite = reducer.wait().nonFinite;
+  r.inputsSeen = watcher.values;
   double err = 0, norm = 0;
   for (size_t i = 0; i < 300; ++i) {  // the tiny layer
     const double mean = exact[i] / world;
@@ -89,6 +111,24 @@ TEST(BucketScaling, ApsRescuesGradientsThatE4m3FlushesToZero) {
   for (const auto& g : aps.grads) {
     EXPECT_EQ(g, aps.grads[0]);  // identical bits on every rank
     for (float v : g) EXPECT_TRUE(std::isfinite(v));
+  }
+}
+
+// APS leaves its shifts to the reduction, which scales each sender's values as it encodes
+// them (the simulator's two_shot); where an observer must see the inputs' encodes, the
+// buffers are scaled in place first. Both give the bits of scaling first, on any world size
+// (16 ranks: chunks of about 31 values, cut across the layers' boundary).
+TEST(BucketScaling, ShiftsLeftToTheReductionGiveTheBitsOfScalingInPlace) {
+  for (int world : {2, 4, 16}) {
+    for (auto mode : {precision::ScalingMode::Aps, precision::ScalingMode::Global}) {
+      const Result left = reduce(world, mode);
+      const Result inPlace = reduce(world, mode, {}, true);
+      EXPECT_EQ(left.shiftsLeft, 2u) << world;  // both layers shifted (1e-7 up, 1e3 down)
+      EXPECT_EQ(left.inputsSeen, 0) << world;
+      EXPECT_EQ(inPlace.inputsSeen, 500 * world) << world;
+      EXPECT_EQ(left.grads, inPlace.grads) << "world " << world << " " << precision::scalingModeName(mode);
+      EXPECT_EQ(left.scaling->statistics(0).flushedFraction(), inPlace.scaling->statistics(0).flushedFraction());
+    }
   }
 }
 

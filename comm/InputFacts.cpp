@@ -1,0 +1,41 @@
+#include "comm/InputFacts.h"
+
+#include "framework/core/Parallel.h"
+#include "precision/ApsScaler.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace aps::comm {
+
+void applyInputShifts(std::span<float* const> data, std::span<const InputShift> shifts) {
+  if (shifts.empty()) return;
+  parallelFor(static_cast<int64_t>(data.size()), 1, [&](int64_t i0, int64_t i1) {
+    for (auto i = static_cast<size_t>(i0); i < static_cast<size_t>(i1); ++i)
+      for (const InputShift& s : shifts)
+        if (s.shift != 0) precision::scaleByPowerOfTwo(data[i] + s.begin, s.length, s.shift);
+  });
+}
+
+const float* shiftedInputs(std::span<const InputShift> shifts, int64_t begin, int64_t n, const float* in, float* out) {
+  const int64_t end = begin + n;
+  // The first shift that ends after `begin` (shifts ascend and do not overlap).
+  auto s = std::partition_point(shifts.begin(), shifts.end(),
+                                [&](const InputShift& x) { return x.begin + x.length <= begin; });
+  bool any = false;
+  for (auto t = s; t != shifts.end() && t->begin < end; ++t) any = any || t->shift != 0;
+  if (!any) return in;
+  int64_t done = begin;  // values before this are in `out`
+  for (; s != shifts.end() && s->begin < end; ++s) {
+    const int64_t lo = std::max(begin, s->begin), hi = std::min(end, s->begin + s->length);
+    if (lo > done)
+      std::memcpy(out + (done - begin), in + (done - begin), static_cast<size_t>(lo - done) * sizeof(float));
+    precision::scaleByPowerOfTwo(in + (lo - begin), out + (lo - begin), hi - lo, s->shift);
+    done = hi;
+  }
+  if (end > done)
+    std::memcpy(out + (done - begin), in + (done - begin), static_cast<size_t>(end - done) * sizeof(float));
+  return out;
+}
+
+}  // namespace aps::comm

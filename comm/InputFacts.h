@@ -1,0 +1,43 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace aps::comm {
+
+// A power-of-two scaling a hook left for the reduction to apply as it reads its inputs: every
+// local rank's values [begin, begin + length) times 2^shift, rounded as
+// precision::scaleByPowerOfTwo rounds them (so the same bits as scaling the buffers in place).
+struct InputShift {
+  int64_t begin = 0;
+  int64_t length = 0;
+  int shift = 0;
+};
+
+// What the hooks before a reduction tell it about its inputs (BucketContext::inputs).
+struct InputFacts {
+  // Whether any rank's buffer holds a NaN or an infinity, found out by a hook that read every
+  // local rank's whole buffer and agreed on it with every rank (comm::smallAllReduce): the
+  // reduction then skips its own pass over the inputs for the same answer. A hook that changes
+  // the values afterwards must leave the answer true of what it leaves (APS's power-of-two
+  // scaling keeps finite values finite).
+  std::optional<bool> nonFinite;
+  // Scalings not yet applied to the buffers, in increasing `begin`, not overlapping (APS's
+  // per-layer shifts: ApsHook leaves them here rather than scaling every rank's buffer in place,
+  // a read and a write of each). AllReduceAlgorithm::run applies them: as it reads the inputs
+  // where its path can (the simulator's two_shot encodes each sender's values in the cache),
+  // else in place first. A hook that reads the values before the reduction sees them applied
+  // (BucketScaling applies them before such a hook, BucketHook::readsValues).
+  std::vector<InputShift> shifts;
+};
+
+// data[i][begin, begin + length) *= 2^shift for every shift and every buffer, on all threads.
+void applyInputShifts(std::span<float* const> data, std::span<const InputShift> shifts);
+
+// The values [begin, begin + n) of a buffer (`in`) as the reduction reads them: `in` itself
+// where no shift covers any of them, else `out` (n floats) holding them with the shifts applied.
+const float* shiftedInputs(std::span<const InputShift> shifts, int64_t begin, int64_t n, const float* in, float* out);
+
+}  // namespace aps::comm
