@@ -121,24 +121,18 @@ void ApsHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
   };
   const auto shifts = scaler.shiftsOfExponents(localExponents[0], reduceMax);
   for (size_t k = 0; k < layers; ++k) scales.setShift(paramOf(bucket, k), shifts.shift[k]);
+  std::vector<InputShift> layerShifts;
+  for (size_t k = 0; k < layers; ++k)
+    if (shifts.shift[k] != 0) layerShifts.push_back({bucket.offsets[k], layerSize(bucket, k), shifts.shift[k]});
+  if (context.inputs == nullptr) {  // nowhere to leave them: every rank's buffer scaled now
+    applyInputShifts(data, layerShifts);
+    return;
+  }
   // Every rank's every value was read for its exponent (inf or NaN gives +inf), and agreed on:
   // the reduction need not look for them again. A shift of a finite layer stays finite (its
   // largest value lands below the format's maximum), a non-finite layer is not shifted.
-  if (context.inputs != nullptr) context.inputs->nonFinite = shifts.anyNonFinite;
-  if (context.inputs != nullptr) {  // left to the reduction
-    for (size_t k = 0; k < layers; ++k)
-      if (shifts.shift[k] != 0)
-        context.inputs->shifts.push_back({bucket.offsets[k], layerSize(bucket, k), shifts.shift[k]});
-    return;
-  }
-  parallelFor(static_cast<int64_t>(data.size()), 1, [&](int64_t i0, int64_t i1) {
-    for (auto i = static_cast<size_t>(i0); i < static_cast<size_t>(i1); ++i) {
-      for (size_t k = 0; k < layers; ++k) {
-        const int s = shifts.shift[k];
-        if (s != 0) precision::scaleByPowerOfTwo(data[i] + bucket.offsets[k], layerSize(bucket, k), s);
-      }
-    }
-  });
+  context.inputs->nonFinite = shifts.anyNonFinite;
+  context.inputs->shifts.insert(context.inputs->shifts.end(), layerShifts.begin(), layerShifts.end());
 }
 
 void ApsHook::afterReduce(const BucketContext& context, ParamScales& scales) {

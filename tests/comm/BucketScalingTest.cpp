@@ -5,6 +5,7 @@
 #include "comm/SimTransport.h"
 #include "framework/core/Rng.h"
 #include "precision/CodecSpec.h"
+#include "precision/kernels/Scaling.h"
 
 #include <gtest/gtest.h>
 
@@ -232,6 +233,26 @@ TEST(BucketScaling, ApsTakesTheMaximaMeasuredAsTheGradientsWereCopied) {
   const HookRun feedback = runHooks(true, nullptr);
   EXPECT_EQ(runHooks(true, &zeros).shifts, feedback.shifts);
   EXPECT_NE(feedback.shifts, (std::vector<int>{0, 0}));
+}
+
+// A context with nowhere to leave the shifts (no InputFacts: hooks run outside a reducer)
+// gets every rank's buffer scaled in place by its layer's shift.
+TEST(BucketScaling, ApsScalesTheBuffersInPlaceWhereTheContextTakesNoShifts) {
+  const HookRun run = runHooks(false, nullptr);
+  ASSERT_NE(run.shifts[0], 0);
+  ASSERT_NE(run.shifts[1], 0);
+  const BucketLayout layout({50, 30}, {0, 0});  // runHooks' bucket: each value's parameter
+  const BucketLayout::Bucket& bucket = layout.buckets()[0];
+  Rng rng(3);  // runHooks' values again
+  for (size_t r = 0; r < 3; ++r) {
+    for (size_t i = 0; i < 80; ++i) {
+      const float g = rng.normal() * (i < 50 ? 1e-3f : 50.0f) * static_cast<float>(r + 1);
+      size_t k = 0;
+      while (k + 1 < bucket.params.size() && bucket.offsets[k + 1] <= static_cast<int64_t>(i)) ++k;
+      const int shift = run.shifts[static_cast<size_t>(bucket.params[k])];
+      ASSERT_EQ(run.data[r][i], precision::kernels::scaleByPow2(g, shift)) << "rank " << r << " value " << i;
+    }
+  }
 }
 
 }  // namespace
