@@ -1,10 +1,11 @@
 // Batch normalisation (Ioffe & Szegedy, 2015) over (N, C, H*W), with PyTorch's running
 // statistics: biased variance to normalise, unbiased variance in the running average.
-// The reductions are split over channels and each channel is reduced by one thread in a
-// fixed order (per-plane lane sums, accumulated over images in double), so no result
-// depends on the thread count; the element-wise passes that follow (the normalisation with
-// its fused ReLU and residual add, the input gradient) run over the (n, c) planes in memory
-// order, unit-stride streams that the hardware prefetches.
+// Every pass runs over the (n, c) planes in memory order, split over the threads by images,
+// as the convolutions around it split their work, so a thread mostly reads what its own
+// cache holds. The reductions compute each plane's lane sum (kernels/Reduce.h's order) and
+// then, per channel, add the planes' sums over the images in order in double, so no result
+// depends on the thread count; the element-wise passes (the normalisation with its fused ReLU and residual
+// add, the input gradient) are unit-stride streams that the hardware prefetches.
 #include "framework/ops/kernels/BatchNorm.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
@@ -27,25 +28,44 @@ void checkShape(const BatchNormShape& s, const BatchNormEpilogue& e = {}) {
             "batch_norm: a fused residual add or ReLU mask needs the fused ReLU");
 }
 
-// out = epilogue(in * scale + shift) over planes [p0, p1) of the (n, c) planes, in memory
-// order, with channel c's map a[c].
-void affine(float* out, const float* in, const std::vector<kernels::BatchNormAffine>& a, int64_t p0, int64_t p1,
-            const BatchNormShape& s, const BatchNormEpilogue& e) {
-  const int64_t words = reluMaskWords(s.hw);
-  for (int64_t p = p0; p < p1; ++p) {
-    const kernels::BatchNormAffine m = a[static_cast<size_t>(p % s.c)];
-    const float* x = in + p * s.hw;
-    float* y = out + p * s.hw;
-    if (e.residual != nullptr) {
-      const float* r = e.residual + p * s.hw;
-      for (int64_t i = 0; i < s.hw; ++i) y[i] = kernels::batchNormAddRelu(x[i], m, r[i]);
-    } else if (e.relu) {
-      for (int64_t i = 0; i < s.hw; ++i) y[i] = kernels::batchNormRelu(x[i], m);
-    } else {
-      for (int64_t i = 0; i < s.hw; ++i) y[i] = kernels::batchNormApply(x[i], m);
+// Planes per parallel chunk of a pass over the planes: about 16 K values.
+int64_t planeGrain(const BatchNormShape& s) { return std::max<int64_t>(1, (int64_t{1} << 14) / s.hw); }
+
+// fn(p, c) for every (n, c) plane p = n * C + c, the planes split over the threads in memory
+// order: unit-stride streams that the hardware prefetches, each thread's share a run of
+// whole images.
+template <typename Fn>
+void forEachPlane(const BatchNormShape& s, const Fn& fn) {
+  parallelFor(s.n * s.c, planeGrain(s), [&](int64_t p0, int64_t p1) {
+    int64_t c = p0 % s.c;
+    for (int64_t p = p0; p < p1; ++p) {
+      fn(p, c);
+      if (++c == s.c) c = 0;
     }
-    if (e.reluMask != nullptr) detail::simd::positiveBits(e.reluMask + p * words, y, s.hw);
+  });
+}
+
+// Channel c's plane sums (planeSums[n * C + c]) added over the images in order, in double.
+double sumOverImages(const std::vector<float>& planeSums, int64_t c, const BatchNormShape& s) {
+  double total = 0.0;
+  for (int64_t n = 0; n < s.n; ++n) total += planeSums[static_cast<size_t>(n * s.c + c)];
+  return total;
+}
+
+// out = epilogue(in * scale + shift) over the plane p with its channel's map m.
+void affinePlane(float* out, const float* in, kernels::BatchNormAffine m, int64_t p, const BatchNormShape& s,
+                 const BatchNormEpilogue& e) {
+  const float* x = in + p * s.hw;
+  float* y = out + p * s.hw;
+  if (e.residual != nullptr) {
+    const float* r = e.residual + p * s.hw;
+    for (int64_t i = 0; i < s.hw; ++i) y[i] = kernels::batchNormAddRelu(x[i], m, r[i]);
+  } else if (e.relu) {
+    for (int64_t i = 0; i < s.hw; ++i) y[i] = kernels::batchNormRelu(x[i], m);
+  } else {
+    for (int64_t i = 0; i < s.hw; ++i) y[i] = kernels::batchNormApply(x[i], m);
   }
+  if (e.reluMask != nullptr) detail::simd::positiveBits(e.reluMask + p * reluMaskWords(s.hw), y, s.hw);
 }
 
 // One plane of batch norm's input gradient, dx = batchNormGradIn(dy, x, k), where dy is
@@ -77,9 +97,6 @@ void gradInPlane(float* dx, float* gradRelu, const float* gradOut, const uint16_
 #endif
 }
 
-// Planes per parallel chunk of an element-wise pass: about 16 K values.
-int64_t planeGrain(const BatchNormShape& s) { return std::max<int64_t>(1, (int64_t{1} << 14) / s.hw); }
-
 }  // namespace
 
 void batchNormForwardTrain(float* out, float* saveMean, float* saveInvStd, float* runningMean, float* runningVar,
@@ -93,27 +110,35 @@ void batchNormForwardTrain(float* out, float* saveMean, float* saveInvStd, float
   const profile::Scope scope("batchnorm.forward", 5.0 * values, bytes);
   const BatchNormShape& s = shape;
   const int64_t count = s.n * s.hw;
-  std::vector<kernels::BatchNormAffine> a(static_cast<size_t>(s.c));
-  parallelFor(s.c, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      double total = 0.0;
-      for (int64_t n = 0; n < s.n; ++n) total += detail::sum(in + (n * s.c + c) * s.hw, s.hw);
-      const float mean = kernels::batchNormMean(total, count);
-      // Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2.
-      double squares = 0.0;
-      for (int64_t n = 0; n < s.n; ++n) squares += detail::sumSquaredDeviation(in + (n * s.c + c) * s.hw, mean, s.hw);
-      const float invStd = kernels::batchNormInvStd(squares, count, eps);
-      if (saveMean != nullptr) saveMean[c] = mean;
-      if (saveInvStd != nullptr) saveInvStd[c] = invStd;
-      if (runningMean != nullptr) runningMean[c] = kernels::runningStatUpdate(runningMean[c], mean, momentum);
-      if (runningVar != nullptr) {
-        runningVar[c] =
-            kernels::runningStatUpdate(runningVar[c], kernels::batchNormUnbiasedVar(squares, count), momentum);
-      }
-      a[static_cast<size_t>(c)] = kernels::batchNormAffine(gamma, beta, c, mean, invStd);
-    }
+  const int64_t planes = s.n * s.c;
+  // Each pass: every plane's lane sum, the planes split over threads in memory order (as the
+  // element-wise pass, and as the producer wrote them), then per channel the planes' sums
+  // added over the images in order in double.
+  std::vector<float> planeSums(static_cast<size_t>(planes));
+  std::vector<float> mean(static_cast<size_t>(s.c));
+  forEachPlane(s, [&](int64_t p, int64_t) { planeSums[static_cast<size_t>(p)] = detail::sum(in + p * s.hw, s.hw); });
+  for (int64_t c = 0; c < s.c; ++c) {
+    mean[static_cast<size_t>(c)] = kernels::batchNormMean(sumOverImages(planeSums, c, s), count);
+  }
+  // Two passes (mean, then squared deviations) avoid the cancellation of E[x^2] - E[x]^2.
+  forEachPlane(s, [&](int64_t p, int64_t c) {
+    planeSums[static_cast<size_t>(p)] = detail::sumSquaredDeviation(in + p * s.hw, mean[static_cast<size_t>(c)], s.hw);
   });
-  parallelFor(s.n * s.c, planeGrain(s), [&](int64_t p0, int64_t p1) { affine(out, in, a, p0, p1, s, epilogue); });
+  std::vector<kernels::BatchNormAffine> a(static_cast<size_t>(s.c));
+  for (int64_t c = 0; c < s.c; ++c) {
+    const float m = mean[static_cast<size_t>(c)];
+    const double squares = sumOverImages(planeSums, c, s);
+    const float invStd = kernels::batchNormInvStd(squares, count, eps);
+    if (saveMean != nullptr) saveMean[c] = m;
+    if (saveInvStd != nullptr) saveInvStd[c] = invStd;
+    if (runningMean != nullptr) runningMean[c] = kernels::runningStatUpdate(runningMean[c], m, momentum);
+    if (runningVar != nullptr) {
+      runningVar[c] =
+          kernels::runningStatUpdate(runningVar[c], kernels::batchNormUnbiasedVar(squares, count), momentum);
+    }
+    a[static_cast<size_t>(c)] = kernels::batchNormAffine(gamma, beta, c, m, invStd);
+  }
+  forEachPlane(s, [&](int64_t p, int64_t c) { affinePlane(out, in, a[static_cast<size_t>(c)], p, s, epilogue); });
 }
 
 void batchNormForwardEval(float* out, const float* in, const float* gamma, const float* beta, const float* runningMean,
@@ -125,7 +150,7 @@ void batchNormForwardEval(float* out, const float* in, const float* gamma, const
     a[static_cast<size_t>(c)] =
         kernels::batchNormAffine(gamma, beta, c, runningMean[c], kernels::batchNormEvalInvStd(runningVar[c], eps));
   }
-  parallelFor(s.n * s.c, planeGrain(s), [&](int64_t p0, int64_t p1) { affine(out, in, a, p0, p1, s, {}); });
+  forEachPlane(s, [&](int64_t p, int64_t c) { affinePlane(out, in, a[static_cast<size_t>(c)], p, s, {}); });
 }
 
 void reluMask(uint16_t* mask, const float* out, const BatchNormShape& shape) {
@@ -153,39 +178,27 @@ void batchNormBackward(float* gradIn, float* gradGamma, float* gradBeta, const f
   const int64_t words = reluMaskWords(s.hw);
   const bool needGradIn = gradIn != nullptr || epilogue.gradResidual != nullptr;
   std::vector<kernels::BatchNormGrad> k(needGradIn ? static_cast<size_t>(s.c) : 0);
-  parallelFor(s.c, 1, [&](int64_t c0, int64_t c1) {
-    // Per channel, sum dy and sum dy * (x - mean) over the images in order; an image's planes
-    // of this thread's channels lie next to each other, so the pass reads one stream per image.
-    std::vector<double> sums(static_cast<size_t>(2 * (c1 - c0)), 0.0);
-    for (int64_t n = 0; n < s.n; ++n) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t plane = n * s.c + c;
-        float planeG = 0.0f, planeGX = 0.0f;
-        detail::sumAndDotDeviation(gradOut + plane * s.hw, fused ? epilogue.reluMask + plane * words : nullptr,
-                                   in + plane * s.hw, saveMean[c], s.hw, planeG, planeGX);
-        sums[static_cast<size_t>(2 * (c - c0))] += planeG;
-        sums[static_cast<size_t>(2 * (c - c0) + 1)] += planeGX;
-      }
-    }
-    for (int64_t c = c0; c < c1; ++c) {
-      const float mean = saveMean[c];
-      const double sumG = sums[static_cast<size_t>(2 * (c - c0))], sumGX = sums[static_cast<size_t>(2 * (c - c0) + 1)];
-      if (gradBeta != nullptr) gradBeta[c] = kernels::batchNormGradBeta(sumG);
-      if (gradGamma != nullptr) gradGamma[c] = kernels::batchNormGradGamma(sumGX, saveInvStd[c]);
-      if (needGradIn) {
-        k[static_cast<size_t>(c)] = kernels::batchNormGrad(sumG, sumGX, count, gamma, c, mean, saveInvStd[c]);
-      }
-    }
+  // Per plane, sum dy and sum dy * (x - mean), the planes split over threads in memory order;
+  // then per channel the planes' sums added over the images in order in double.
+  const int64_t planes = s.n * s.c;
+  std::vector<float> sumG(static_cast<size_t>(planes)), sumGX(static_cast<size_t>(planes));
+  forEachPlane(s, [&](int64_t p, int64_t c) {
+    detail::sumAndDotDeviation(gradOut + p * s.hw, fused ? epilogue.reluMask + p * words : nullptr, in + p * s.hw,
+                               saveMean[c], s.hw, sumG[static_cast<size_t>(p)], sumGX[static_cast<size_t>(p)]);
   });
-  if (!needGradIn) return;
-  // Planes in memory order: unit-stride streams.
-  parallelFor(s.n * s.c, planeGrain(s), [&](int64_t p0, int64_t p1) {
-    for (int64_t p = p0; p < p1; ++p) {
-      gradInPlane(gradIn != nullptr ? gradIn + p * s.hw : nullptr,
-                  epilogue.gradResidual != nullptr ? epilogue.gradResidual + p * s.hw : nullptr, gradOut + p * s.hw,
-                  fused ? epilogue.reluMask + p * words : nullptr, in + p * s.hw, k[static_cast<size_t>(p % s.c)],
-                  s.hw);
+  for (int64_t c = 0; c < s.c; ++c) {
+    const double g = sumOverImages(sumG, c, s), gx = sumOverImages(sumGX, c, s);
+    if (gradBeta != nullptr) gradBeta[c] = kernels::batchNormGradBeta(g);
+    if (gradGamma != nullptr) gradGamma[c] = kernels::batchNormGradGamma(gx, saveInvStd[c]);
+    if (needGradIn) {
+      k[static_cast<size_t>(c)] = kernels::batchNormGrad(g, gx, count, gamma, c, saveMean[c], saveInvStd[c]);
     }
+  }
+  if (!needGradIn) return;
+  forEachPlane(s, [&](int64_t p, int64_t c) {
+    gradInPlane(gradIn != nullptr ? gradIn + p * s.hw : nullptr,
+                epilogue.gradResidual != nullptr ? epilogue.gradResidual + p * s.hw : nullptr, gradOut + p * s.hw,
+                fused ? epilogue.reluMask + p * words : nullptr, in + p * s.hw, k[static_cast<size_t>(c)], s.hw);
   });
 }
 

@@ -79,22 +79,31 @@ TEST(Determinism, Conv2dForwardAndBackward) {
   }
 }
 
-TEST(Determinism, BatchNormStatisticsAndGradients) {
-  const aps::cpu::BatchNormShape s{16, 6, 49};
+void expectBatchNormSameBitsForAnyThreadCount(const aps::cpu::BatchNormShape& s) {
   const size_t size = static_cast<size_t>(s.n * s.c * s.hw);
+  const size_t c = static_cast<size_t>(s.c);
   const std::vector<float> x = randomVector(size, 5), g = randomVector(size, 6);
-  const std::vector<float> gamma = randomVector(6, 7), beta = randomVector(6, 8);
+  const std::vector<float> gamma = randomVector(c, 7), beta = randomVector(c, 8);
   expectSameBitsForAnyThreadCount([&] {
-    std::vector<float> y(size), mean(6), invStd(6), runningMean(6, 0.0f), runningVar(6, 1.0f);
+    std::vector<float> y(size), mean(c), invStd(c), runningMean(c, 0.0f), runningVar(c, 1.0f);
     aps::cpu::batchNormForwardTrain(y.data(), mean.data(), invStd.data(), runningMean.data(), runningVar.data(),
                                     x.data(), gamma.data(), beta.data(), s, 0.1f, 1e-5f);
-    std::vector<float> gx(size), gg(6), gb(6);
+    std::vector<float> gx(size), gg(c), gb(c);
     aps::cpu::batchNormBackward(gx.data(), gg.data(), gb.data(), g.data(), x.data(), gamma.data(), mean.data(),
                                 invStd.data(), s);
     std::vector<float> all;
     for (const auto* part : {&y, &mean, &invStd, &runningMean, &runningVar, &gx, &gg, &gb}) append(all, *part);
     return all;
   });
+}
+
+TEST(Determinism, BatchNormStatisticsAndGradients) {
+  // Batch norm's passes split the (n, c) planes over the threads in chunks of about 16 K
+  // values: 16 x 6 planes of 49 values are one chunk; 7 x 5 planes of 3000 values split into
+  // 2 or 3 chunks that begin inside an image, at a channel other than 0.
+  for (const aps::cpu::BatchNormShape s : {aps::cpu::BatchNormShape{16, 6, 49}, aps::cpu::BatchNormShape{7, 5, 3000}}) {
+    expectBatchNormSameBitsForAnyThreadCount(s);
+  }
 }
 
 TEST(Determinism, CrossEntropyLossAndGradient) {
