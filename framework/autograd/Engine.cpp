@@ -32,8 +32,7 @@ void accumulate(NodeState& state, const Node& node, uint32_t slot, const Tensor&
   }
   // The sum goes into the gradient held here where nothing else can see it (no other tensor,
   // view or closure holds it): the same additions, without a new tensor per sum.
-  if (current.implPtr().use_count() == 1 && current.storage().use_count() == 1 && current.isContiguous() &&
-      current.dtype() == DType::Float32) {
+  if (writableInPlace(current)) {
     addInto(current, grad);
   } else {
     current = addGradients(current, grad);

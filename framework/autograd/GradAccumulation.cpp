@@ -44,4 +44,9 @@ Tensor addGradients(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+bool writableInPlace(const Tensor& t) {
+  return t.implPtr().use_count() == 1 && t.storage().use_count() == 1 && t.isContiguous() &&
+         t.dtype() == DType::Float32;
+}
+
 }  // namespace aps::autograd

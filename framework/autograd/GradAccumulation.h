@@ -8,5 +8,8 @@ namespace aps::autograd {
 void addInto(Tensor& dst, const Tensor& src);
 // a + b into a fresh contiguous tensor (the engine sums gradients from several uses).
 Tensor addGradients(const Tensor& a, const Tensor& b);
+// Whether t is a contiguous float32 tensor that nothing else can see (no other tensor, view
+// or closure holds it or its storage): a gradient its holder may overwrite in place.
+bool writableInPlace(const Tensor& t);
 
 }  // namespace aps::autograd

@@ -2,6 +2,7 @@
 
 #include "framework/autograd/ComputePrecision.h"
 #include "framework/autograd/Function.h"
+#include "framework/autograd/GradAccumulation.h"
 #include "framework/core/Parallel.h"
 #include "framework/ops/Checks.h"
 #include "framework/ops/Elementwise.h"
@@ -96,11 +97,14 @@ Tensor batchNormOp(const Tensor& x, const Tensor& gamma, const Tensor& beta, Ten
     const size_t gradients = inputs.size();
     autograd::recordFunction(
         out, relu ? "BatchNorm2dReluBackward" : "BatchNorm2dBackward", inputs, [=](const Tensor& gIn) {
+          // The residual's gradient is gIn under the ReLU's mask: where nothing else sees gIn,
+          // the kernel masks it in place and it is handed on, not copied into a new tensor.
+          const bool maskInPlace = gr && autograd::writableInPlace(gIn);
           const Tensor g = gIn.contiguous();
           std::vector<Tensor> grads{gx ? Tensor::empty(cx.sizes()) : Tensor(), gg ? Tensor::empty({c}) : Tensor(),
                                     gb ? Tensor::empty({c}) : Tensor()};
           grads.resize(gradients);
-          if (gr) grads[3] = Tensor::empty(cx.sizes());
+          if (gr) grads[3] = maskInPlace ? g : Tensor::empty(cx.sizes());
           const cpu::BatchNormGradEpilogue gradEpilogue{mask.get(), gr ? grads[3].data<float>() : nullptr};
           cpu::batchNormBackward(gx ? grads[0].data<float>() : nullptr, gg ? grads[1].data<float>() : nullptr,
                                  gb ? grads[2].data<float>() : nullptr, g.data<float>(), cx.data<float>(),

@@ -216,6 +216,35 @@ TEST(BatchNorm2dReluOp, SameBitsAsBatchNormAddRelu) {
   }
 }
 
+// The residual's gradient is the output's gradient under the ReLU's mask. The fused op masks
+// the output's gradient in place where nothing else holds it, and leaves it alone where
+// another tensor receives it too (an add hands the same gradient to both its inputs).
+TEST(BatchNorm2dReluOp, MasksTheOutputGradientInPlaceOnlyWhereNothingElseHoldsIt) {
+  namespace ag = aps::autograd;
+  const aps::Shape shape{2, 3, 4, 4};
+  const Tensor g = randomInput(shape, 36, false);
+  for (bool shared : {false, true}) {
+    Tensor mean = Tensor::zeros({3}), var = Tensor::ones({3});
+    const Tensor x = randomInput(shape, 31), gamma = randomInput({3}, 32), beta = randomInput({3}, 33);
+    const Tensor residual = randomInput(shape, 34), other = randomInput(shape, 35);
+    // Recorded before batch norm, this product's backward runs after batch norm's and reads
+    // the add's gradient then.
+    const Tensor scaledOther = ops::mul(other, 1.0f);
+    const Tensor y = ops::batchNorm2dRelu(x, gamma, beta, mean, var, true, 0.1f, 1e-5f, residual);
+    // Alone: the product's backward makes a gradient that only batch norm's node holds.
+    ag::backward(shared ? ops::add(y, scaledOther) : ops::mul(y, 1.0f), g);
+    std::vector<float> masked = g.toFloatVector();
+    const std::vector<float> out = y.toFloatVector();
+    for (size_t i = 0; i < masked.size(); ++i) masked[i] = out[i] > 0.0f ? masked[i] : 0.0f;
+    EXPECT_EQ(residual.grad().toFloatVector(), masked) << "shared " << shared;
+    if (shared) {
+      EXPECT_EQ(other.grad().toFloatVector(), g.toFloatVector());
+    }
+    EXPECT_GT(std::count(masked.begin(), masked.end(), 0.0f), 0);
+  }
+  EXPECT_NE(g.toFloatVector(), std::vector<float>(g.numel(), 0.0f));
+}
+
 // Eval mode runs the separate ops; a residual that broadcasts is added as ops::add would.
 TEST(BatchNorm2dReluOp, EvalModeAndBroadcastResidual) {
   Tensor mean = Tensor::fromVector({0.5f, -0.2f}, {2}), var = Tensor::fromVector({0.7f, 1.3f}, {2});

@@ -46,11 +46,12 @@ void reluMask(uint16_t* mask, const float* out, const BatchNormShape& shape);
 void batchNormForwardTrain(float* out, float* saveMean, float* saveInvStd, float* runningMean, float* runningVar,
                            const float* in, const float* gamma, const float* beta, const BatchNormShape& shape,
                            float momentum, float eps, const BatchNormEpilogue& epilogue = {});
-void batchNormForwardEval(float* out, const float* in, const float* gamma, const float* beta,
-                          const float* runningMean, const float* runningVar, const BatchNormShape& shape, float eps);
+void batchNormForwardEval(float* out, const float* in, const float* gamma, const float* beta, const float* runningMean,
+                          const float* runningVar, const BatchNormShape& shape, float eps);
 // The backward of a fused ReLU epilogue (reluMask not null): gradOut is the gradient of
 // relu's output, reluMask the forward's mask; ReLU's input gradient, which the residual also
-// receives, goes to gradResidual (may be null). Without it gradOut is batch norm's own.
+// receives, goes to gradResidual (may be null, or gradOut itself: masked in place). Without
+// it gradOut is batch norm's own.
 struct BatchNormGradEpilogue {
   const uint16_t* reluMask = nullptr;
   float* gradResidual = nullptr;
@@ -93,7 +94,7 @@ struct CrossEntropyShape {
 float crossEntropyForward(float* probs, const float* logits, const int64_t* targets, const CrossEntropyShape& shape,
                           float labelSmoothing, int64_t ignoreIndex);
 // gradLogits (N, C, spatial) <- d(gradLoss * loss)/d logits
-void crossEntropyBackward(float* gradLogits, const float* probs, const int64_t* targets,
-                          const CrossEntropyShape& shape, float labelSmoothing, int64_t ignoreIndex, float gradLoss);
+void crossEntropyBackward(float* gradLogits, const float* probs, const int64_t* targets, const CrossEntropyShape& shape,
+                          float labelSmoothing, int64_t ignoreIndex, float gradLoss);
 
 }  // namespace aps::cpu
