@@ -4,8 +4,9 @@
 // as the convolutions around it split their work, so a thread mostly reads what its own
 // cache holds. The reductions compute each plane's lane sum (kernels/Reduce.h's order) and
 // then, per channel, add the planes' sums over the images in order in double, so no result
-// depends on the thread count; the element-wise passes (the normalisation with its fused ReLU and residual
-// add, the input gradient) are unit-stride streams that the hardware prefetches.
+// depends on the thread count; the element-wise passes (the normalisation with its fused
+// ReLU and residual add, the input gradient) are unit-stride streams that the hardware
+// prefetches.
 #include "framework/ops/kernels/BatchNorm.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
@@ -111,9 +112,7 @@ void batchNormForwardTrain(float* out, float* saveMean, float* saveInvStd, float
   const BatchNormShape& s = shape;
   const int64_t count = s.n * s.hw;
   const int64_t planes = s.n * s.c;
-  // Each pass: every plane's lane sum, the planes split over threads in memory order (as the
-  // element-wise pass, and as the producer wrote them), then per channel the planes' sums
-  // added over the images in order in double.
+  // Each reduction: every plane's lane sum (forEachPlane), then per channel sumOverImages.
   std::vector<float> planeSums(static_cast<size_t>(planes));
   std::vector<float> mean(static_cast<size_t>(s.c));
   forEachPlane(s, [&](int64_t p, int64_t) { planeSums[static_cast<size_t>(p)] = detail::sum(in + p * s.hw, s.hw); });
