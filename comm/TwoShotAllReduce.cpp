@@ -235,11 +235,12 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
     for (int64_t a = 0; a < len; a += ownerBlock) {
       const int64_t m = std::min(ownerBlock, len - a);
       const float* in = shiftedInputs(shifts, begin + a, m, values + a, scaled);
-      codec.encode(in, m, bytes, s.encodeContext(src, kEncodeInputPhase, begin + a));
       // The sender's next values follow these: asked for now, they arrive while these are
       // added (the loop would otherwise wait on memory, then add, then wait).
       for (int64_t v = a + m; v < std::min(a + 2 * m, n - begin); v += 16) __builtin_prefetch(values + v);
-      RankOrderSum::addFp32(codec, bytes, m, sum + a, src == 0);
+      // What encoding and then RankOrderSum::addFp32 of the bytes give, rounded in registers
+      // where the codec can (Codec::roundTripInto).
+      codec.roundTripInto(in, m, sum + a, src != 0, bytes, s.encodeContext(src, kEncodeInputPhase, begin + a));
     }
   };
   auto sumBlockBySender = [&](int64_t k, int64_t i0, int64_t i1, float* scaled, uint8_t* bytes) {

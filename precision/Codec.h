@@ -38,6 +38,21 @@ class Codec {
   // acc[i] += decode(in)[i], in fp32.
   virtual void decodeAdd(const uint8_t* in, int64_t n, float* acc) const = 0;
 
+  // acc[i] = decode(encode(in))[i] (add false) or acc[i] += it (add true), in fp32: the bits
+  // of encode(in, n, scratch, ctx) followed by decode or decodeAdd(scratch, n, acc), but for
+  // the sign of a sum of two NaNs (as decodeAdd's own paths differ there). `scratch` holds
+  // encodedBytes(n) bytes; a codec that rounds to its values without forming codes may leave
+  // it untouched. The simulator's owners add each sender's values this way (two_shot).
+  virtual void roundTripInto(const float* in, int64_t n, float* acc, bool add, uint8_t* scratch,
+                             const EncodeContext& ctx = {}) const {
+    encode(in, n, scratch, ctx);
+    if (add) {
+      decodeAdd(scratch, n, acc);
+    } else {
+      decode(scratch, n, acc);
+    }
+  }
+
   // One reduction hop, fused so each byte is read and written once:
   // out <- encode(decode(a) + decode(b)), the sum taken in fp32. `out` may alias `a` or `b`.
   virtual void decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,

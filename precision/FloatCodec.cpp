@@ -123,6 +123,99 @@ FloatCodec::FloatCodec(const FloatFormat& format, RoundingMode rounding)
     probeHalfLayout();
 #endif
   }
+  setUpValueRounding();
+}
+
+void FloatCodec::setUpValueRounding() {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  const kernels::RoundingParams& p = quantizer_.params();
+  const int32_t q = p.subnormals != 0 ? p.minExponent - p.mantissaBits : p.minExponent;
+  if (rounding_ != RoundingMode::NearestEven || width_ > 1 || p.mantissaBits < 0 || p.mantissaBits >= 23 ||
+      p.minExponent < -126 || q < -125 || q + 23 > 127)
+    return;
+  const uint32_t codeSign = 0x80000000u >> p.signShift;
+  const auto bits = [&](uint32_t code) { return std::bit_cast<uint32_t>(table_[code]); };
+  // The overflow and NaN codes decode to a magnitude, and with the sign bit to its negative.
+  for (uint32_t code : {p.overflowCode, p.nanCode}) {
+    if ((bits(code) & 0x80000000u) != 0 || bits(code | codeSign) != (bits(code) | 0x80000000u)) return;
+  }
+  ValueRounding& v = values_;
+  v.shift = 23u - static_cast<uint32_t>(p.mantissaBits);
+  v.halfMinusOne = (1u << (v.shift - 1)) - 1;
+  // M = 0: ties go to the even exponent field, biased by the format's bias, not fp32's 127.
+  v.lsbFlip = p.mantissaBits == 0 ? static_cast<uint32_t>(p.biasMinusOne + 1 - 127) & 1u : 0u;
+  v.minNormalBits = static_cast<uint32_t>(p.minExponent + 127) << 23;
+  v.maxValueBits = p.maxValueBits;
+  v.overflowBits = bits(p.overflowCode);
+  v.nanBits = bits(p.nanCode);
+  v.below = std::ldexp(1.0f, q + 23);
+  v.usable = true;
+  // Checked on every code's value, the midpoints between them and both infinities, against
+  // encode then decode; any difference leaves the codes' path in place.
+  std::vector<float> xs(table_.begin(), table_.end());
+  for (size_t c = 0; c + 1 < table_.size(); ++c) xs.push_back(0.5f * (table_[c] + table_[c + 1]));
+  xs.push_back(std::numeric_limits<float>::infinity());
+  xs.push_back(-std::numeric_limits<float>::infinity());
+  const auto n = static_cast<int64_t>(xs.size());
+  std::vector<float> viaCodes(xs.size()), got(xs.size());
+  std::vector<uint8_t> wire(encodedBytes(n));
+  Codec::roundTripInto(xs.data(), n, viaCodes.data(), false, wire.data());
+  roundTripValues(xs.data(), n, got.data(), false);
+  v.usable = std::memcmp(viaCodes.data(), got.data(), got.size() * sizeof(float)) == 0;
+#endif
+}
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// ValueRounding, 16 values per step, the last step masked. Returns n.
+int64_t FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool add) const {
+  const ValueRounding& v = values_;
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  const __m512i halfMinusOne = _mm512_set1_epi32(static_cast<int32_t>(v.halfMinusOne));
+  const __m512i one = _mm512_set1_epi32(1), flip = _mm512_set1_epi32(static_cast<int32_t>(v.lsbFlip));
+  const __m512i keep = _mm512_set1_epi32(static_cast<int32_t>(~((1u << v.shift) - 1)));
+  const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(v.shift));
+  const __m512 below = _mm512_set1_ps(v.below);
+  const __m512i minNormal = _mm512_set1_epi32(static_cast<int32_t>(v.minNormalBits));
+  const __m512i maxValue = _mm512_set1_epi32(static_cast<int32_t>(v.maxValueBits));
+  const __m512i overflow = _mm512_set1_epi32(static_cast<int32_t>(v.overflowBits));
+  const __m512i nan = _mm512_set1_epi32(static_cast<int32_t>(v.nanBits));
+  const __m512i infinity = _mm512_set1_epi32(0x7f800000);
+  const auto round16 = [&](__m512 x) {
+    const __m512i u = _mm512_castps_si512(x);
+    const __m512i a = _mm512_and_si512(u, magnitude);
+    const __m512i lsb = _mm512_xor_si512(_mm512_and_si512(_mm512_srl_epi32(a, shift), one), flip);
+    const __m512i normal = _mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(a, halfMinusOne), lsb), keep);
+    const __m512 small = _mm512_sub_ps(_mm512_add_ps(_mm512_castsi512_ps(a), below), below);
+    __m512i y = _mm512_mask_mov_epi32(_mm512_castps_si512(small), _mm512_cmpge_epu32_mask(a, minNormal), normal);
+    y = _mm512_mask_mov_epi32(y, _mm512_cmpgt_epu32_mask(y, maxValue), overflow);
+    y = _mm512_mask_mov_epi32(y, _mm512_cmpgt_epu32_mask(a, infinity), nan);
+    return _mm512_castsi512_ps(_mm512_or_si512(y, _mm512_andnot_si512(magnitude, u)));
+  };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 r = round16(_mm512_loadu_ps(in + i));
+    if (add) r = _mm512_add_ps(_mm512_loadu_ps(acc + i), r);
+    _mm512_storeu_ps(acc + i, r);
+  }
+  if (i < n) {
+    const auto tail = static_cast<__mmask16>((1u << (n - i)) - 1);
+    __m512 r = round16(_mm512_maskz_loadu_ps(tail, in + i));
+    if (add) r = _mm512_add_ps(_mm512_maskz_loadu_ps(tail, acc + i), r);
+    _mm512_mask_storeu_ps(acc + i, tail, r);
+  }
+  return n;
+}
+#endif
+
+void FloatCodec::roundTripInto(const float* in, int64_t n, float* acc, bool add, uint8_t* scratch,
+                               const EncodeContext& ctx) const {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  if (values_.usable) {
+    roundTripValues(in, n, acc, add);
+    return;
+  }
+#endif
+  Codec::roundTripInto(in, n, acc, add, scratch, ctx);
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)

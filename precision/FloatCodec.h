@@ -24,6 +24,11 @@ class FloatCodec : public Codec {
   void decodeAdd(const uint8_t* in, int64_t n, float* acc) const override;
   void decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
                        const EncodeContext& ctx = {}) const override;
+  // Nearest rounding of codes of <= 8 bits, on AVX-512: each value rounded to the format's
+  // value in registers (ValueRounding) and stored or added, no code formed; otherwise
+  // Codec's encode then decode.
+  void roundTripInto(const float* in, int64_t n, float* acc, bool add, uint8_t* scratch,
+                     const EncodeContext& ctx = {}) const override;
   // Element-wise, random bits indexed by position, so any cut (at even positions for nibbles)
   // keeps every value but one detail: the vector paths take 64 (or 16) values at a time and
   // leave the rest to scalar code, and an add of two NaNs keeps the sign of whichever operand
@@ -44,6 +49,8 @@ class FloatCodec : public Codec {
   // permutes: E + M = 7 formats whose codes embed in fp16 up to one shared special value,
   // checked code by code when the codec is built (AVX-512 builds only).
   bool decodesBytesThroughFp16() const { return half_.usable; }
+  // Whether roundTripInto rounds in registers (ValueRounding) rather than through codes.
+  bool roundTripsInRegisters() const { return values_.usable; }
 
  private:
   // Byte offset of element i (i even for packed nibbles).
@@ -71,6 +78,24 @@ class FloatCodec : public Codec {
 #endif
 
   void encodeFp32Identity(const float* in, int64_t n, uint8_t* out) const;
+  // Nearest rounding to the format's values on the fp32 bits (roundTripInto): at and above
+  // the smallest normal 2^emin, the bits rounded at bit 23 - M (ties to an even last bit; for
+  // M = 0 the last bit of the format's exponent field, which is fp32's flipped when the bias is
+  // even); below it, |x| + 2^(q + 23) - 2^(q + 23) rounds to the quantum 2^q (2^(emin - M), or
+  // 2^emin without subnormals) with IEEE's ties to even, exact for q >= -125 whatever the
+  // FTZ/DAZ modes (an fp32 subnormal input is below half a quantum either way). Overflow and
+  // NaN take the decoded value of the overflow and NaN codes; the sign is the input's. Set up
+  // and checked against the decode table (every code's value rounds to itself) when built.
+  struct ValueRounding {
+    bool usable = false;
+    uint32_t shift = 0, halfMinusOne = 0, lsbFlip = 0;  // the rounding at bit `shift`
+    uint32_t minNormalBits = 0, maxValueBits = 0, overflowBits = 0, nanBits = 0;
+    float below = 0.0f;  // 2^(q + 23)
+  } values_;
+  void setUpValueRounding();
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  int64_t roundTripValues(const float* in, int64_t n, float* acc, bool add) const;
+#endif
 
   Quantizer quantizer_;
   RoundingMode rounding_;

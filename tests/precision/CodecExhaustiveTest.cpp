@@ -45,6 +45,28 @@ TEST_P(CodecExhaustive, EveryFloatEncodesAsTheScalarCore) {
   EXPECT_EQ(firstBad.load(), -1) << codec.name() << ": first mismatch at x bits 0x" << std::hex << firstBad.load();
 }
 
+TEST_P(CodecExhaustive, EveryFloatRoundTripsAsEncodeThenDecode) {
+  const FloatCodec codec(formatNamed(std::get<0>(GetParam())), std::get<1>(GetParam()));
+  if (!codec.roundTripsInRegisters()) GTEST_SKIP() << codec.name() << " round-trips through its codes";
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  constexpr int64_t kChunks = (int64_t{1} << 32) / kChunk;
+  std::atomic<int64_t> firstBad{-1};
+  parallelFor(kChunks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> xs(static_cast<size_t>(kChunk)), acc(static_cast<size_t>(kChunk));
+    for (int64_t chunk = begin; chunk < end && firstBad.load() < 0; ++chunk) {
+      for (int64_t i = 0; i < kChunk; ++i) {
+        xs[static_cast<size_t>(i)] = std::bit_cast<float>(static_cast<uint32_t>(chunk * kChunk + i));
+        acc[static_cast<size_t>(i)] = static_cast<float>(i % 1000) * 0.25f - 100.0f;
+      }
+      for (bool add : {false, true}) {
+        const int64_t bad = firstRoundTripMismatch(codec, xs.data(), kChunk, acc.data(), add, {});
+        if (bad >= 0) firstBad.store(chunk * kChunk + bad);
+      }
+    }
+  });
+  EXPECT_EQ(firstBad.load(), -1) << codec.name() << ": first mismatch at x bits 0x" << std::hex << firstBad.load();
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, CodecExhaustive,
                          ::testing::Combine(::testing::Values("fp16", "bf16", "e4m3", "e5m2", "e2m1", "e3m0",
                                                               "fp16_saturate", "bf16_saturate"),

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -79,6 +80,32 @@ inline int64_t firstEncodeMismatch(const FloatCodec& codec, const float* in, int
       const int64_t perValue = codec.bytesPerValue();
       return perValue == 0 ? static_cast<int64_t>(2 * k) : static_cast<int64_t>(k) / perValue;
     }
+  }
+  return -1;
+}
+
+// Index of the first value where roundTripInto differs from encode then decode (add false)
+// or decodeAdd onto `acc` (add true), or -1; n for a write past the end. Bits must match
+// exactly but where both the accumulated value and the decoded one are NaN (which sign a sum
+// of two NaNs keeps is the add instruction's choice, Codec::roundTripInto).
+inline int64_t firstRoundTripMismatch(const FloatCodec& codec, const float* in, int64_t n, const float* acc, bool add,
+                                      const EncodeContext& ctx) {
+  std::vector<uint8_t> wire(codec.encodedBytes(n) + 1);
+  std::vector<float> decoded(static_cast<size_t>(n) + 1, 0.0f);
+  codec.encode(in, n, wire.data(), ctx);
+  codec.decode(wire.data(), n, decoded.data());
+  std::vector<float> got(acc, acc + n);
+  got.push_back(-7.0f);  // a guard past the end
+  codec.roundTripInto(in, n, got.data(), add, wire.data(), ctx);
+  if (std::bit_cast<uint32_t>(got.back()) != std::bit_cast<uint32_t>(-7.0f)) return n;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<size_t>(i);
+    const float want = add ? acc[k] + decoded[k] : decoded[k];
+    if (add && std::isnan(acc[k]) && std::isnan(decoded[k])) {
+      if (!std::isnan(got[k])) return i;
+      continue;
+    }
+    if (std::bit_cast<uint32_t>(got[k]) != std::bit_cast<uint32_t>(want)) return i;
   }
   return -1;
 }
