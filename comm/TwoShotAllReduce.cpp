@@ -234,12 +234,20 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
     const float* values = data[static_cast<size_t>(src)] + begin;
     for (int64_t a = 0; a < len; a += ownerBlock) {
       const int64_t m = std::min(ownerBlock, len - a);
-      const float* in = shiftedInputs(shifts, begin + a, m, values + a, scaled);
       // The sender's next values follow these: asked for now, they arrive while these are
       // added (the loop would otherwise wait on memory, then add, then wait).
       for (int64_t v = a + m; v < std::min(a + 2 * m, n - begin); v += 16) __builtin_prefetch(values + v);
       // What encoding and then RankOrderSum::addFp32 of the bytes give, rounded in registers
-      // where the codec can (Codec::roundTripInto).
+      // where the codec can (Codec::roundTripInto), which then applies the shifts too.
+      if (codec.roundTripScales()) {
+        forEachShiftRun(shifts, begin + a, m, [&](int64_t lo, int64_t hi, int shift) {
+          const int64_t at = lo - begin;
+          codec.roundTripInto(values + at, hi - lo, sum + at, src != 0, bytes,
+                              s.encodeContext(src, kEncodeInputPhase, lo), shift);
+        });
+        continue;
+      }
+      const float* in = shiftedInputs(shifts, begin + a, m, values + a, scaled);
       codec.roundTripInto(in, m, sum + a, src != 0, bytes, s.encodeContext(src, kEncodeInputPhase, begin + a));
     }
   };

@@ -1,6 +1,8 @@
 #include "precision/FloatCodec.h"
 
 #include "framework/core/Error.h"
+#include "precision/ApsScaler.h"
+#include "precision/kernels/Scaling.h"
 
 #include <algorithm>
 #include <bit>
@@ -166,8 +168,8 @@ void FloatCodec::setUpValueRounding() {
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-// ValueRounding, 16 values per step, the last step masked. Returns n.
-int64_t FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool add) const {
+// ValueRounding, 16 values per step, the last step masked.
+int64_t FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool add, bool scale, float factor) const {
   const ValueRounding& v = values_;
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
   const __m512i halfMinusOne = _mm512_set1_epi32(static_cast<int32_t>(v.halfMinusOne));
@@ -180,7 +182,9 @@ int64_t FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool
   const __m512i overflow = _mm512_set1_epi32(static_cast<int32_t>(v.overflowBits));
   const __m512i nan = _mm512_set1_epi32(static_cast<int32_t>(v.nanBits));
   const __m512i infinity = _mm512_set1_epi32(0x7f800000);
+  const __m512 f = _mm512_set1_ps(factor);
   const auto round16 = [&](__m512 x) {
+    if (scale) x = _mm512_mul_ps(x, f);
     const __m512i u = _mm512_castps_si512(x);
     const __m512i a = _mm512_and_si512(u, magnitude);
     const __m512i lsb = _mm512_xor_si512(_mm512_and_si512(_mm512_srl_epi32(a, shift), one), flip);
@@ -208,14 +212,25 @@ int64_t FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool
 #endif
 
 void FloatCodec::roundTripInto(const float* in, int64_t n, float* acc, bool add, uint8_t* scratch,
-                               const EncodeContext& ctx) const {
+                               const EncodeContext& ctx, int shift) const {
 #if defined(__AVX512F__) && defined(__AVX512BW__)
   if (values_.usable) {
-    roundTripValues(in, n, acc, add);
+    // scaleByPowerOfTwo's arithmetic: one float product where 2^shift is a normal float, else
+    // (rare: shifts past fp32's normal exponents) its double path into a chunk first.
+    if (shift == 0 || (shift >= -126 && shift <= 127)) {
+      roundTripValues(in, n, acc, add, shift != 0, static_cast<float>(kernels::pow2Double(shift)));
+      return;
+    }
+    alignas(64) float scaled[kChunk];
+    for (int64_t begin = 0; begin < n; begin += kChunk) {
+      const int64_t m = std::min(kChunk, n - begin);
+      scaleByPowerOfTwo(in + begin, scaled, m, shift);
+      roundTripValues(scaled, m, acc + begin, add);
+    }
     return;
   }
 #endif
-  Codec::roundTripInto(in, n, acc, add, scratch, ctx);
+  Codec::roundTripInto(in, n, acc, add, scratch, ctx, shift);
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)

@@ -2,6 +2,7 @@
 // to zero survive with APS, no sum overflows, and every rank ends with the same bits.
 #include "comm/BucketScaling.h"
 #include "comm/GradientReducer.h"
+#include "comm/InputFacts.h"
 #include "comm/SimTransport.h"
 #include "framework/core/Rng.h"
 #include "precision/CodecSpec.h"
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <tuple>
 
 namespace aps::comm {
 namespace {
@@ -130,6 +132,32 @@ TEST(BucketScaling, ShiftsLeftToTheReductionGiveTheBitsOfScalingInPlace) {
       EXPECT_EQ(left.grads, inPlace.grads) << "world " << world << " " << precision::scalingModeName(mode);
       EXPECT_EQ(left.scaling->statistics(0).flushedFraction(), inPlace.scaling->statistics(0).flushedFraction());
     }
+  }
+}
+
+TEST(BucketScaling, ShiftRunsCoverARangeInOrderAndShiftedInputsScaleOnlyWhatAShiftCovers) {
+  const std::vector<InputShift> shifts = {{10, 20, 3}, {30, 5, 0}, {40, 5, -2}};
+  using Run = std::tuple<int64_t, int64_t, int>;
+  auto runs = [&](int64_t begin, int64_t n) {
+    std::vector<Run> got;
+    forEachShiftRun(shifts, begin, n, [&](int64_t lo, int64_t hi, int shift) { got.emplace_back(lo, hi, shift); });
+    return got;
+  };
+  EXPECT_EQ(runs(5, 45),
+            (std::vector<Run>{{5, 10, 0}, {10, 30, 3}, {30, 35, 0}, {35, 40, 0}, {40, 45, -2}, {45, 50, 0}}));
+  EXPECT_EQ(runs(15, 27), (std::vector<Run>{{15, 30, 3}, {30, 35, 0}, {35, 40, 0}, {40, 42, -2}}));
+  EXPECT_EQ(runs(46, 10), (std::vector<Run>{{46, 56, 0}}));
+  EXPECT_TRUE(runs(12, 0).empty());
+
+  std::vector<float> in(60), out(60, -1.0f);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = 1.0f + static_cast<float>(i);
+  // [30, 40) holds no shift but 0: read in place.
+  EXPECT_EQ(shiftedInputs(shifts, 30, 10, in.data() + 30, out.data()), in.data() + 30);
+  const float* got = shiftedInputs(shifts, 5, 45, in.data() + 5, out.data());
+  ASSERT_EQ(got, out.data());
+  for (int64_t i = 5; i < 50; ++i) {
+    const float want = i >= 10 && i < 30 ? in[i] * 8.0f : i >= 40 && i < 45 ? in[i] * 0.25f : in[i];
+    EXPECT_EQ(got[i - 5], want) << i;
   }
 }
 

@@ -125,6 +125,14 @@ TEST(CodecVectorPaths, RoundTripIntoIsEncodeThenDecodeOrDecodeAdd) {
         const int64_t bad = firstRoundTripMismatch(codec, xs.data(), n, acc.data(), add, ctx);
         ASSERT_LT(bad, 0) << codec.name() << " " << f.describe() << " add " << add << ": x bits " << std::hex
                           << (bad < n ? std::bit_cast<uint32_t>(xs[static_cast<size_t>(bad)]) : 0u);
+        // Scaled on the way (APS's shifts), where the codec takes a shift: both float products
+        // and shifts past fp32's normal exponents.
+        if (codec.roundTripScales()) {
+          for (int shift : {-3, 7, -126, 127, -140, 150}) {
+            const int64_t at = firstRoundTripMismatch(codec, xs.data(), n, acc.data(), add, ctx, shift);
+            ASSERT_LT(at, 0) << codec.name() << " " << f.describe() << " shift " << shift << " add " << add;
+          }
+        }
         for (int64_t len : {1, 15, 16, 17, 31, 33, 64, 65}) {
           for (int64_t start : {0, 3}) {
             const int64_t at =

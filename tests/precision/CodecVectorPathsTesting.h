@@ -4,6 +4,7 @@
 // CodecExhaustiveTest.cpp, every fp32 input): the formats whose vector paths are checked and
 // the wire a codec must produce, built from the scalar core alone.
 #include "framework/core/Rng.h"
+#include "precision/ApsScaler.h"
 #include "precision/DettmersCodec.h"
 #include "precision/FloatCodec.h"
 #include "precision/kernels/Dettmers.h"
@@ -87,16 +88,19 @@ inline int64_t firstEncodeMismatch(const FloatCodec& codec, const float* in, int
 // Index of the first value where roundTripInto differs from encode then decode (add false)
 // or decodeAdd onto `acc` (add true), or -1; n for a write past the end. Bits must match
 // exactly but where both the accumulated value and the decoded one are NaN (which sign a sum
-// of two NaNs keeps is the add instruction's choice, Codec::roundTripInto).
+// of two NaNs keeps is the add instruction's choice, Codec::roundTripInto). With a shift, the
+// values encoded are scaleByPowerOfTwo's.
 inline int64_t firstRoundTripMismatch(const FloatCodec& codec, const float* in, int64_t n, const float* acc, bool add,
-                                      const EncodeContext& ctx) {
+                                      const EncodeContext& ctx, int shift = 0) {
   std::vector<uint8_t> wire(codec.encodedBytes(n) + 1);
   std::vector<float> decoded(static_cast<size_t>(n) + 1, 0.0f);
-  codec.encode(in, n, wire.data(), ctx);
+  std::vector<float> scaled(in, in + n);
+  if (shift != 0) scaleByPowerOfTwo(in, scaled.data(), n, shift);
+  codec.encode(scaled.data(), n, wire.data(), ctx);
   codec.decode(wire.data(), n, decoded.data());
   std::vector<float> got(acc, acc + n);
   got.push_back(-7.0f);  // a guard past the end
-  codec.roundTripInto(in, n, got.data(), add, wire.data(), ctx);
+  codec.roundTripInto(in, n, got.data(), add, wire.data(), ctx, shift);
   if (std::bit_cast<uint32_t>(got.back()) != std::bit_cast<uint32_t>(-7.0f)) return n;
   for (int64_t i = 0; i < n; ++i) {
     const auto k = static_cast<size_t>(i);
