@@ -182,9 +182,13 @@ TensorImpl& Tensor::impl() const {
 int64_t Tensor::size(int64_t d) const { return sizes()[normalizeDim(d, dim(), "size")]; }
 
 bool Tensor::isContiguous() const {
-  const Shape expected = contiguousStrides(sizes());
-  for (size_t i = 0; i < expected.size(); ++i) {
-    if (sizes()[i] != 1 && strides()[i] != expected[i]) return false;
+  // contiguousStrides' strides, from the last dimension, without building them (every op asks).
+  const Shape& size = sizes();
+  const Shape& stride = strides();
+  int64_t expected = 1;
+  for (size_t i = size.size(); i-- > 0;) {
+    if (size[i] != 1 && stride[i] != expected) return false;
+    expected *= std::max<int64_t>(size[i], 1);
   }
   return true;
 }

@@ -125,6 +125,18 @@ TEST(Tensor, ViewsShareStorageAndHaveTheRightStrides) {
   EXPECT_EQ(r.value({1}), 4.0);  // p[0][0][1] = t[0][1][0]
   EXPECT_EQ(t.flatten(1).sizes(), (aps::Shape{2, 12}));
   EXPECT_EQ(t.transpose(0, 2).sizes(), (aps::Shape{4, 3, 2}));
+
+  // Contiguous: strides those of the sizes, from the last dimension; a dimension of size 1
+  // may have any stride.
+  EXPECT_TRUE(t.isContiguous());
+  EXPECT_FALSE(n.isContiguous());
+  EXPECT_FALSE(s.isContiguous());
+  EXPECT_TRUE(t.select(0, 1).isContiguous());
+  EXPECT_TRUE(t.narrow(0, 1, 1).isContiguous());
+  EXPECT_TRUE(t.select(0, 1).narrow(0, 1, 1).isContiguous());
+  EXPECT_FALSE(t.narrow(1, 1, 1).isContiguous());  // rows of 4 values 12 apart
+  EXPECT_TRUE(arange(4, {4, 1}).transpose(0, 1).isContiguous());
+  EXPECT_FALSE(arange(8, {4, 2}).transpose(0, 1).isContiguous());
 }
 
 TEST(Tensor, ContiguousCopiesInLogicalOrder) {
