@@ -169,7 +169,7 @@ void FloatCodec::setUpValueRounding() {
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 // ValueRounding, 16 values per step, the last step masked.
-int64_t FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool add, bool scale, float factor) const {
+void FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool add, bool scale, float factor) const {
   const ValueRounding& v = values_;
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
   const __m512i halfMinusOne = _mm512_set1_epi32(static_cast<int32_t>(v.halfMinusOne));
@@ -207,7 +207,6 @@ int64_t FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool
     if (add) r = _mm512_add_ps(_mm512_maskz_loadu_ps(tail, acc + i), r);
     _mm512_mask_storeu_ps(acc + i, tail, r);
   }
-  return n;
 }
 #endif
 

@@ -86,7 +86,8 @@ class FloatCodec : public Codec {
   // 2^emin without subnormals) with IEEE's ties to even, exact for q >= -125 whatever the
   // FTZ/DAZ modes (an fp32 subnormal input is below half a quantum either way). Overflow and
   // NaN take the decoded value of the overflow and NaN codes; the sign is the input's. Set up
-  // and checked against the decode table (every code's value rounds to itself) when built.
+  // when built and checked there against encode then decode (every code's value, the midpoints
+  // between them, both infinities); any difference leaves roundTripInto on the codes.
   struct ValueRounding {
     bool usable = false;
     uint32_t shift = 0, halfMinusOne = 0, lsbFlip = 0;  // the rounding at bit `shift`
@@ -95,9 +96,8 @@ class FloatCodec : public Codec {
   } values_;
   void setUpValueRounding();
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-  // in[i] * factor (scale) or in[i] as they are, rounded, stored or added. Returns n.
-  int64_t roundTripValues(const float* in, int64_t n, float* acc, bool add, bool scale = false,
-                          float factor = 1.0f) const;
+  // in[i] * factor (scale) or in[i] as they are, rounded, stored or added.
+  void roundTripValues(const float* in, int64_t n, float* acc, bool add, bool scale = false, float factor = 1.0f) const;
 #endif
 
   Quantizer quantizer_;
