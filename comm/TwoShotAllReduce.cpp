@@ -238,15 +238,8 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
       // added (the loop would otherwise wait on memory, then add, then wait).
       for (int64_t v = a + m; v < std::min(a + 2 * m, n - begin); v += 16) __builtin_prefetch(values + v);
       // What encoding and then RankOrderSum::addFp32 of the bytes give, rounded in registers
-      // where the codec can (Codec::roundTripInto), which then applies the shifts too.
-      if (codec.roundTripScales()) {
-        forEachShiftRun(shifts, begin + a, m, [&](int64_t lo, int64_t hi, int shift) {
-          const int64_t at = lo - begin;
-          codec.roundTripInto(values + at, hi - lo, sum + at, src != 0, bytes,
-                              s.encodeContext(src, kEncodeInputPhase, lo), shift);
-        });
-        continue;
-      }
+      // where the codec can (Codec::roundTripInto). Blocks start at multiples of the codec's
+      // granule, so each value takes the path it takes in the whole chunk's decode.
       const float* in = shiftedInputs(shifts, begin + a, m, values + a, scaled);
       codec.roundTripInto(in, m, sum + a, src != 0, bytes, s.encodeContext(src, kEncodeInputPhase, begin + a));
     }

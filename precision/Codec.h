@@ -2,7 +2,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 
 namespace aps::precision {
@@ -40,15 +39,12 @@ class Codec {
   virtual void decodeAdd(const uint8_t* in, int64_t n, float* acc) const = 0;
 
   // acc[i] = decode(encode(in))[i] (add false) or acc[i] += it (add true), in fp32: the bits
-  // of encode(in, n, scratch, ctx) followed by decode or decodeAdd(scratch, n, acc), but for
-  // the sign of a sum of two NaNs (as decodeAdd's own paths differ there). `scratch` holds
-  // encodedBytes(n) bytes; a codec that rounds to its values without forming codes may leave
-  // it untouched. With shift != 0 (only where roundTripScales()), the values encoded are
-  // in[i] * 2^shift as precision::scaleByPowerOfTwo computes them. The simulator's owners add
-  // each sender's values this way (two_shot).
+  // of encode(in, n, scratch, ctx) followed by decode or decodeAdd(scratch, n, acc), NaNs
+  // included. `scratch` holds encodedBytes(n) bytes; a codec that rounds to its values without
+  // forming codes may leave it untouched. The simulator's owners add each sender's values this
+  // way (two_shot).
   virtual void roundTripInto(const float* in, int64_t n, float* acc, bool add, uint8_t* scratch,
-                             const EncodeContext& ctx = {}, int shift = 0) const {
-    if (shift != 0) throw std::invalid_argument("Codec::roundTripInto: " + name() + " takes no shift");
+                             const EncodeContext& ctx = {}) const {
     encode(in, n, scratch, ctx);
     if (add) {
       decodeAdd(scratch, n, acc);
@@ -56,8 +52,6 @@ class Codec {
       decode(scratch, n, acc);
     }
   }
-  // Whether roundTripInto scales its inputs itself (a shift argument), in the same pass.
-  virtual bool roundTripScales() const { return false; }
 
   // One reduction hop, fused so each byte is read and written once:
   // out <- encode(decode(a) + decode(b)), the sum taken in fp32. `out` may alias `a` or `b`.

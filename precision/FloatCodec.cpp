@@ -1,8 +1,6 @@
 #include "precision/FloatCodec.h"
 
 #include "framework/core/Error.h"
-#include "precision/ApsScaler.h"
-#include "precision/kernels/Scaling.h"
 
 #include <algorithm>
 #include <bit>
@@ -162,14 +160,14 @@ void FloatCodec::setUpValueRounding() {
   std::vector<float> viaCodes(xs.size()), got(xs.size());
   std::vector<uint8_t> wire(encodedBytes(n));
   Codec::roundTripInto(xs.data(), n, viaCodes.data(), false, wire.data());
-  roundTripValues(xs.data(), n, got.data(), false);
+  roundTripInto(xs.data(), n, got.data(), false, wire.data());
   v.usable = std::memcmp(viaCodes.data(), got.data(), got.size() * sizeof(float)) == 0;
 #endif
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-// ValueRounding, 16 values per step, the last step masked.
-void FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool add, bool scale, float factor) const {
+// ValueRounding, 16 values per step, stored or added as decode's vector loops do (put16).
+int64_t FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool add) const {
   const ValueRounding& v = values_;
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
   const __m512i halfMinusOne = _mm512_set1_epi32(static_cast<int32_t>(v.halfMinusOne));
@@ -182,9 +180,7 @@ void FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool ad
   const __m512i overflow = _mm512_set1_epi32(static_cast<int32_t>(v.overflowBits));
   const __m512i nan = _mm512_set1_epi32(static_cast<int32_t>(v.nanBits));
   const __m512i infinity = _mm512_set1_epi32(0x7f800000);
-  const __m512 f = _mm512_set1_ps(factor);
   const auto round16 = [&](__m512 x) {
-    if (scale) x = _mm512_mul_ps(x, f);
     const __m512i u = _mm512_castps_si512(x);
     const __m512i a = _mm512_and_si512(u, magnitude);
     const __m512i lsb = _mm512_xor_si512(_mm512_and_si512(_mm512_srl_epi32(a, shift), one), flip);
@@ -196,40 +192,32 @@ void FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool ad
     return _mm512_castsi512_ps(_mm512_or_si512(y, _mm512_andnot_si512(magnitude, u)));
   };
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512 r = round16(_mm512_loadu_ps(in + i));
-    if (add) r = _mm512_add_ps(_mm512_loadu_ps(acc + i), r);
-    _mm512_storeu_ps(acc + i, r);
+  if (add) {
+    for (; i + 16 <= n; i += 16) put16<true>(acc + i, round16(_mm512_loadu_ps(in + i)));
+  } else {
+    for (; i + 16 <= n; i += 16) put16<false>(acc + i, round16(_mm512_loadu_ps(in + i)));
   }
-  if (i < n) {
-    const auto tail = static_cast<__mmask16>((1u << (n - i)) - 1);
-    __m512 r = round16(_mm512_maskz_loadu_ps(tail, in + i));
-    if (add) r = _mm512_add_ps(_mm512_maskz_loadu_ps(tail, acc + i), r);
-    _mm512_mask_storeu_ps(acc + i, tail, r);
-  }
+  return i;
 }
 #endif
 
 void FloatCodec::roundTripInto(const float* in, int64_t n, float* acc, bool add, uint8_t* scratch,
-                               const EncodeContext& ctx, int shift) const {
+                               const EncodeContext& ctx) const {
+  int64_t done = 0;
 #if defined(__AVX512F__) && defined(__AVX512BW__)
+  // The values decode's vector loop would take (decodeNibbles16: 64 a step; decodeBytes16: 16,
+  // where it runs), so that each value is added by the same instruction as there (which NaN a
+  // sum of two NaNs keeps is that instruction's choice); the rest through the codes.
   if (values_.usable) {
-    // scaleByPowerOfTwo's arithmetic: one float product where 2^shift is a normal float, else
-    // (rare: shifts past fp32's normal exponents) its double path into a chunk first.
-    if (shift == 0 || (shift >= -126 && shift <= 127)) {
-      roundTripValues(in, n, acc, add, shift != 0, static_cast<float>(kernels::pow2Double(shift)));
-      return;
-    }
-    alignas(64) float scaled[kChunk];
-    for (int64_t begin = 0; begin < n; begin += kChunk) {
-      const int64_t m = std::min(kChunk, n - begin);
-      scaleByPowerOfTwo(in + begin, scaled, m, shift);
-      roundTripValues(scaled, m, acc + begin, add);
-    }
-    return;
+    const int64_t step = width_ == 0 ? 64 : 16;
+    const int64_t vectorValues = width_ == 0 || bit7Symmetric_ ? n / step * step : 0;
+    done = roundTripValues(in, vectorValues, acc, add);
   }
 #endif
-  Codec::roundTripInto(in, n, acc, add, scratch, ctx, shift);
+  if (done == n) return;
+  EncodeContext rest = ctx;
+  rest.offset = ctx.offset + done;
+  Codec::roundTripInto(in + done, n - done, acc + done, add, scratch, rest);
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)

@@ -24,12 +24,12 @@ class FloatCodec : public Codec {
   void decodeAdd(const uint8_t* in, int64_t n, float* acc) const override;
   void decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
                        const EncodeContext& ctx = {}) const override;
-  // Nearest rounding of codes of <= 8 bits, on AVX-512: each value scaled and rounded to the
-  // format's value in registers (ValueRounding) and stored or added, no code formed; otherwise
-  // Codec's encode then decode.
-  void roundTripInto(const float* in, int64_t n, float* acc, bool add, uint8_t* scratch, const EncodeContext& ctx = {},
-                     int shift = 0) const override;
-  bool roundTripScales() const override { return values_.usable; }
+  // Nearest rounding of codes of <= 8 bits, on AVX-512: each value rounded to the format's
+  // value in registers (ValueRounding) and stored or added, no code formed, over the values
+  // decode's vector loop takes (its 16 or 64 values a step, the same add instruction); the rest,
+  // and every other codec, as Codec's encode then decode.
+  void roundTripInto(const float* in, int64_t n, float* acc, bool add, uint8_t* scratch,
+                     const EncodeContext& ctx = {}) const override;
   // Element-wise, random bits indexed by position, so any cut (at even positions for nibbles)
   // keeps every value but one detail: the vector paths take 64 (or 16) values at a time and
   // leave the rest to scalar code, and an add of two NaNs keeps the sign of whichever operand
@@ -96,8 +96,9 @@ class FloatCodec : public Codec {
   } values_;
   void setUpValueRounding();
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-  // in[i] * factor (scale) or in[i] as they are, rounded, stored or added.
-  void roundTripValues(const float* in, int64_t n, float* acc, bool add, bool scale = false, float factor = 1.0f) const;
+  // ValueRounding of in[0, n), stored or added, 16 values a step; returns the count done (a
+  // multiple of 16).
+  int64_t roundTripValues(const float* in, int64_t n, float* acc, bool add) const;
 #endif
 
   Quantizer quantizer_;

@@ -95,7 +95,8 @@ TEST(CodecVectorPaths, EncodeAgreesAtEveryLengthAndStart) {
 
 TEST(CodecVectorPaths, RoundTripIntoIsEncodeThenDecodeOrDecodeAdd) {
   // The strided sweep and the edges, stored and added onto values that include NaNs of both
-  // signs, infinities and zeros; then every length around the vector width (the masked tail).
+  // signs, infinities and zeros (a sum of two NaNs must keep the NaN decodeAdd keeps); then
+  // lengths around the vector widths (16 and 64 values) and odd starts.
   std::vector<float> sweep;
   for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099)
     sweep.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
@@ -125,15 +126,7 @@ TEST(CodecVectorPaths, RoundTripIntoIsEncodeThenDecodeOrDecodeAdd) {
         const int64_t bad = firstRoundTripMismatch(codec, xs.data(), n, acc.data(), add, ctx);
         ASSERT_LT(bad, 0) << codec.name() << " " << f.describe() << " add " << add << ": x bits " << std::hex
                           << (bad < n ? std::bit_cast<uint32_t>(xs[static_cast<size_t>(bad)]) : 0u);
-        // Scaled on the way (APS's shifts), where the codec takes a shift: both float products
-        // and shifts past fp32's normal exponents.
-        if (codec.roundTripScales()) {
-          for (int shift : {-3, 7, -126, 127, -140, 150}) {
-            const int64_t at = firstRoundTripMismatch(codec, xs.data(), n, acc.data(), add, ctx, shift);
-            ASSERT_LT(at, 0) << codec.name() << " " << f.describe() << " shift " << shift << " add " << add;
-          }
-        }
-        for (int64_t len : {1, 15, 16, 17, 31, 33, 64, 65}) {
+        for (int64_t len : {1, 15, 16, 17, 31, 33, 63, 64, 65, 129}) {
           for (int64_t start : {0, 3}) {
             const int64_t at =
                 firstRoundTripMismatch(codec, xs.data() + n - 200 + start, len, acc.data() + start, add, ctx);
