@@ -4,6 +4,7 @@
 #include "precision/ApsScaler.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace aps::comm {
 
@@ -17,12 +18,23 @@ void applyInputShifts(std::span<float* const> data, std::span<const InputShift> 
 }
 
 const float* shiftedInputs(std::span<const InputShift> shifts, int64_t begin, int64_t n, const float* in, float* out) {
+  const int64_t end = begin + n;
+  // The first shift that ends after `begin` (shifts ascend and do not overlap).
+  auto s = std::partition_point(shifts.begin(), shifts.end(),
+                                [&](const InputShift& x) { return x.begin + x.length <= begin; });
   bool any = false;
-  forEachShiftRun(shifts, begin, n, [&](int64_t, int64_t, int shift) { any = any || shift != 0; });
+  for (auto t = s; t != shifts.end() && t->begin < end; ++t) any = any || t->shift != 0;
   if (!any) return in;
-  forEachShiftRun(shifts, begin, n, [&](int64_t lo, int64_t hi, int shift) {
-    precision::scaleByPowerOfTwo(in + (lo - begin), out + (lo - begin), hi - lo, shift);  // shift 0: a copy
-  });
+  int64_t done = begin;  // values before this are in `out`
+  for (; s != shifts.end() && s->begin < end; ++s) {
+    const int64_t lo = std::max(begin, s->begin), hi = std::min(end, s->begin + s->length);
+    if (lo > done)
+      std::memcpy(out + (done - begin), in + (done - begin), static_cast<size_t>(lo - done) * sizeof(float));
+    precision::scaleByPowerOfTwo(in + (lo - begin), out + (lo - begin), hi - lo, s->shift);
+    done = hi;
+  }
+  if (end > done)
+    std::memcpy(out + (done - begin), in + (done - begin), static_cast<size_t>(end - done) * sizeof(float));
   return out;
 }
 

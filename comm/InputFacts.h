@@ -1,6 +1,5 @@
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -36,24 +35,6 @@ struct InputFacts {
 
 // data[i][begin, begin + length) *= 2^shift for every shift and every buffer, on all threads.
 void applyInputShifts(std::span<float* const> data, std::span<const InputShift> shifts);
-
-// run(lo, hi, shift) over [begin, begin + n) in order, in runs that cover it: the values a
-// shift covers with that shift, those between shifts with 0 (shifts ascend, do not overlap).
-template <typename Run>
-void forEachShiftRun(std::span<const InputShift> shifts, int64_t begin, int64_t n, const Run& run) {
-  const int64_t end = begin + n;
-  // The first shift that ends after `begin`.
-  auto s = std::partition_point(shifts.begin(), shifts.end(),
-                                [&](const InputShift& x) { return x.begin + x.length <= begin; });
-  int64_t done = begin;
-  for (; s != shifts.end() && s->begin < end; ++s) {
-    const int64_t lo = std::max(begin, s->begin), hi = std::min(end, s->begin + s->length);
-    if (lo > done) run(done, lo, 0);
-    if (hi > lo) run(lo, hi, s->shift);
-    done = std::max(done, hi);
-  }
-  if (end > done) run(done, end, 0);
-}
 
 // The values [begin, begin + n) of a buffer (`in`) as the reduction reads them: `in` itself
 // where no shift covers any of them, else `out` (n floats) holding them with the shifts applied.
