@@ -13,6 +13,9 @@ if(NOT APS_WITH_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 90) # H200 (sm_90); override with -DCMAKE_CUDA_ARCHITECTURES
     endif()
     enable_language(CUDA)
+    # One arithmetic for CPU and GPU: nvcc would fuse a * b + c into one fma (one rounding)
+    # where the CPU rounds twice, so no CUDA code is contracted; an fma is written as fmaf.
+    add_compile_options($<$<COMPILE_LANGUAGE:CUDA>:--fmad=false>)
     # CMake 3.25 predates nvcc's C++20 support in its tables; tell it the flag.
     set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
     set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")

@@ -148,6 +148,9 @@ void NcclCommunicator::exchange(std::span<const Message> round) {
   // A message to itself is a device copy, ordered on the same stream.
   for (const Message& m : round) {
     if (m.bytes > 0 && m.src == rank_ && m.dst == rank_) {
+      APS_CHECK(m.sendData != nullptr && m.recvData != nullptr,
+                "nccl exchange: rank {}'s message to itself ({} bytes) needs both its send and its receive buffer",
+                rank_, m.bytes);
       APS_CUDA_CHECK(cudaMemcpyAsync(m.recvData, m.sendData, m.bytes, cudaMemcpyDeviceToDevice, stream));
     }
   }

@@ -43,4 +43,21 @@ APS_HOST_DEVICE inline To bitCast(const From& from) {
 #endif
 }
 
+// The NaN an fp32 operation returns, as x86 (SSE/AVX) returns it. IEEE 754 leaves a NaN
+// result's sign and payload open: x86 returns the first operand's NaN, else the second's, made
+// quiet, and its default NaN (0xffc00000) for an invalid operation such as inf - inf; an NVIDIA
+// GPU returns its canonical NaN (0x7fffffff) for all of these. Device kernels whose results
+// the CPU's bits are held to (the codecs' sums and scalings, which carry a NaN gradient onto
+// the wire) compute through these, so the GPU gives the CPU's bits; on the host they give what
+// the plain operation gives. Where both operands are NaN, which one the CPU keeps depends on
+// the operand order the compiler chose, so only that case is the CPU compiler's to decide.
+APS_HOST_DEVICE inline float nanAsX86(float result, float a, float b) {
+  if (result == result) return result;
+  if (a != a) return bitCast<float>(bitCast<uint32_t>(a) | 0x00400000u);
+  if (b != b) return bitCast<float>(bitCast<uint32_t>(b) | 0x00400000u);
+  return bitCast<float>(0xffc00000u);
+}
+APS_HOST_DEVICE inline float addAsX86(float a, float b) { return nanAsX86(a + b, a, b); }
+APS_HOST_DEVICE inline float mulAsX86(float a, float b) { return nanAsX86(a * b, a, b); }
+
 }  // namespace aps

@@ -78,7 +78,7 @@ struct Sum {
   const uint8_t* a;
   const uint8_t* b;
   __device__ float operator()(int64_t i) const {
-    return elementValue(decode, width, a, i) + elementValue(decode, width, b, i);
+    return addAsX86(elementValue(decode, width, a, i), elementValue(decode, width, b, i));
   }
 };
 
@@ -114,7 +114,7 @@ __global__ void decodeElementsKernel(kernels::CodeDecodeParams d, int32_t width,
   for (int64_t i = firstIndex(); i < n; i += gridStride()) {
     float v = elementValue(d, width, in, i);
     if (scales) v = kernels::blockScaledOutput(v, scales[i / len]);
-    out[i] = add ? out[i] + v : v;
+    out[i] = add ? addAsX86(out[i], v) : v;
   }
 }
 
@@ -178,7 +178,7 @@ __global__ void dettmersDecodeKernel(Params p, const uint8_t* in, int64_t n, int
     const float absmax = bitCast<float>(uint32_t{block[0]} | (uint32_t{block[1]} << 8) | (uint32_t{block[2]} << 16) |
                                         (uint32_t{block[3]} << 24));
     const float v = kernels::dettmersDecode(book[block[4 + (i - b * len)]], absmax);
-    out[i] = add ? out[i] + v : v;
+    out[i] = add ? addAsX86(out[i], v) : v;
   }
 }
 

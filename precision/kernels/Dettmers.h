@@ -22,7 +22,8 @@ APS_HOST_DEVICE inline uint32_t dettmersNearestCode(float v, const float* midpoi
   return idx < top ? idx : top;
 }
 
-// The value of code c of a block with the given absmax: codeBook[c] * absmax.
-APS_HOST_DEVICE inline float dettmersDecode(float codeValue, float absmax) { return codeValue * absmax; }
+// The value of code c of a block with the given absmax: codeBook[c] * absmax (a NaN absmax's
+// NaN as x86 keeps it, on the GPU too).
+APS_HOST_DEVICE inline float dettmersDecode(float codeValue, float absmax) { return mulAsX86(codeValue, absmax); }
 
 }  // namespace aps::precision::kernels

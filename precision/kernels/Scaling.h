@@ -38,9 +38,11 @@ APS_HOST_DEVICE inline double pow2Double(int32_t shift) {
 
 // x * 2^shift with a single rounding (exact unless the result is an fp32 subnormal or
 // overflows): computed in double, where 2^shift and the product are exact. shift 0 is x itself.
+// A NaN comes back quiet with its sign and payload, as x86's conversions and product keep it
+// (a GPU's give its canonical NaN).
 APS_HOST_DEVICE inline float scaleByPow2(float x, int32_t shift) {
   if (shift == 0) return x;
-  return static_cast<float>(static_cast<double>(x) * pow2Double(shift));
+  return nanAsX86(static_cast<float>(static_cast<double>(x) * pow2Double(shift)), x, x);
 }
 
 // BlockScaledCodec: the E8M0 scale code of a block whose largest magnitude has fp32 bits

@@ -31,11 +31,17 @@ TEST(NcclCommunicator, ReducesGathersAndExchangesOnTheGpu) {
   for (size_t i = 0; i < values.size(); ++i) {
     ASSERT_EQ(sum[i], static_cast<float>(n) * static_cast<float>(i) + static_cast<float>(n * (n - 1) / 2));
   }
-  // One exchange round: every rank sends its rank to the next and receives from the previous.
+  // One exchange round: every rank sends its rank to the next and receives from the previous
+  // (on one rank, a message to itself, which carries both its pointers: Transport.h).
   Tensor mine = Tensor::fromVector({static_cast<float>(r)}, {1}).to(Device::cuda(nccl.device()));
   Tensor got = Tensor::zeros({1}, aps::DType::Float32, Device::cuda(nccl.device()));
-  const aps::comm::Message round[] = {{r, (r + 1) % n, mine.data<float>(), nullptr, sizeof(float)},
-                                      {(r + n - 1) % n, r, nullptr, got.data<float>(), sizeof(float)}};
+  std::vector<aps::comm::Message> round;
+  if (n == 1) {
+    round.push_back({r, r, mine.data<float>(), got.data<float>(), sizeof(float)});
+  } else {
+    round.push_back({r, (r + 1) % n, mine.data<float>(), nullptr, sizeof(float)});
+    round.push_back({(r + n - 1) % n, r, nullptr, got.data<float>(), sizeof(float)});
+  }
   nccl.exchange(round);
   EXPECT_EQ(got.item(), static_cast<float>((r + n - 1) % n));
   std::string why;

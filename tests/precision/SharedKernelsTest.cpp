@@ -212,5 +212,47 @@ TEST(SharedKernels, BlockScaledValuesScaleInDouble) {
   EXPECT_EQ(kernels::blockScaledInput(5.0f, kernels::kNanScale), 0.0f);
 }
 
+#if defined(__x86_64__)
+// The device computes its codecs' sums and scalings through aps::addAsX86 / mulAsX86 /
+// nanAsX86 (framework/core/HostDevice.h) so that a NaN on the wire has the CPU's bits. Here
+// they run on the host against this CPU's own instructions: every pair of specials and
+// ordinary values, both-NaN pairs aside (there the compiler's operand order decides).
+TEST(SharedKernels, NanResultsAreTheCpusOwn) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float values[] = {0.0f,
+                          -0.0f,
+                          1.5f,
+                          -3.0f,
+                          std::numeric_limits<float>::max(),
+                          std::numeric_limits<float>::denorm_min(),
+                          inf,
+                          -inf,
+                          std::numeric_limits<float>::quiet_NaN(),
+                          -std::numeric_limits<float>::quiet_NaN(),
+                          std::bit_cast<float>(0x7fc12345u),
+                          std::bit_cast<float>(0xffd00001u),
+                          std::bit_cast<float>(0x7f800001u),  // signalling
+                          std::bit_cast<float>(0xff812345u)};
+  int nanResults = 0;
+  for (float a : values) {
+    for (float b : values) {
+      if (std::isnan(a) && std::isnan(b)) continue;
+      volatile float va = a, vb = b;  // the CPU's instruction, not the compiler's constant folding
+      const float sum = va + vb, product = va * vb;
+      ASSERT_EQ(bitsOf(aps::addAsX86(a, b)), bitsOf(sum)) << a << " + " << b;
+      ASSERT_EQ(bitsOf(aps::mulAsX86(a, b)), bitsOf(product)) << a << " * " << b;
+      nanResults += std::isnan(sum) + std::isnan(product);
+    }
+    if (std::isnan(a)) {
+      volatile double scale = 0.25;
+      const float scaled = static_cast<float>(static_cast<double>(a) * scale);
+      ASSERT_EQ(bitsOf(kernels::scaleByPow2(a, -2)), bitsOf(scaled)) << bitsOf(a);
+      ASSERT_EQ(bitsOf(kernels::dettmersDecode(0.5f, a)), bitsOf(a) | 0x00400000u) << bitsOf(a);
+    }
+  }
+  EXPECT_GT(nanResults, 100);  // the NaN cases were reached: inf - inf, 0 * inf, one NaN operand
+}
+#endif
+
 }  // namespace
 }  // namespace aps::precision

@@ -60,25 +60,49 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--profile", action="store_true", help="add a per-op profile (torch.profiler) to the line")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (the GPU reference for tools/device_check.sh)")
+    parser.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none",
+                        help="autocast the forward and loss to this type (cuda only; fp16 with a gradient scaler)")
+    parser.add_argument("--no-tf32", action="store_true", help="cuda: fp32 matrix products and convolutions in full fp32")
     args = parser.parse_args()
     c, h, w = (int(v) for v in args.input.split("x"))
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
+    cuda = args.device.startswith("cuda")
+    if cuda:
+        if not torch.cuda.is_available():
+            raise SystemExit("torch_bench.py: --device %s: this PyTorch sees no CUDA device" % args.device)
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = not args.no_tf32
+        torch.backends.cudnn.allow_tf32 = not args.no_tf32
+    elif args.amp != "none":
+        raise SystemExit("torch_bench.py: --amp needs --device cuda")
     model, segmentation = build(args.model, c, args.num_classes)
     classes = model.classifier[4].out_channels if segmentation else model.fc.out_features
+    model = model.to(args.device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
-    x = torch.randn(args.batch, c, h, w)
-    y = torch.randint(0, classes, (args.batch, h, w) if segmentation else (args.batch,))
+    x = torch.randn(args.batch, c, h, w).to(args.device)
+    y = torch.randint(0, classes, (args.batch, h, w) if segmentation else (args.batch,)).to(args.device)
     model.train()
+    amp = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.amp]
+    scaler = torch.cuda.amp.GradScaler() if amp == torch.float16 else None
 
     def step():
         with torch.profiler.record_function("optimizer.zero_grad"):
             opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
+        if amp is None:
+            loss = F.cross_entropy(model(x), y)
+        else:
+            with torch.autocast(device_type="cuda", dtype=amp):
+                loss = F.cross_entropy(model(x), y)
+        (scaler.scale(loss) if scaler else loss).backward()
         with torch.profiler.record_function("optimizer"):
-            opt.step()
-        return loss.item()
+            if scaler:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+        return loss.item()  # on a GPU this waits for the step: the timing below is the device's
 
     for _ in range(args.warmup):
         step()
@@ -89,7 +113,8 @@ def main():
     seconds = time.perf_counter() - start
     cpu = time.process_time() - cpu_start
     line = {"tool": "torch_bench", "torch": torch.__version__, "model": args.model, "input": args.input,
-            "batch": args.batch, "threads": args.threads, "steps": args.steps,
+            "batch": args.batch, "threads": args.threads, "steps": args.steps, "device": args.device,
+            "amp": args.amp, "tf32": cuda and not args.no_tf32,
             "step_ms": round(1e3 * seconds / args.steps, 2),
             "images_per_s": round(args.batch * args.steps / seconds, 1),
             "cpu_ms_per_step": round(1e3 * cpu / args.steps, 2),
