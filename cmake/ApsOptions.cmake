@@ -14,6 +14,11 @@ endif()
 set(CMAKE_CXX_STANDARD 20)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
 set(CMAKE_CXX_EXTENSIONS OFF)
+# No implicit fused multiply-adds: a * b + c rounds twice unless the code writes fmaf32/std::fma.
+# Left on (GCC's default in C++), GCC fuses where it sees fit and nvcc (built with --fmad=false,
+# cmake/ApsCuda.cmake) and clang fuse elsewhere, so the GPU, the sanitizer tree and the
+# release build would each give other bits (docs/ARCHITECTURE.md, "One arithmetic for CPU and GPU").
+add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-ffp-contract=off>)
 set(CMAKE_POSITION_INDEPENDENT_CODE ON)
 set(CMAKE_EXPORT_COMPILE_COMMANDS ON)
 

@@ -72,7 +72,7 @@ void affinePlane(float* out, const float* in, kernels::BatchNormAffine m, int64_
 // One plane of batch norm's input gradient, dx = batchNormGradIn(dy, x, k), where dy is
 // gradOut masked by a fused ReLU's bits (bits null: no ReLU); dy itself goes to gradRelu
 // (when not null: the residual's gradient). On AVX-512 the mask applies in registers and
-// dx is computed as GCC compiles batchNormGradIn's loop, one negated fused multiply-add
+// dx is batchNormGradIn's arithmetic, one negated fused multiply-add
 // (tests/ops/cpu/SharedKernelsTest.cpp holds both to a scalar reference).
 void gradInPlane(float* dx, float* gradRelu, const float* gradOut, const uint16_t* bits, const float* x,
                  kernels::BatchNormGrad k, int64_t hw) {

@@ -63,8 +63,8 @@ inline float dot(const float* x, const float* y, int64_t n) {
   return laneSum(n, [x, y](float acc, int64_t i) { return acc + x[i] * y[i]; });
 }
 
-// sum (x - mean)^2; on AVX-512 one fused multiply-add a step, as the device's step and GCC's
-// vectorised lane loop.
+// sum (x - mean)^2: one fused multiply-add a step (kernels::addSquaredDeviation), on AVX-512
+// in registers.
 inline float sumSquaredDeviation(const float* x, float mean, int64_t n) {
 #if defined(APS_SIMD_AVX512)
   const __m512 m = _mm512_set1_ps(mean);

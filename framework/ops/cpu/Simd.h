@@ -15,6 +15,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace aps::cpu::detail::simd {
@@ -63,8 +64,10 @@ inline Vec broadcast(const float* p) {
   for (float& x : r.v) x = *p;
   return r;
 }
+// Fused as the AVX paths' instructions, so every build computes the same bits (without FMA
+// instructions std::fma is the C library's: slower, exact).
 inline Vec fma(Vec a, Vec b, Vec c) {
-  for (int i = 0; i < kLanes; ++i) c.v[i] += a.v[i] * b.v[i];
+  for (int i = 0; i < kLanes; ++i) c.v[i] = std::fma(a.v[i], b.v[i], c.v[i]);
   return c;
 }
 inline Vec add(Vec a, Vec b) {

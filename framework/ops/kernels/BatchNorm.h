@@ -27,7 +27,7 @@ APS_HOST_DEVICE inline float batchNormUnbiasedVar(double squares, int64_t count)
   return static_cast<float>(count > 1 ? squares / static_cast<double>(count - 1) : var);
 }
 APS_HOST_DEVICE inline float runningStatUpdate(float running, float batch, float momentum) {
-  return (1.0f - momentum) * running + momentum * batch;
+  return fmaf32(1.0f - momentum, running, momentum * batch);
 }
 // Eval mode: 1 / sqrt(running var + eps) in float.
 APS_HOST_DEVICE inline float batchNormEvalInvStd(float runningVar, float eps) {
@@ -43,9 +43,9 @@ APS_HOST_DEVICE inline BatchNormAffine batchNormAffine(const float* gamma, const
   const float g = gamma != nullptr ? gamma[c] : 1.0f;
   const float b = beta != nullptr ? beta[c] : 0.0f;
   const float scale = g * invStd;
-  return {scale, b - mean * scale};
+  return {scale, fmaf32(-mean, scale, b)};
 }
-APS_HOST_DEVICE inline float batchNormApply(float x, BatchNormAffine a) { return x * a.scale + a.shift; }
+APS_HOST_DEVICE inline float batchNormApply(float x, BatchNormAffine a) { return fmaf32(x, a.scale, a.shift); }
 // A fused op's epilogue after the affine map: the residual add (add), then ReLU (relu),
 // exactly the element-wise ops the separate graph would run.
 APS_HOST_DEVICE inline float batchNormAddRelu(float x, BatchNormAffine a, float residual) {
@@ -66,7 +66,7 @@ APS_HOST_DEVICE inline BatchNormGrad batchNormGrad(double sumG, double sumGX, in
   return {mean, g * invStd, meanG, projection};
 }
 APS_HOST_DEVICE inline float batchNormGradIn(float dy, float x, BatchNormGrad k) {
-  return k.scale * (dy - k.meanG - (x - k.mean) * k.projection);
+  return k.scale * fmaf32(-(x - k.mean), k.projection, dy - k.meanG);
 }
 APS_HOST_DEVICE inline float batchNormGradGamma(double sumGX, float invStd) {
   return static_cast<float>(sumGX * invStd);

@@ -27,9 +27,9 @@ APS_HOST_DEVICE inline double crossEntropyAt(float maxLogit, float invSumExp, fl
   // log-sum-exp = max + log(sum exp(x - max)) = max - log(1 / sum).
   const double lse = static_cast<double>(maxLogit) - logf64(static_cast<double>(invSumExp));
   const double nll = lse - static_cast<double>(targetLogit);
-  const double smooth = lse - static_cast<double>(sumLogit) * invC;  // mean over classes of -log p
+  const double smooth = fmaf64(-static_cast<double>(sumLogit), invC, lse);  // mean over classes of -log p
   const double eps = labelSmoothing;
-  return (1.0 - eps) * nll + eps * smooth;
+  return fmaf64(1.0 - eps, nll, eps * smooth);
 }
 
 // d loss / d x_j = p_j - (1 - eps) [j == t] - eps / C, times gradLoss / count.
@@ -44,7 +44,7 @@ APS_HOST_DEVICE inline CrossEntropyGrad crossEntropyGrad(int64_t counted, float 
 APS_HOST_DEVICE inline float crossEntropyGradAt(float p, int64_t target, int64_t c, int64_t ignoreIndex,
                                                 CrossEntropyGrad k) {
   if (target == ignoreIndex) return 0.0f;
-  return p * k.scale - k.uniform - (target == c ? k.onTarget : 0.0f);
+  return fmaf32(p, k.scale, -k.uniform) - (target == c ? k.onTarget : 0.0f);
 }
 
 }  // namespace aps::kernels

@@ -44,13 +44,20 @@ APS_HOST_DEVICE inline double sqrtf64(double x) {
 #endif
 }
 
-// a * b + c with one rounding. Where an order of operations must give the same bits on CPU
-// and GPU, the fused step is written out: left to the compilers, GCC (-march=native,
-// contraction on by default in C++) and nvcc each decide alone where to fuse, and they need
-// not decide alike.
+// a * b + c with one rounding. No compiler fuses on its own (the CPU code is built with
+// -ffp-contract=off, the CUDA code with --fmad=false: docs/ARCHITECTURE.md, "One arithmetic
+// for CPU and GPU"), so a fused step is one written out with these, and CPU and GPU fuse the
+// same steps.
 APS_HOST_DEVICE inline float fmaf32(float a, float b, float c) {
 #if APS_DEVICE_CODE
   return ::fmaf(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+APS_HOST_DEVICE inline double fmaf64(double a, double b, double c) {
+#if APS_DEVICE_CODE
+  return ::fma(a, b, c);
 #else
   return std::fma(a, b, c);
 #endif

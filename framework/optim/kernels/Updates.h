@@ -8,11 +8,15 @@
 // afterwards (precision/FormatRounding.h).
 
 #include "framework/core/HostDevice.h"
+#include "framework/ops/kernels/Math.h"
 
 #include <cmath>
 #include <cstdint>
 
 namespace aps::optim::kernels {
+
+using aps::kernels::fmaf32;
+using aps::kernels::fmaf64;
 
 // SGD with weight decay, momentum (with dampening, PyTorch's first-step rule: the buffer
 // starts as the first gradient) and Nesterov momentum. buf is null without momentum.
@@ -22,18 +26,18 @@ struct SgdParams {
 };
 APS_HOST_DEVICE inline void sgdUpdate(float& p, float grad, float* buf, const SgdParams& o) {
   float d = grad;
-  if (o.weightDecay != 0.0f) d += o.weightDecay * p;
+  if (o.weightDecay != 0.0f) d = fmaf32(o.weightDecay, p, d);
   if (buf != nullptr) {
-    *buf = o.first ? d : o.momentum * *buf + (1.0f - o.dampening) * d;
-    d = o.nesterov ? d + o.momentum * *buf : *buf;
+    *buf = o.first ? d : fmaf32(o.momentum, *buf, (1.0f - o.dampening) * d);
+    d = o.nesterov ? fmaf32(o.momentum, *buf, d) : *buf;
   }
-  p -= o.lr * d;
+  p = fmaf32(-o.lr, d, p);
 }
 
 // LARS (You et al., 2017): v = momentum * v + localLr * (g + wd * p); p -= v. scaledLr is the
 // global rate times the layer's trust ratio, computed from the norms by the caller.
 APS_HOST_DEVICE inline void larsUpdate(float& p, float grad, float& v, float momentum, float scaledLr, float wd) {
-  v = momentum * v + scaledLr * (grad + wd * p);
+  v = fmaf32(momentum, v, scaledLr * fmaf32(wd, p, grad));
   p -= v;
 }
 
@@ -44,7 +48,7 @@ constexpr int64_t kNormBlock = 4096;
 APS_HOST_DEVICE inline double squaredNormBlock(const float* x, int64_t n, int64_t block) {
   const int64_t end = block * kNormBlock + kNormBlock < n ? block * kNormBlock + kNormBlock : n;
   double s = 0.0;
-  for (int64_t i = block * kNormBlock; i < end; ++i) s += static_cast<double>(x[i]) * x[i];
+  for (int64_t i = block * kNormBlock; i < end; ++i) s = fmaf64(x[i], x[i], s);
   return s;
 }
 
@@ -52,7 +56,7 @@ APS_HOST_DEVICE inline double squaredNormBlock(const float* x, int64_t n, int64_
 APS_HOST_DEVICE inline double larsLocalLr(double wNorm, double gNorm, double trustCoefficient, double weightDecay,
                                           double eps) {
   if (wNorm == 0.0 || gNorm == 0.0) return 1.0;
-  return trustCoefficient * wNorm / (gNorm + weightDecay * wNorm + eps);
+  return trustCoefficient * wNorm / (fmaf64(weightDecay, wNorm, gNorm) + eps);
 }
 
 // AdamW (Loshchilov & Hutter, 2019) with decoupled weight decay: shrink = 1 - lr * wd,
@@ -62,8 +66,8 @@ struct AdamWParams {
 };
 APS_HOST_DEVICE inline void adamWUpdate(float& p, float grad, float& m, float& v, const AdamWParams& o) {
   p *= o.shrink;
-  m = o.beta1 * m + (1.0f - o.beta1) * grad;
-  v = o.beta2 * v + (1.0f - o.beta2) * grad * grad;
+  m = fmaf32(o.beta1, m, (1.0f - o.beta1) * grad);
+  v = fmaf32(o.beta2, v, (1.0f - o.beta2) * grad * grad);
 #if APS_DEVICE_CODE
   const float root = ::sqrtf(v);
 #else

@@ -267,8 +267,8 @@ TEST(SharedKernels, BatchNormLaneOrderMatchesTheCpuStatistics) {
       }
     }
     // Backward: sum dy and sum dy * (x - mean) in the same lanes, then per value the shared
-    // batchNormGradIn, as a CUDA thread computes it (the AVX-512 kernel writes it out as the
-    // compiler fuses it, one negated multiply-add). Under a fused ReLU, dy is the output
+    // batchNormGradIn, as a CUDA thread computes it (the AVX-512 kernel writes its one
+    // negated fused multiply-add in registers). Under a fused ReLU, dy is the output
     // gradient where the forward's mask (out > 0) is set, and also the residual's gradient.
     const std::vector<float> g = randomVector(x.size(), 5), y = randomVector(x.size(), 6);
     const std::vector<float> gamma = randomVector(4, 7);
