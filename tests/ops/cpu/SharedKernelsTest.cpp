@@ -48,6 +48,23 @@ k::Window bruteCovering(int64_t i, int64_t out, const std::function<k::Window(in
   return begin < end ? k::Window{begin, end} : k::Window{0, 0};
 }
 
+// The build fuses no a * b + c on its own (-ffp-contract=off, cmake/ApsOptions.cmake), so the
+// CPU fuses exactly the steps the shared kernels write out with fmaf32, as the GPU does
+// (--fmad=false). With a = b = 1 + 2^-12 and c = -(1 + 2^-11), a * b rounds to -c and the
+// plain expression gives 0; one fused step keeps the 2^-24. Scalar and in a loop the
+// compiler vectorises; and batch norm's affine map is the one written fused step.
+TEST(SharedKernels, NoMultiplyAddIsFusedButTheWrittenOnes) {
+  volatile float va = 1.0f + 0x1p-12f, vc = -(1.0f + 0x1p-11f);
+  const float a = va, c = vc;
+  EXPECT_EQ(a * a + c, 0.0f);
+  EXPECT_EQ(k::fmaf32(a, a, c), 0x1p-24f);
+  std::vector<float> x(64, a), z(64, c), out(64, 1.0f);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = x[i] * x[i] + z[i];
+  EXPECT_EQ(std::count(out.begin(), out.end(), 0.0f), 64);
+  const k::BatchNormAffine affine{a, c};
+  EXPECT_EQ(k::batchNormApply(a, affine), 0x1p-24f);
+}
+
 TEST(SharedKernels, CoveringRangesMatchBruteForce) {
   for (int64_t size : {1, 2, 5, 7, 16}) {
     for (int64_t kernel = 1; kernel <= 4; ++kernel) {
