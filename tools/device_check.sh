@@ -187,10 +187,12 @@ if command -v compute-sanitizer >/dev/null && [[ -d "$bundle/bin" ]]; then
     [[ -x "$bundle/bin/$t" ]] || continue
     timeout 100 compute-sanitizer --tool memcheck --error-exitcode 3 "$bundle/bin/$t" --gtest_brief=1 \
       >"$dir/memcheck-$t.log" 2>&1
-    case $? in
+    status=$?
+    case $status in  # 3: memcheck's own errors (--error-exitcode); otherwise the test program's status
       0) note "memcheck $t: clean" ;;
+      3) note "memcheck $t: ERRORS (see $dir/memcheck-$t.log)"; grep -E "=========" "$dir/memcheck-$t.log" | head -20 ;;
       124) note "memcheck $t: not finished in 100 s" ;;
-      *) note "memcheck $t: ERRORS (see $dir/memcheck-$t.log)"; grep -E "=========" "$dir/memcheck-$t.log" | head -20 ;;
+      *) note "memcheck $t: no memory errors; the program's tests failed (exit $status)" ;;
     esac
   done
 fi
@@ -201,6 +203,6 @@ echo "summary:"
 printf '  %s\n' "${summary[@]}"
 if [[ -n "${OUT:-}" ]]; then
   cp "$log" "$OUT/device-check.log"
-  tar -czf "$OUT/device-logs.tgz" -C "$dir" --exclude bundle $(cd "$dir" && ls *.log 2>/dev/null) 2>/dev/null
+  tar -czf "$OUT/device-logs.tgz" -C "$dir" $(cd "$dir" && ls *.log 2>/dev/null) 2>/dev/null
 fi
 exit 0
