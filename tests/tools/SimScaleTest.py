@@ -26,14 +26,26 @@ def main():
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     out = work / "sim_scale.json"
-    done = run(args, ["--splits", "2x4,8x1", "--steps", "4", "--interval", "2", "--repeats", "1", "--threads", "1",
+    done = run(args, ["--splits", "2x4,8x1", "--steps", "4", "--interval", "2", "--repeats", "2", "--threads", "1",
                       "--test-samples", "16", "--json", str(out)])
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("| ") and "x" in line.split("|")[1]]
     assert [r.split("|")[1].strip() for r in rows[1:]] == ["2 x 4", "8 x 1"], done.stdout
-    assert rows[1].rstrip().endswith("| 1.00x |"), rows[1]
+    # The first split against itself: 1.00x best of rounds, and 1.00x in every round.
+    assert rows[1].rstrip().endswith("| 1.00x | 1.00x [1.00-1.00] |"), rows[1]
     result = json.loads(out.read_text())
     assert [(r["ranks"], r["batch"]) for r in result["rows"]] == [(2, 4), (8, 1)], result
+    first, second = result["rows"]
+    assert first["round_ratios"] == [1.0, 1.0], first
+    # Each round's ratio pairs the two splits of that round: two rounds, the median between them.
+    assert len(second["round_ratios"]) == 2, second
+    for i in range(2):
+        want = second["round_ms_per_image"][i] / first["round_ms_per_image"][i]
+        assert abs(second["round_ratios"][i] - want) < 1e-9 * want, (i, second, first)
+    assert min(second["round_ms_per_image"]) == second["ms_per_image"], second  # the best round
+    lo, hi = min(second["round_ratios"]), max(second["round_ratios"])
+    assert lo <= second["round_ratio_median"] <= hi, second
+    assert f"| {second['round_ratio_median']:.2f}x [{lo:.2f}-{hi:.2f}] |" in rows[2], rows[2]
     for r in result["rows"]:
         # The first interval (2 steps) is warm-up; the 2 steps after it are timed: 2 x 8 images.
         assert r["images"] == 16, r
