@@ -65,6 +65,16 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
             "comm {}: cannot take inputs summed ahead", name());
   schedule.setInputsSummedInFirst(inputsSummedInFirst);
   const bool nonFiniteKnown = inputs != nullptr && inputs->nonFinite.has_value();
+  // Inputs kept as keys have no buffers to scale in place or to check: the reduction reads
+  // them itself, and the hooks said whether any is NaN or infinite.
+  const Sticky16Inputs* sticky16 = inputs != nullptr ? inputs->sticky16 : nullptr;
+  if (sticky16 != nullptr) {
+    const bool observesInputs = observer != nullptr && observer->observes(EncodeObserver::Site::Input);
+    APS_CHECK(readsSticky16Inputs() && !inputsSummedInFirst && !observesInputs && resultInFirstOnly &&
+                  (nonFiniteKnown || !checkFinite_) && (inputs->shifts.empty() || appliesInputShifts(schedule)),
+              "comm {}: cannot read inputs kept as 16-bit keys here", name());
+    schedule.setSticky16Inputs(sticky16);
+  }
   // The hooks' scalings: applied by reduce() as it reads the inputs where it can, else to the
   // buffers here (and where no hook said whether they hold a NaN or inf: that pass reads the
   // values as they are reduced).

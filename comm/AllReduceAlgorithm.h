@@ -97,6 +97,10 @@ class AllReduceAlgorithm {
   // and summing them after): true where the result is an fp32 sum of the inputs in rank order,
   // as foldInput computes it, and nothing else reads the inputs (no observer may see them).
   virtual bool sumsInputsAhead() const { return false; }
+  // Whether, on the simulator, run() can read simulated ranks' inputs from sticky 16-bit keys
+  // (InputFacts::sticky16) exactly: where it encodes each sender's values as it reads them
+  // and the codec rounds keys as it rounds the values (Codec::roundsSticky16Exactly).
+  virtual bool readsSticky16Inputs() const { return false; }
   // acc (n) <- the fold of the next rank's input into the running sum (rank 0's: `first`),
   // exactly as run() would add it. Only where sumsInputsAhead().
   virtual void foldInput(float* acc, const float* input, int64_t n, bool first) const;

@@ -44,8 +44,11 @@ void BucketScaling::setFormats(std::vector<FormatScaling> perFormat) {
   std::vector<std::shared_ptr<precision::Fp8LmScaler>> fp8lm;
   std::vector<float> maxValues;  // the probe's saturation threshold per format
   touchesFormat_.clear();
+  readsFirstRankOnly_.clear();
   for (const auto& f : perFormat) {
     touchesFormat_.push_back(f.format || f.errorFeedback || f.scaler || f.autoscaler ? 1 : 0);
+    readsFirstRankOnly_.push_back(
+        f.scaler && f.scaler->mode() != precision::ScalingMode::None && !f.errorFeedback && !f.autoscaler ? 1 : 0);
     maxValues.push_back(f.format ? f.format->maxValue() : std::numeric_limits<float>::infinity());
     APS_CHECK(!f.errorFeedback || f.format, "bucket scaling: error feedback needs a float wire format");
     auto quantizer = f.format ? std::make_shared<const precision::Quantizer>(*f.format) : nullptr;
@@ -74,6 +77,12 @@ void BucketScaling::install(ReducerOptions& options) {
   options.hooksReadInputs = [this](int format) {
     return probe_ != nullptr || format < 0 || static_cast<size_t>(format) >= touchesFormat_.size() ||
            touchesFormat_[static_cast<size_t>(format)] != 0;
+  };
+  // APS says whether any input is NaN or infinite and scales through the reduction; the
+  // statistics read local rank 0's values alone. A probe reads every rank's.
+  options.sticky16Inputs = [this](int format) {
+    return probe_ == nullptr && format >= 0 && static_cast<size_t>(format) < readsFirstRankOnly_.size() &&
+           readsFirstRankOnly_[static_cast<size_t>(format)] != 0;
   };
 }
 

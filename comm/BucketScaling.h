@@ -127,7 +127,10 @@ class BucketScaling {
   std::shared_ptr<FidelityProbe> leaderProbe_;      // the group level's, on the leader level
   std::vector<std::shared_ptr<BucketHook>> chain_;  // in beforeReduce order
   std::vector<uint8_t> touchesFormat_;              // [format]: some hook acts on its buckets
-  Observers observers_;                             // the current bucket's (communication thread)
+  // [format]: APS (or global) scaling without error feedback or FP8-LM: the hooks read local
+  // rank 0's values and the measured maxima only (ReducerOptions::sticky16Inputs).
+  std::vector<uint8_t> readsFirstRankOnly_;
+  Observers observers_;  // the current bucket's (communication thread)
 };
 
 }  // namespace aps::comm

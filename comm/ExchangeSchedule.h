@@ -88,6 +88,9 @@ class ExchangeSchedule {
   // only where AllReduceAlgorithm::appliesInputShifts said it would). Not owned.
   void setInputShifts(std::span<const InputShift> shifts) { inputShifts_ = shifts; }
   std::span<const InputShift> inputShifts() const { return inputShifts_; }
+  // Inputs kept as sticky 16-bit keys (InputFacts::sticky16; null: data[i] holds them). Not owned.
+  void setSticky16Inputs(const Sticky16Inputs* inputs) { sticky16_ = inputs; }
+  const Sticky16Inputs* sticky16Inputs() const { return sticky16_; }
   bool observing(EncodeObserver::Site site) const { return observer_ != nullptr && observer_->observes(site); }
   // Reports an encode of values[0, n) (buffer position `begin`) into `encoded` to the
   // observer, decoding the bytes first; nothing without an observer.
@@ -136,6 +139,7 @@ class ExchangeSchedule {
   bool resultInFirstOnly_ = false;
   bool inputsSummedInFirst_ = false;
   std::span<const InputShift> inputShifts_;
+  const Sticky16Inputs* sticky16_ = nullptr;
 };
 
 // The encode context of schedule phase `phase` run by `rank` (-1: a computation every rank

@@ -81,10 +81,8 @@ GradientReducer::GradientReducer(Transport& transport, std::vector<std::vector<N
               algorithms_.size());
   }
   const size_t buckets = layout_.buckets().size();
-  for (const BucketLayout::Bucket& b : layout_.buckets()) {
-    flat_.emplace_back(static_cast<size_t>(local_), std::vector<float>(static_cast<size_t>(b.count), 0.0f));
+  for (const BucketLayout::Bucket& b : layout_.buckets())
     pending_.push_back(static_cast<int>(b.params.size()) * local_);
-  }
   marked_.assign(params * static_cast<size_t>(local_), 0);
   queued_.assign(buckets, 0);
   // Folding needs every rank of the world here, in one address space, and a flat reduction
@@ -99,6 +97,21 @@ GradientReducer::GradientReducer(Transport& transport, std::vector<std::vector<N
                          ? 1
                          : 0);
   }
+  // Sticky copies: every rank here, gradients copied (and measured) by markReady (not
+  // folded), one flat reduction of the undivided values by an algorithm that reads keys
+  // exactly, hooks that allow it. The keys of local rank i >= 1 fill its buffer's first half.
+  for (size_t k = 0; k < buckets; ++k) {
+    const BucketLayout::Bucket& b = layout_.buckets()[k];
+    const bool sticky = wholeWorldHere && folds_[k] == 0 && options_.sticky16Inputs &&
+                        options_.sticky16Inputs(b.format) && !(options_.average && options_.preDivide) &&
+                        algorithms_[static_cast<size_t>(b.format)]->readsSticky16Inputs();
+    sticky16_.push_back(sticky ? 1 : 0);
+    flat_.emplace_back();
+    for (int i = 0; i < local_; ++i)
+      flat_.back().emplace_back(static_cast<size_t>(sticky && i > 0 ? (b.count + 1) / 2 : b.count), 0.0f);
+  }
+  whole_.assign(static_cast<size_t>(local_), std::vector<std::vector<float>>(params));
+  wholeNow_.assign(params * static_cast<size_t>(local_), 0);
   nextFold_.assign(params, 0);
   staged_.assign(params * static_cast<size_t>(local_), 0);
   maxAbsBits_.assign(params * static_cast<size_t>(local_), 0);
@@ -108,10 +121,12 @@ GradientReducer::GradientReducer(Transport& transport, std::vector<std::vector<N
     bool copied = folds_[b] == 0;
     for (int i = 0; i < local_ && copied; ++i) {
       for (int p : layout_.buckets()[b].params) {
-        copied = copied && grads_[static_cast<size_t>(i)][static_cast<size_t>(p)].data != flatGradient(p, i).data;
+        copied = copied && ((sticky16_[b] != 0 && i > 0) ||
+                            grads_[static_cast<size_t>(i)][static_cast<size_t>(p)].data != flatGradient(p, i).data);
       }
     }
     measuresMaxima_.push_back(copied ? 1 : 0);
+    APS_ASSERT(sticky16_[b] == 0 || copied);  // buffers made here never hold a caller's gradient
   }
   thread_ = std::thread([this] { commLoop(); });
 }
@@ -148,7 +163,8 @@ void GradientReducer::markReady(int param, int localRank) {
   APS_CHECK(localRank >= 0 && localRank < local_, "comm reducer: markReady for unknown local rank {}", localRank);
   const auto p = static_cast<size_t>(param);
   const int b = layout_.bucketOf(param);
-  const BufferView slot = flatGradient(param, localRank);
+  const bool keys = sticky16_[static_cast<size_t>(b)] != 0 && localRank > 0;
+  const BufferView slot = keys ? BufferView{} : flatGradient(param, localRank);  // keys: not floats
   const BufferView& grad = grads_[static_cast<size_t>(localRank)][p];
   const bool fold = folds_[static_cast<size_t>(b)] != 0;
   bool foldNow = false;
@@ -166,8 +182,17 @@ void GradientReducer::markReady(int param, int localRank) {
   }
   // Copy outside the lock: hooks of different parameters may run concurrently. The copy
   // measures the largest |value| on the way, for APS (BucketContext::maxAbsBits).
-  if (grad.data != slot.data) {
-    maxAbsBits_[static_cast<size_t>(localRank) * names_.size() + p] =
+  const size_t at = static_cast<size_t>(localRank) * names_.size() + p;
+  if (keys) {
+    auto* to = reinterpret_cast<uint16_t*>(flat_[static_cast<size_t>(b)][static_cast<size_t>(localRank)].data()) +
+               layout_.offsetOf(param);
+    const auto* from = static_cast<const float*>(grad.data);
+    bool subnormals = false;
+    maxAbsBits_[at] = precision::copyMaxAbsBitsSticky16(to, from, grad.count, &subnormals);
+    wholeNow_[at] = subnormals ? 1 : 0;
+    if (subnormals) whole_[static_cast<size_t>(localRank)][p].assign(from, from + grad.count);
+  } else if (grad.data != slot.data) {
+    maxAbsBits_[at] =
         precision::copyMaxAbsBits(static_cast<float*>(slot.data), static_cast<const float*>(grad.data), grad.count);
   }
   bool queue = false;
@@ -296,6 +321,7 @@ SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext&
     sync = reduceBucketHierarchical(algorithm, bucket, options, ctx);
   } else {
     InputFacts facts;
+    facts.sticky16 = bucket.sticky16;
     BucketContext hooked = bucket;
     hooked.inputs = &facts;
     if (options.average && options.preDivide) hooked.maxAbsBits = {};  // measured before the division
@@ -317,12 +343,33 @@ void GradientReducer::reduceBucket(int b) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<float*> data;
   for (auto& f : flat_[static_cast<size_t>(b)]) data.push_back(f.data());
+  // Sticky copies: ranks >= 1 read from their keys (and the whole copies of this step).
+  Sticky16Inputs sticky;
+  const bool keys = sticky16_[static_cast<size_t>(b)] != 0;
+  if (keys) {
+    sticky.keys.assign(data.size(), nullptr);
+    sticky.exact.resize(data.size());
+    for (size_t i = 1; i < data.size(); ++i) {
+      sticky.keys[i] = reinterpret_cast<const uint16_t*>(data[i]);
+      data[i] = nullptr;
+      for (size_t k = 0; k < bucket.params.size(); ++k) {
+        const auto p = static_cast<size_t>(bucket.params[k]);
+        uint8_t& now = wholeNow_[i * names_.size() + p];
+        if (now == 0) continue;
+        sticky.exact[i].push_back({bucket.offsets[k], static_cast<int64_t>(whole_[i][p].size()), whole_[i][p].data()});
+        now = 0;
+      }
+      std::sort(sticky.exact[i].begin(), sticky.exact[i].end(),
+                [](const Sticky16Inputs::Exact& x, const Sticky16Inputs::Exact& y) { return x.begin < y.begin; });
+    }
+  }
   uint64_t step = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     step = step_;
   }
   BucketContext context{b, &bucket, &transport_, data, step, folds_[static_cast<size_t>(b)] != 0};
+  if (keys) context.sticky16 = &sticky;
   // Every local rank's maxima of the bucket's parameters, measured by markReady's copies.
   std::vector<uint32_t> maxAbsBits;
   if (measuresMaxima_[static_cast<size_t>(b)]) {

@@ -44,6 +44,9 @@ struct BucketContext {
   // copied, the buffers pre-divided) or no longer true (a hook changed the values: the hook
   // chain drops it, BucketHook::changesValues).
   std::span<const uint32_t> maxAbsBits = {};
+  // Set where the reducer keeps simulated ranks' inputs as 16-bit keys (GradientReducer,
+  // "Sticky copies"): their data[i] are null, and the reduction reads these instead.
+  const Sticky16Inputs* sticky16 = nullptr;
 };
 using BucketCallback = std::function<void(const BucketContext&)>;
 
@@ -93,6 +96,12 @@ struct ReducerOptions {
   // afterReduce hooks (given that buffer alone) and the mean then run on it once instead of
   // once per simulated rank. The reducer sets it, as it copies every rank's gradient from there.
   bool resultInFirstOnly = false;
+  // Whether the hooks of buckets of this wire format read only local rank 0's buffer and the
+  // measured maxima (BucketContext::maxAbsBits), and say whether any input is NaN or infinite
+  // (InputFacts::nonFinite: APS does), and no encodeObserver observes the inputs' encodes
+  // (EncodeObserver::Site::Input): then the reducer may keep the other simulated ranks'
+  // gradients as sticky 16-bit keys. Null: it may not.
+  std::function<bool(int format)> sticky16Inputs = nullptr;
 };
 
 // One bucket's reduction, the same wherever buckets come from (GradientReducer here, a
@@ -130,6 +139,12 @@ struct StepCommStats {
 // a rank that comes before its predecessor is folded is copied to its own buffer (staged)
 // and folded by whoever folds the rank before it. The sum is that of the unfolded run, bit
 // for bit, and the memory traffic of 256 copies (written in backward, read after it) is gone.
+//
+// Sticky copies (the simulator, a bucket that is not folded, whose algorithm reads 16-bit keys
+// exactly and whose hooks allow it, ReducerOptions::sticky16Inputs): local ranks other than 0
+// keep their gradients as sticky 16-bit keys (precision::copyMaxAbsBitsSticky16), plus whole
+// copies of any parameter that held fp32 subnormals; the reduction computes the same bits
+// from half the memory traffic.
 class GradientReducer {
  public:
   // grads[i]: the gradients of local rank transport.firstLocalRank() + i in registration
@@ -157,6 +172,8 @@ class GradientReducer {
   const BucketLayout& layout() const { return layout_; }
   // Whether bucket b is folded as its gradients arrive (see above).
   bool foldsBucket(int bucket) const { return folds_.at(static_cast<size_t>(bucket)) != 0; }
+  // Whether bucket b keeps local ranks 1, 2, ... as sticky 16-bit keys (see above).
+  bool keepsSticky16(int bucket) const { return sticky16_.at(static_cast<size_t>(bucket)) != 0; }
   int paramCount() const { return static_cast<int>(names_.size()); }
 
  private:
@@ -191,7 +208,12 @@ class GradientReducer {
   // marking thread outside the lock, read by the communication thread once the bucket is queued.
   std::vector<uint32_t> maxAbsBits_;
   std::vector<uint8_t> measuresMaxima_;  // [bucket]: markReady copies (and measures) all of it
-  int nextBucket_ = 0;                   // next bucket the thread reduces this step
+  std::vector<uint8_t> sticky16_;        // [bucket]: local ranks >= 1 kept as 16-bit keys
+  // [local][param]: a whole copy of a sticky rank's gradient that held an fp32 subnormal this
+  // step (wholeNow_ set), kept between steps so it is allocated once.
+  std::vector<std::vector<std::vector<float>>> whole_;
+  std::vector<uint8_t> wholeNow_;  // [local * params + p]
+  int nextBucket_ = 0;             // next bucket the thread reduces this step
   int doneBuckets_ = 0;
   bool stop_ = false;
   std::exception_ptr error_;

@@ -8,6 +8,21 @@
 
 namespace aps::comm {
 
+void readSticky16(const Sticky16Inputs& inputs, size_t i, int64_t begin, int64_t n, float* out) {
+  const uint16_t* keys = inputs.keys[i];
+  const int64_t end = begin + n;
+  int64_t done = begin;
+  for (const Sticky16Inputs::Exact& e : inputs.exact[i]) {
+    if (e.begin + e.length <= begin) continue;
+    if (e.begin >= end) break;
+    const int64_t lo = std::max(begin, e.begin), hi = std::min(end, e.begin + e.length);
+    if (lo > done) precision::widenSticky16(keys + done, out + (done - begin), lo - done);
+    std::memcpy(out + (lo - begin), e.values + (lo - e.begin), static_cast<size_t>(hi - lo) * sizeof(float));
+    done = hi;
+  }
+  if (end > done) precision::widenSticky16(keys + done, out + (done - begin), end - done);
+}
+
 void applyInputShifts(std::span<float* const> data, std::span<const InputShift> shifts) {
   if (shifts.empty()) return;
   parallelFor(static_cast<int64_t>(data.size()), 1, [&](int64_t i0, int64_t i1) {

@@ -16,6 +16,23 @@ struct InputShift {
   int shift = 0;
 };
 
+// Simulated ranks' inputs kept as sticky 16-bit keys (precision::copyMaxAbsBitsSticky16) by
+// GradientReducer where the wire codec rounds them exactly (Codec::roundsSticky16Exactly):
+// half the bytes of fp32 copies. Layers of a rank that held fp32 subnormals are kept whole
+// too (`exact`), since a large enough shift would lift them into the format's range.
+struct Sticky16Inputs {
+  struct Exact {
+    int64_t begin = 0;  // in the bucket's buffer
+    int64_t length = 0;
+    const float* values = nullptr;
+  };
+  std::vector<const uint16_t*> keys;      // [local rank]: its buffer's keys; null where data[i] holds its values
+  std::vector<std::vector<Exact>> exact;  // [local rank]: ranges kept whole, ascending, not overlapping
+};
+
+// Values [begin, begin + n) of local rank i's input (keys[i] not null) as floats, into out.
+void readSticky16(const Sticky16Inputs& inputs, size_t i, int64_t begin, int64_t n, float* out);
+
 // What the hooks before a reduction tell it about its inputs (BucketContext::inputs).
 struct InputFacts {
   // Whether any rank's buffer holds a NaN or an infinity, found out by a hook that read every
@@ -31,6 +48,10 @@ struct InputFacts {
   // else in place first. A hook that reads the values before the reduction sees them applied
   // (BucketScaling applies them before such a hook, BucketHook::readsValues).
   std::vector<InputShift> shifts;
+  // Where set (by the reducer, not a hook), local ranks' inputs to read instead of their
+  // buffers (which are then null): only an algorithm that reads its inputs where they lie
+  // and applies the shifts itself takes them (AllReduceAlgorithm::readsSticky16Inputs).
+  const Sticky16Inputs* sticky16 = nullptr;
 };
 
 // data[i][begin, begin + length) *= 2^shift for every shift and every buffer, on all threads.

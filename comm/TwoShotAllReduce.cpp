@@ -116,6 +116,9 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
   const bool encodeAtOwner = encodesAtOwners(s);
   const std::span<const InputShift> shifts = s.inputShifts();
   APS_CHECK(shifts.empty() || encodeAtOwner, "comm {}: cannot apply input shifts on this path", name());
+  // Simulated ranks' inputs kept as 16-bit keys: widened block by block as they are encoded.
+  const Sticky16Inputs* sticky = s.sticky16Inputs();
+  APS_CHECK(sticky == nullptr || encodeAtOwner, "comm {}: cannot read 16-bit keys on this path", name());
   const int64_t granule = codec.splitGranule();
   const int64_t ownerBlock =
       granule > 0 ? std::max<int64_t>(kOwnerBlockValues / granule, 1) * granule : std::max<int64_t>(seg.length, 1);
@@ -230,21 +233,30 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
   // cache. Each owner's sum takes the same additions in the same (rank) order: the same bits.
   const bool sendersMajor = inPlace && !summedAhead;
   // Sender src's values [begin, begin + len) encoded block by block and added to sum.
-  auto encodeAndAdd = [&](int src, int64_t begin, int64_t len, float* sum, float* scaled, uint8_t* bytes) {
-    const float* values = data[static_cast<size_t>(src)] + begin;
+  auto encodeAndAdd = [&](int src, int64_t begin, int64_t len, float* sum, float* scaled, uint8_t* bytes,
+                          float* widened) {
+    const auto i = static_cast<size_t>(src);
+    const uint16_t* keys = sticky != nullptr ? sticky->keys[i] : nullptr;
+    const float* values = keys != nullptr ? nullptr : data[i] + begin;
     for (int64_t a = 0; a < len; a += ownerBlock) {
       const int64_t m = std::min(ownerBlock, len - a);
       // The sender's next values follow these: asked for now, they arrive while these are
       // added (the loop would otherwise wait on memory, then add, then wait).
-      for (int64_t v = a + m; v < std::min(a + 2 * m, n - begin); v += 16) __builtin_prefetch(values + v);
+      if (keys != nullptr) {
+        for (int64_t v = a + m; v < std::min(a + 2 * m, n - begin); v += 32) __builtin_prefetch(keys + begin + v);
+        readSticky16(*sticky, i, begin + a, m, widened);
+      } else {
+        for (int64_t v = a + m; v < std::min(a + 2 * m, n - begin); v += 16) __builtin_prefetch(values + v);
+      }
+      const float* block = keys != nullptr ? widened : values + a;
       // What encoding and then RankOrderSum::addFp32 of the bytes give, rounded in registers
       // where the codec can (Codec::roundTripInto). Blocks start at multiples of the codec's
       // granule, so each value takes the path it takes in the whole chunk's decode.
-      const float* in = shiftedInputs(shifts, begin + a, m, values + a, scaled);
+      const float* in = shiftedInputs(shifts, begin + a, m, block, scaled);
       codec.roundTripInto(in, m, sum + a, src != 0, bytes, s.encodeContext(src, kEncodeInputPhase, begin + a));
     }
   };
-  auto sumBlockBySender = [&](int64_t k, int64_t i0, int64_t i1, float* scaled, uint8_t* bytes) {
+  auto sumBlockBySender = [&](int64_t k, int64_t i0, int64_t i1, float* scaled, uint8_t* bytes, float* widened) {
     for (int src = 0; src < world; ++src) {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t len = segmentSize(static_cast<int>(i), k);
@@ -252,7 +264,7 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
         const int64_t begin = s.chunkBegin(n, static_cast<int>(i)) + k * seg.length;
         float* sum = acc[static_cast<size_t>(i)] + k * seg.length;
         if (encodeAtOwner) {
-          encodeAndAdd(src, begin, len, sum, scaled, bytes);
+          encodeAndAdd(src, begin, len, sum, scaled, bytes, widened);
           continue;
         }
         const uint8_t* from = readInputs
@@ -268,12 +280,13 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
         // A block of one sender's values, scaled, and its encoding (encodeAtOwner).
         std::vector<float> scaled(encodeAtOwner && !shifts.empty() ? static_cast<size_t>(ownerBlock) : 0);
         std::vector<uint8_t> bytes(encodeAtOwner ? encodedSize(codec, ownerBlock) : 0);
+        std::vector<float> widened(sticky != nullptr ? static_cast<size_t>(ownerBlock) : 0);
         for (int64_t b0 = i0; b0 < i1;) {
           // Owners [b0, b1): sums of at most kSumBlockBytes together (at least one owner).
           int64_t b1 = b0 + 1, floats = segmentSize(static_cast<int>(b0), k);
           while (b1 < i1 && (floats + segmentSize(static_cast<int>(b1), k)) * 4 <= kSumBlockBytes)
             floats += segmentSize(static_cast<int>(b1++), k);
-          sumBlockBySender(k, b0, b1, scaled.data(), bytes.data());
+          sumBlockBySender(k, b0, b1, scaled.data(), bytes.data(), widened.data());
           for (int64_t i = b0; i < b1; ++i) {
             const int64_t len = segmentSize(static_cast<int>(i), k);
             sumPtr[static_cast<size_t>(i)] = sumBuf[static_cast<size_t>(i)] + k * stride;

@@ -43,6 +43,8 @@ class TwoShotAllReduce final : public AllReduceAlgorithm {
   // in rank order, so they can be taken ahead (AllReduceAlgorithm::sumsInputsAhead).
   bool sumsInputsAhead() const override { return codec_->encodesFp32Bits(); }
   void foldInput(float* acc, const float* input, int64_t n, bool first) const override;
+  // Every sender's values are encoded as they are read (encodesAtOwners; run() checks it).
+  bool readsSticky16Inputs() const override { return codec_->roundsSticky16Exactly(); }
 
  protected:
   void reduce(ExchangeSchedule& schedule, std::span<float* const> data, int64_t n) const override;

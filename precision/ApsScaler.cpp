@@ -4,7 +4,9 @@
 #include "precision/kernels/Scaling.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 namespace aps::precision {
@@ -45,6 +47,24 @@ uint32_t copyMaxAbsBits(float* dst, const float* src, int64_t n) {
     maxBits = std::max(maxBits, kernels::absBits(v));
   }
   return maxBits;
+}
+
+uint32_t copyMaxAbsBitsSticky16(uint16_t* dst, const float* src, int64_t n, bool* fp32Subnormals) {
+  uint32_t maxBits = 0, minNormalOrZero = 0x7fffffffu;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto u = std::bit_cast<uint32_t>(src[i]);
+    dst[i] = static_cast<uint16_t>((u >> 16) | ((u & 0xffffu) != 0 ? 1u : 0u));
+    const uint32_t a = u & 0x7fffffffu;
+    maxBits = std::max(maxBits, a);
+    // The smallest magnitude that is not zero (zero counts as the largest here).
+    minNormalOrZero = std::min(minNormalOrZero, a == 0 ? 0x7fffffffu : a);
+  }
+  *fp32Subnormals = minNormalOrZero < 0x00800000u;
+  return maxBits;
+}
+
+void widenSticky16(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = std::bit_cast<float>(static_cast<uint32_t>(src[i]) << 16);
 }
 
 ApsScaler::ApsScaler(const FloatFormat& format, int worldSize, ScalingMode mode)

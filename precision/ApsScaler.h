@@ -46,6 +46,23 @@ void scaleByPowerOfTwo(const float* in, float* out, int64_t n, int shift);
 // APS's exponent needs on the way (above 0x7f800000 - 1: an inf or a NaN among them).
 uint32_t copyMaxAbsBits(float* dst, const float* src, int64_t n);
 
+// Sticky 16-bit keys: a value's top 16 fp32 bits (sign, exponent, 7 mantissa bits) with the
+// lowest one OR-ed with the 16 bits dropped. Widened back (the key in the top half, zeros
+// below) a key is an fp32 that nearest rounding to a format of at most 5 mantissa bits rounds
+// to the same value as the original, after any power-of-two scaling: the format's last bit
+// (23 - M >= 18) and its round bit (>= 17) are kept, and all below them is in the sticky bit;
+// at the format's subnormals the rounding point only moves up; NaN stays NaN and keeps its
+// sign, infinity stays infinity (Codec::roundsSticky16Exactly says which codecs qualify). The
+// simulator keeps its ranks' gradient copies this way for such a wire format with APS: half
+// the bytes written in backward and read by the reduction.
+// A nonzero fp32 subnormal keeps fewer significant bits in its key, enough only at shifts
+// that still take it below half the format's smallest subnormal: the copier keeps such values
+// whole as well (*fp32Subnormals says whether src holds one).
+// dst[i] = key(src[i]); returns the largest kernels::absBits of src (the full values).
+uint32_t copyMaxAbsBitsSticky16(uint16_t* dst, const float* src, int64_t n, bool* fp32Subnormals);
+// dst[i] = the fp32 whose top half is src[i] and bottom half zero.
+void widenSticky16(const uint16_t* src, float* dst, int64_t n);
+
 // Auto Precision Scaling (Han, Demmel, You; arXiv 1911.08907; docs/ALGORITHMS.md, APS).
 // Per layer l: e_l = ceil(log2(N * max|g_l|)) on every rank, an all-reduce MAX of the
 // vector e, and the shift s_l = emax - e_l, emax the exponent of the format's largest

@@ -53,6 +53,12 @@ class Codec {
     }
   }
 
+  // Whether encode rounds every value to the nearest of its format's values with at most 5
+  // mantissa bits, above fp32's subnormals: then a sticky 16-bit key of a value
+  // (precision::copyMaxAbsBitsSticky16), widened and scaled by any power of two, encodes to
+  // the same code as the value scaled alike.
+  virtual bool roundsSticky16Exactly() const { return false; }
+
   // One reduction hop, fused so each byte is read and written once:
   // out <- encode(decode(a) + decode(b)), the sum taken in fp32. `out` may alias `a` or `b`.
   virtual void decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,

@@ -201,6 +201,14 @@ int64_t FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool
 }
 #endif
 
+bool FloatCodec::roundsSticky16Exactly() const {
+  // Half the smallest subnormal above 2^-125: a product that fp32 holds only as a subnormal
+  // (where the scaling itself rounds) encodes as zero from the key as from the value.
+  const FloatFormat& f = format();
+  return rounding_ == RoundingMode::NearestEven && f.mantissaBits <= 5 && identityNanBits_ == 0 &&
+         f.minSubnormal() >= std::ldexp(1.0f, -124);
+}
+
 void FloatCodec::roundTripInto(const float* in, int64_t n, float* acc, bool add, uint8_t* scratch,
                                const EncodeContext& ctx) const {
   int64_t done = 0;

@@ -37,6 +37,7 @@ class FloatCodec : public Codec {
   // takes in the whole call, so even NaN bits do not move.
   int64_t splitGranule() const override { return kSplitGranule; }
   bool encodesFp32Bits() const override { return identityNanBits_ != 0; }
+  bool roundsSticky16Exactly() const override;
   static constexpr int64_t kSplitGranule = 64;
 
   const FloatFormat& format() const { return quantizer_.format(); }

@@ -205,6 +205,13 @@ void GradientSync::buildReducer(uint64_t step) {
       std::make_unique<comm::GradientReducer>(*ranks_.transport, std::move(grads), algorithms, formatOf_, options);
   reducer_->setStep(step);
   logFormats();
+  int sticky = 0;
+  for (size_t b = 0; b < reducer_->layout().buckets().size(); ++b)
+    sticky += reducer_->keepsSticky16(static_cast<int>(b));
+  if (sticky > 0) {
+    spdlog::info("simulated ranks keep their gradients as 16-bit keys that round as their values ({} of {} buckets)",
+                 sticky, reducer_->layout().buckets().size());
+  }
 }
 
 // The scaling hooks of wire format f: APS (or global) shift, FP8-LM's autoscale and error

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -24,6 +25,7 @@ struct Result {
   bool nonFinite = false;
   size_t shiftsLeft = 0;   // input shifts the hooks left to the reduction (InputFacts::shifts)
   int64_t inputsSeen = 0;  // values of the inputs' encodes an observer saw
+  bool sticky16 = false;   // the reducer kept ranks 1, 2, ... as sticky 16-bit keys
 };
 
 // An observer of the inputs' encodes: the reduction must then encode them where the
@@ -46,12 +48,14 @@ struct Poison {
 };
 
 // Two layers on `world` ranks: layer 0 tiny (1e-7 scale), layer 1 large (1e3 scale).
-Result reduce(int world, precision::ScalingMode mode, Poison poison = {}, bool watchInputs = false) {
+// sticky16 false: the reducer keeps every rank's fp32 copy (ReducerOptions::sticky16Inputs).
+Result reduce(int world, precision::ScalingMode mode, Poison poison = {}, bool watchInputs = false,
+              float tinyScale = 1e-7f, bool sticky16 = true) {
   const precision::FloatFormat e4m3 = precision::FloatFormat::preset("e4m3");
   SimTransport transport(world);
   Rng rng(11);
   const std::vector<int64_t> sizes{300, 200};
-  const std::vector<float> scales{1e-7f, 1e3f};
+  const std::vector<float> scales{tinyScale, 1e3f};
   Result r;
   r.grads.assign(static_cast<size_t>(world), {});
   std::vector<double> exact(500, 0.0);
@@ -81,13 +85,18 @@ Result reduce(int world, precision::ScalingMode mode, Poison poison = {}, bool w
     r.shiftsLeft += c.inputs->shifts.size();
   };
   InputWatcher watcher;
-  if (watchInputs) options.encodeObserver = [&](const BucketContext&) { return &watcher; };
+  if (watchInputs) {
+    options.encodeObserver = [&](const BucketContext&) { return &watcher; };
+    options.sticky16Inputs = nullptr;  // the watcher reads every rank's inputs
+  }
+  if (!sticky16) options.sticky16Inputs = nullptr;
   GradientReducer reducer(transport, std::move(named), {algorithm}, {}, options);
   for (int k = 0; k < world; ++k) {
     reducer.markReady(1, k);
     reducer.markReady(0, k);
   }
   r.nonFinite = reducer.wait().nonFinite;
+  r.sticky16 = reducer.keepsSticky16(0);
   r.inputsSeen = watcher.values;
   double err = 0, norm = 0;
   for (size_t i = 0; i < 300; ++i) {  // the tiny layer
@@ -146,6 +155,34 @@ TEST(BucketScaling, ShiftedInputsScaleOnlyWhatAShiftCovers) {
     const float want = i >= 10 && i < 30 ? in[i] * 8.0f : i >= 40 && i < 45 ? in[i] * 0.25f : in[i];
     EXPECT_EQ(got[i - 5], want) << i;
   }
+}
+
+// The simulator keeps ranks 1, 2, ... as sticky 16-bit keys under APS with E4M3 (half the
+// bytes): the reduction must give the bits of full fp32 copies, for both scaling modes, with a
+// NaN on some rank, and for a layer of fp32 subnormals (kept whole: the shift that lifts them
+// into E4M3's range is past 127, where a key would not round as its value).
+TEST(BucketScaling, Sticky16CopiesReduceToTheBitsOfFullCopies) {
+  for (int world : {2, 5, 8}) {
+    for (auto mode : {precision::ScalingMode::Aps, precision::ScalingMode::Global}) {
+      for (float tiny : {1e-7f, 3e-39f}) {
+        for (const Poison& poison : {Poison{}, Poison{1, 310, std::numeric_limits<float>::quiet_NaN()}}) {
+          const Result keys = reduce(world, mode, poison, false, tiny, true);
+          const Result full = reduce(world, mode, poison, false, tiny, false);
+          ASSERT_TRUE(keys.sticky16);
+          ASSERT_FALSE(full.sticky16);
+          EXPECT_EQ(keys.nonFinite, full.nonFinite);
+          for (size_t i = 0; i < full.grads[0].size(); ++i) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(keys.grads[0][i]), std::bit_cast<uint32_t>(full.grads[0][i]))
+                << "world " << world << " mode " << precision::scalingModeName(mode) << " tiny " << tiny << " value "
+                << i;
+          }
+        }
+      }
+    }
+  }
+  // Without APS (no word on NaN or infinity), or with an observer of the inputs, full copies.
+  EXPECT_FALSE(reduce(4, precision::ScalingMode::None).sticky16);
+  EXPECT_FALSE(reduce(4, precision::ScalingMode::Aps, {}, true).sticky16);
 }
 
 TEST(BucketScaling, GlobalModeUsesOneShift) {

@@ -5,6 +5,7 @@
 #include "tests/precision/CodecVectorPathsTesting.h"
 
 #include "framework/core/Rng.h"
+#include "precision/ApsScaler.h"
 #include "precision/BlockScaledCodec.h"
 #include "precision/DettmersCodec.h"
 #include "precision/kernels/Scaling.h"
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -136,6 +138,65 @@ TEST(CodecVectorPaths, RoundTripIntoIsEncodeThenDecodeOrDecodeAdd) {
       }
     }
   }
+}
+
+// The simulator keeps its ranks' gradient copies as sticky 16-bit keys where the codec says
+// they round exactly: widened and scaled by any power of two, the key of any value but an
+// fp32 subnormal (which the copier keeps whole, and flags) must round trip to the bits the
+// full value does, for every qualifying format, NaNs and infinities included; and the copy
+// measures the full values' maximum.
+TEST(CodecVectorPaths, Sticky16KeysRoundLikeTheirValuesAtEveryShift) {
+  std::vector<float> xs;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 65537) {
+    const auto u = static_cast<uint32_t>(b);
+    if ((u & 0x7f800000u) != 0 || (u & 0x7fffffu) == 0) xs.push_back(std::bit_cast<float>(u));
+  }
+  Rng rng(13);
+  for (int e = -40; e <= 40; e += 4)
+    for (int k = 0; k < 200; ++k) xs.push_back(std::ldexp(rng.normal(0.0f, 1.0f), e));
+  xs.push_back(-0.0f);
+  xs.push_back(std::numeric_limits<float>::min());
+  const auto n = static_cast<int64_t>(xs.size());
+  std::vector<uint16_t> keys(xs.size());
+  std::vector<float> copy(xs.size());
+  bool subnormals = true;
+  ASSERT_EQ(copyMaxAbsBitsSticky16(keys.data(), xs.data(), n, &subnormals), copyMaxAbsBits(copy.data(), xs.data(), n));
+  EXPECT_FALSE(subnormals);
+  const float withSubnormal[] = {1.0f, 0.0f, -std::numeric_limits<float>::denorm_min(), 3.0f};
+  copyMaxAbsBitsSticky16(keys.data(), withSubnormal, 4, &subnormals);
+  EXPECT_TRUE(subnormals);
+  copyMaxAbsBitsSticky16(keys.data(), xs.data(), n, &subnormals);
+  std::vector<float> widened(xs.size());
+  widenSticky16(keys.data(), widened.data(), n);
+  int exact = 0;
+  for (const auto& f : vectorPathFormats()) {
+    for (auto mode : {RoundingMode::NearestEven, RoundingMode::Stochastic, RoundingMode::TowardZero}) {
+      const FloatCodec codec(f, mode);
+      if (!codec.roundsSticky16Exactly()) continue;
+      ++exact;
+      std::vector<float> a(xs.size()), b(xs.size()), ra(xs.size()), rb(xs.size());
+      std::vector<uint8_t> scratch(codec.encodedBytes(n));
+      for (int shift : {-140, -126, -60, -9, -1, 0, 1, 7, 30, 100, 127, 140}) {
+        scaleByPowerOfTwo(xs.data(), a.data(), n, shift);
+        scaleByPowerOfTwo(widened.data(), b.data(), n, shift);
+        codec.roundTripInto(a.data(), n, ra.data(), false, scratch.data());
+        codec.roundTripInto(b.data(), n, rb.data(), false, scratch.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const auto k = static_cast<size_t>(i);
+          ASSERT_EQ(std::bit_cast<uint32_t>(ra[k]), std::bit_cast<uint32_t>(rb[k]))
+              << f.describe() << " shift " << shift << " x bits " << std::hex << std::bit_cast<uint32_t>(xs[k]);
+        }
+      }
+    }
+  }
+  // Nearest rounding to E4M3, E5M2, E2M1, E3M0, E3M2, E2M3 (and their variants) qualifies;
+  // fp16 and bf16 keep more mantissa bits than a key, stochastic rounding reads the low bits.
+  EXPECT_TRUE(FloatCodec(FloatFormat::preset("e4m3"), RoundingMode::NearestEven).roundsSticky16Exactly());
+  EXPECT_TRUE(FloatCodec(FloatFormat::preset("e2m1"), RoundingMode::NearestEven).roundsSticky16Exactly());
+  EXPECT_FALSE(FloatCodec(FloatFormat::preset("bf16"), RoundingMode::NearestEven).roundsSticky16Exactly());
+  EXPECT_FALSE(FloatCodec(FloatFormat::preset("fp16"), RoundingMode::NearestEven).roundsSticky16Exactly());
+  EXPECT_FALSE(FloatCodec(FloatFormat::preset("e4m3"), RoundingMode::Stochastic).roundsSticky16Exactly());
+  EXPECT_GE(exact, 8);
 }
 
 TEST(CodecVectorPaths, DecodeGivesTheSharedDecodeOfEveryCodeInEveryPosition) {
