@@ -9,6 +9,10 @@
 #include <cstdint>
 #include <limits>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace aps::precision {
 
 ScalingMode parseScalingMode(const std::string& name) {
@@ -51,7 +55,31 @@ uint32_t copyMaxAbsBits(float* dst, const float* src, int64_t n) {
 
 uint32_t copyMaxAbsBitsSticky16(uint16_t* dst, const float* src, int64_t n, bool* fp32Subnormals) {
   uint32_t maxBits = 0, minNormalOrZero = 0x7fffffffu;
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  // The same, 16 values a step (the compiler does not vectorise the loop below).
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff), low = _mm512_set1_epi32(0xffff);
+  const __m512i one = _mm512_set1_epi32(1), zero = _mm512_setzero_si512();
+  __m512i mx = zero, mn = magnitude;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i u = _mm512_loadu_si512(src + i);
+    const __m512i a = _mm512_and_si512(u, magnitude);
+    mx = _mm512_max_epu32(mx, a);
+    mn = _mm512_min_epu32(mn, _mm512_mask_mov_epi32(a, _mm512_cmpeq_epi32_mask(a, zero), magnitude));
+    __m512i key = _mm512_srli_epi32(u, 16);
+    key = _mm512_mask_or_epi32(key, _mm512_test_epi32_mask(u, low), key, one);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(key));
+  }
+  // Through memory: GCC 12 reports its own _mm512_reduce_max_epu32 as reading an uninitialised value.
+  alignas(64) uint32_t maxLanes[16], minLanes[16];
+  _mm512_store_si512(maxLanes, mx);
+  _mm512_store_si512(minLanes, mn);
+  for (int k = 0; k < 16; ++k) {
+    maxBits = std::max(maxBits, maxLanes[k]);
+    minNormalOrZero = std::min(minNormalOrZero, minLanes[k]);
+  }
+#endif
+  for (; i < n; ++i) {
     const auto u = std::bit_cast<uint32_t>(src[i]);
     dst[i] = static_cast<uint16_t>((u >> 16) | ((u & 0xffffu) != 0 ? 1u : 0u));
     const uint32_t a = u & 0x7fffffffu;

@@ -162,9 +162,15 @@ TEST(CodecVectorPaths, Sticky16KeysRoundLikeTheirValuesAtEveryShift) {
   bool subnormals = true;
   ASSERT_EQ(copyMaxAbsBitsSticky16(keys.data(), xs.data(), n, &subnormals), copyMaxAbsBits(copy.data(), xs.data(), n));
   EXPECT_FALSE(subnormals);
-  const float withSubnormal[] = {1.0f, 0.0f, -std::numeric_limits<float>::denorm_min(), 3.0f};
-  copyMaxAbsBitsSticky16(keys.data(), withSubnormal, 4, &subnormals);
-  EXPECT_TRUE(subnormals);
+  // A subnormal among 16 values a step (the vector path) and in the rest (scalar).
+  for (size_t at : {size_t{2}, size_t{20}, size_t{37}}) {
+    std::vector<float> some(40, 1.5f);
+    some[5] = 0.0f;
+    some[at] = -std::numeric_limits<float>::denorm_min();
+    subnormals = false;
+    copyMaxAbsBitsSticky16(keys.data(), some.data(), 40, &subnormals);
+    EXPECT_TRUE(subnormals) << at;
+  }
   copyMaxAbsBitsSticky16(keys.data(), xs.data(), n, &subnormals);
   std::vector<float> widened(xs.size());
   widenSticky16(keys.data(), widened.data(), n);
