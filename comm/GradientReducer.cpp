@@ -352,6 +352,7 @@ void GradientReducer::reduceBucket(int b) {
     for (size_t i = 1; i < data.size(); ++i) {
       sticky.keys[i] = reinterpret_cast<const uint16_t*>(data[i]);
       data[i] = nullptr;
+      // A bucket's offsets ascend with its parameters: the ranges come out in order.
       for (size_t k = 0; k < bucket.params.size(); ++k) {
         const auto p = static_cast<size_t>(bucket.params[k]);
         uint8_t& now = wholeNow_[i * names_.size() + p];
@@ -359,8 +360,6 @@ void GradientReducer::reduceBucket(int b) {
         sticky.exact[i].push_back({bucket.offsets[k], static_cast<int64_t>(whole_[i][p].size()), whole_[i][p].data()});
         now = 0;
       }
-      std::sort(sticky.exact[i].begin(), sticky.exact[i].end(),
-                [](const Sticky16Inputs::Exact& x, const Sticky16Inputs::Exact& y) { return x.begin < y.begin; });
     }
   }
   uint64_t step = 0;

@@ -99,21 +99,19 @@ def main():
     load = os.getloadavg()[0]
     best = {}
     per_round = {split: [] for split in splits}  # ms/image, round by round
-    ratios = {split: [] for split in splits}  # per round: ms/image over the first split's, that round
     with tempfile.TemporaryDirectory(prefix="aps-sim-scale-") as workdir:
         for round_ in range(args.repeats):
-            first = None
             for ranks, batch in splits:
                 r = measure(args, ranks, batch, Path(workdir) / f"round{round_}")
                 key = (ranks, batch)
-                first = first or r["ms_per_image"]
                 per_round[key].append(r["ms_per_image"])
-                ratios[key].append(r["ms_per_image"] / first)
                 print(f"round {round_ + 1}: {ranks} x {batch}: {r['ms_per_image']:.3f} ms/image, "
-                      f"{ratios[key][-1]:.2f}x the first split's", file=sys.stderr)
+                      f"{r['ms_per_image'] / per_round[splits[0]][-1]:.2f}x the first split's", file=sys.stderr)
                 if key not in best or r["ms_per_image"] < best[key]["ms_per_image"]:
                     best[key] = r
     base = best[splits[0]]["ms_per_image"]
+    # Per round: ms/image over the first split's in the same round.
+    ratios = {k: [a / b for a, b in zip(per_round[k], per_round[splits[0]])] for k in splits}
     print(f"load average at the start {load:.2f}, at the end {os.getloadavg()[0]:.2f}; "
           f"{args.steps} steps per run, best of {args.repeats}, {args.threads} threads")
     print("| ranks x batch | ms/image | compute | exposed comm | data wait | vs first | per round vs first |")
