@@ -124,14 +124,20 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
       granule > 0 ? std::max<int64_t>(kOwnerBlockValues / granule, 1) * granule : std::max<int64_t>(seg.length, 1);
   std::vector<uint8_t*> sendBuf(local), recvBuf(local), sumBuf(local);
   std::vector<float*> acc(local);
+  // In one address space the owners' sums lie back to back, each chunk's at its offset, so
+  // that consecutive owners' sums are one range (one call per sender below).
+  float* accAll = inPlace && !summedAhead ? s.scratchFloats(kAcc, 0, static_cast<size_t>(n)) : nullptr;
   for (size_t i = 0; i < local; ++i) {
     const auto rank = static_cast<size_t>(first) + i;
     sendBuf[i] = readInputs || encodeAtOwner ? nullptr : s.scratch(kSend, i, offsets[w]);
     recvBuf[i] = inPlace ? nullptr : s.scratch(kRecv, i, counts[rank] * w);
     sumBuf[i] = s.scratch(kSum, i, counts[rank]);
     // Summed ahead, the sums are already in data[0].
-    acc[i] =
-        summedAhead ? nullptr : s.scratchFloats(kAcc, i, static_cast<size_t>(s.chunkSize(n, static_cast<int>(rank))));
+    if (accAll != nullptr) {
+      acc[i] = accAll + s.chunkBegin(n, static_cast<int>(rank));
+    } else if (!summedAhead) {
+      acc[i] = s.scratchFloats(kAcc, i, static_cast<size_t>(s.chunkSize(n, static_cast<int>(rank))));
+    }
   }
   uint8_t* gathered = s.scratch(kGathered, 0, offsets[w]);
 
@@ -251,12 +257,25 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
       const float* block = keys != nullptr ? widened : values + a;
       // What encoding and then RankOrderSum::addFp32 of the bytes give, rounded in registers
       // where the codec can (Codec::roundTripInto). Blocks start at multiples of the codec's
-      // granule, so each value takes the path it takes in the whole chunk's decode.
+      // granule from a chunk's start, so each value takes the path it takes in the whole
+      // chunk's decode (or from a run of owners' start, ownersAsOne: any cut is alike).
       const float* in = shiftedInputs(shifts, begin + a, m, block, scaled);
       codec.roundTripInto(in, m, sum + a, src != 0, bytes, s.encodeContext(src, kEncodeInputPhase, begin + a));
     }
   };
+  // Where the codec rounds alike at any cut and a chunk is one segment, the owners' values
+  // [i0, i1) of a sender are one range, and so are their sums: one call per sender, where one
+  // per owner cost more than the values at 256 ranks (a bucket of 12 k values gives each owner
+  // 46: 65536 calls a step, each with its own set-up and scalar rest).
+  const bool ownersAsOne = encodeAtOwner && seg.count == 1 && accAll != nullptr && codec.roundTripsAlikeAtAnyCut();
   auto sumBlockBySender = [&](int64_t k, int64_t i0, int64_t i1, float* scaled, uint8_t* bytes, float* widened) {
+    if (ownersAsOne) {
+      const int64_t begin = s.chunkBegin(n, static_cast<int>(i0));
+      const int64_t len = s.chunkBegin(n, static_cast<int>(i1)) - begin;
+      if (len == 0) return;
+      for (int src = 0; src < world; ++src) encodeAndAdd(src, begin, len, accAll + begin, scaled, bytes, widened);
+      return;
+    }
     for (int src = 0; src < world; ++src) {
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t len = segmentSize(static_cast<int>(i), k);

@@ -74,6 +74,12 @@ class Codec {
   // call (one absmax per chunk) must return 0.
   virtual int64_t splitGranule() const { return 0; }
 
+  // Whether roundTripInto and decodeAdd give each value the same bits wherever a call is cut
+  // (piece p with ctx.offset advanced by its start), NaN signs included: every value takes the
+  // same instruction in any piece. The simulator's owners then round a run of consecutive
+  // owners' values in one call (two_shot). false (the default): no such promise.
+  virtual bool roundTripsAlikeAtAnyCut() const { return false; }
+
   // Whether encode writes each value's fp32 bits unchanged, little endian, but for the
   // payload of a NaN (it keeps the sign): fp32 itself. A sum of such encodings
   // (decodeAdd) then equals the sum of the values read in place, but for NaN payloads, and

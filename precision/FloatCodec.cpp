@@ -29,22 +29,39 @@ bool sameLayout(const FloatFormat& a, const FloatFormat& b) {
          a.subnormals == b.subnormals && a.specials == b.specials;
 }
 
-// Stores a decoded value, or adds it to what is there (decodeAdd).
+// Stores a decoded value, or adds it to what is there (decodeAdd). A decoded NaN is kept
+// (made quiet), whatever the sum held: which NaN an add of two NaNs returns is otherwise the
+// instruction's choice (x86: its first operand's), and the compiler orders the operands as it
+// likes, differently in different loops. This way every path (scalar, vector, a masked last
+// step) gives the same bits wherever a call starts (Codec::roundTripsAlikeAtAnyCut).
+constexpr uint32_t kQuietBit = 0x00400000u;
 template <bool kAdd>
 inline void put(float* p, float v) {
   if constexpr (kAdd) {
-    *p += v;
+    *p = std::isnan(v) ? std::bit_cast<float>(std::bit_cast<uint32_t>(v) | kQuietBit) : *p + v;
   } else {
     *p = v;
   }
 }
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
+inline __m512 addKeepingNaN(__m512 sum, __m512 v) {
+  const __m512 quiet =
+      _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), _mm512_set1_epi32(static_cast<int32_t>(kQuietBit))));
+  return _mm512_mask_mov_ps(_mm512_add_ps(sum, v), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), quiet);
+}
 template <bool kAdd>
 inline void put16(float* p, __m512 v) {
-  if constexpr (kAdd) v = _mm512_add_ps(_mm512_loadu_ps(p), v);
+  if constexpr (kAdd) v = addKeepingNaN(_mm512_loadu_ps(p), v);
   _mm512_storeu_ps(p, v);
 }
+// put16 of the lanes in `lanes` (a last step of fewer than 16 values).
+template <bool kAdd>
+inline void put16Masked(float* p, __mmask16 lanes, __m512 v) {
+  if constexpr (kAdd) v = addKeepingNaN(_mm512_maskz_loadu_ps(lanes, p), v);
+  _mm512_mask_storeu_ps(p, lanes, v);
+}
+inline __mmask16 firstLanes(int64_t count) { return static_cast<__mmask16>((1u << count) - 1u); }
 
 // fp16 (F16C) and bf16 codes with round-to-nearest-even, 32 values per step: the rounding of
 // the hardware conversion (fp16) or of the integer add (bf16), then roundOne's overflow policy
@@ -197,7 +214,16 @@ int64_t FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool
   } else {
     for (; i + 16 <= n; i += 16) put16<false>(acc + i, round16(_mm512_loadu_ps(in + i)));
   }
-  return i;
+  if (i == n) return n;
+  // The last values as one masked step, as decodeBytesWith's.
+  const __mmask16 lanes = firstLanes(n - i);
+  const __m512 y = round16(_mm512_maskz_loadu_ps(lanes, in + i));
+  if (add) {
+    put16Masked<true>(acc + i, lanes, y);
+  } else {
+    put16Masked<false>(acc + i, lanes, y);
+  }
+  return n;
 }
 #endif
 
@@ -213,12 +239,11 @@ void FloatCodec::roundTripInto(const float* in, int64_t n, float* acc, bool add,
                                const EncodeContext& ctx) const {
   int64_t done = 0;
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-  // The values decode's vector loop would take (decodeNibbles16: 64 a step; decodeBytes16: 16,
-  // where it runs), so that each value is added by the same instruction as there (which NaN a
-  // sum of two NaNs keeps is that instruction's choice); the rest through the codes.
+  // The values decode's vector loop would take (decodeNibbles16: 64 a step; decodeBytes16:
+  // all, the last fewer than 16 as one masked step, where it runs); the rest through the
+  // codes. Every path adds as put does, so the split changes no bit.
   if (values_.usable) {
-    const int64_t step = width_ == 0 ? 64 : 16;
-    const int64_t vectorValues = width_ == 0 || bit7Symmetric_ ? n / step * step : 0;
+    const int64_t vectorValues = width_ == 0 ? n / 64 * 64 : bit7Symmetric_ ? n : 0;
     done = roundTripValues(in, vectorValues, acc, add);
   }
 #endif
@@ -312,7 +337,15 @@ int64_t FloatCodec::decodeBytesWith(const uint8_t* in, int64_t n, float* out) co
   const Decoder decode(*this);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) put16<kAdd>(out + i, decode(in + i));
-  return i;
+  if (i == n) return n;
+  // The last codes (fewer than 16) as one masked step: every value added by the same
+  // instruction, wherever a call starts or ends (at 256 ranks an owner's piece of a small
+  // bucket is 46 values, and the scalar rest was most of its time). The decoders read 16
+  // bytes: the rest is copied out first.
+  alignas(16) uint8_t rest[16] = {};
+  std::memcpy(rest, in + i, static_cast<size_t>(n - i));
+  put16Masked<kAdd>(out + i, firstLanes(n - i), decode(rest));
+  return n;
 }
 
 template <bool kAdd>

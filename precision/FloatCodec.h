@@ -30,14 +30,15 @@ class FloatCodec : public Codec {
   // and every other codec, as Codec's encode then decode.
   void roundTripInto(const float* in, int64_t n, float* acc, bool add, uint8_t* scratch,
                      const EncodeContext& ctx = {}) const override;
-  // Element-wise, random bits indexed by position, so any cut (at even positions for nibbles)
-  // keeps every value but one detail: the vector paths take 64 (or 16) values at a time and
-  // leave the rest to scalar code, and an add of two NaNs keeps the sign of whichever operand
-  // that path's instruction favours. Cuts at multiples of 64 give every value the path it
-  // takes in the whole call, so even NaN bits do not move.
+  // Element-wise, random bits indexed by position, and a decoded NaN kept whatever it is added
+  // to (on every path, vector or scalar), so any cut (at even positions for nibbles, whose
+  // bytes hold two) keeps every value's bits. Cuts at multiples of 64 also keep the vector
+  // paths' steps (64 nibble codes, 16 values otherwise) whole.
   int64_t splitGranule() const override { return kSplitGranule; }
   bool encodesFp32Bits() const override { return identityNanBits_ != 0; }
   bool roundsSticky16Exactly() const override;
+  // Codes of one byte or more (not nibbles, whose cuts must fall between bytes).
+  bool roundTripsAlikeAtAnyCut() const override { return width_ != 0; }
   static constexpr int64_t kSplitGranule = 64;
 
   const FloatFormat& format() const { return quantizer_.format(); }

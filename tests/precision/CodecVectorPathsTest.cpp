@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 namespace aps::precision::testing {
@@ -134,6 +135,82 @@ TEST(CodecVectorPaths, RoundTripIntoIsEncodeThenDecodeOrDecodeAdd) {
                 firstRoundTripMismatch(codec, xs.data() + n - 200 + start, len, acc.data() + start, add, ctx);
             ASSERT_LT(at, 0) << codec.name() << " length " << len << " start " << start << " add " << add;
           }
+        }
+      }
+    }
+  }
+}
+
+// The simulator's owners round a run of consecutive owners' values in one call where the codec
+// promises that any cut is alike (Codec::roundTripsAlikeAtAnyCut), and a real rank decodes and
+// adds each owner's chunk on its own. So a call cut anywhere (the second piece's context
+// advanced to its start) must give the whole call's bits, for decodeAdd and roundTripInto,
+// where both the sum and the value are NaNs of either sign too (a decoded NaN is kept).
+TEST(CodecVectorPaths, DecodeAddAndRoundTripIntoAreAlikeAtEveryCut) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const int64_t n = 100;
+  Rng rng(23);
+  std::vector<float> xs(static_cast<size_t>(n)), acc(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<size_t>(i);
+    xs[k] = std::ldexp(rng.normal(), static_cast<int>(rng.below(50)) - 25);
+    acc[k] = rng.normal(0.0f, 4.0f);
+  }
+  // NaN value onto NaN sums of both signs (in the vector steps and the last ones), a NaN onto
+  // a number and a number onto a NaN, infinities, an overflow and an invalid sum.
+  for (int64_t i : {5, 40, 97, 98}) xs[static_cast<size_t>(i)] = i % 2 ? nan : -nan;
+  for (int64_t i : {5, 40, 97, 99}) acc[static_cast<size_t>(i)] = i % 3 ? -nan : nan;
+  xs[10] = nan, xs[11] = inf, acc[11] = -inf, xs[12] = 3e38f, acc[13] = nan, xs[60] = -inf;
+  const EncodeContext ctx{5, 6, 1000};
+  auto bitsOf = [](const std::vector<float>& v) {
+    std::vector<uint32_t> b;
+    for (float x : v) b.push_back(std::bit_cast<uint32_t>(x));
+    return b;
+  };
+  for (const auto& f : vectorPathFormats()) {
+    for (auto mode : {RoundingMode::NearestEven, RoundingMode::Stochastic}) {
+      const FloatCodec codec(f, mode);
+      EXPECT_EQ(codec.roundTripsAlikeAtAnyCut(), f.bits() > 4) << f.describe();
+      if (!codec.roundTripsAlikeAtAnyCut()) continue;
+      std::vector<uint8_t> wire(codec.encodedBytes(n));
+      std::vector<float> alone(static_cast<size_t>(n));  // the values themselves
+      codec.encode(xs.data(), n, wire.data(), ctx);
+      codec.decode(wire.data(), n, alone.data());
+      for (bool add : {false, true}) {
+        std::vector<float> whole = acc, decoded = acc;
+        codec.roundTripInto(xs.data(), n, whole.data(), add, wire.data(), ctx);
+        codec.encode(xs.data(), n, wire.data(), ctx);
+        if (add) {
+          codec.decodeAdd(wire.data(), n, decoded.data());
+        } else {
+          codec.decode(wire.data(), n, decoded.data());
+        }
+        ASSERT_EQ(bitsOf(whole), bitsOf(decoded)) << codec.name() << " " << f.describe() << " add " << add;
+        if (add) {
+          // A decoded NaN is kept, whatever the sum held (formats without NaNs have none).
+          for (int64_t i : {5, 40, 97}) {
+            const auto k = static_cast<size_t>(i);
+            if (!std::isnan(alone[k])) continue;
+            EXPECT_EQ(std::bit_cast<uint32_t>(whole[k]), std::bit_cast<uint32_t>(alone[k]) | 0x00400000u)
+                << codec.name() << " at " << i;
+          }
+        }
+        for (int64_t cut = 1; cut < n; ++cut) {
+          EncodeContext rest = ctx;
+          rest.offset = ctx.offset + cut;
+          std::vector<float> pieces = acc, piecesDecoded = acc;
+          codec.roundTripInto(xs.data(), cut, pieces.data(), add, wire.data(), ctx);
+          codec.roundTripInto(xs.data() + cut, n - cut, pieces.data() + cut, add, wire.data(), rest);
+          ASSERT_EQ(bitsOf(pieces), bitsOf(whole)) << codec.name() << " " << f.describe() << " cut " << cut;
+          for (const auto& [begin, end, c] : {std::tuple{int64_t{0}, cut, ctx}, std::tuple{cut, n, rest}}) {
+            codec.encode(xs.data() + begin, end - begin, wire.data(), c);
+            if (add) {
+              codec.decodeAdd(wire.data(), end - begin, piecesDecoded.data() + begin);
+            } else {
+              codec.decode(wire.data(), end - begin, piecesDecoded.data() + begin);
+            }
+          }
+          ASSERT_EQ(bitsOf(piecesDecoded), bitsOf(whole)) << codec.name() << " decode, cut " << cut;
         }
       }
     }
