@@ -33,12 +33,13 @@ bool sameLayout(const FloatFormat& a, const FloatFormat& b) {
 // (made quiet), whatever the sum held: which NaN an add of two NaNs returns is otherwise the
 // instruction's choice (x86: its first operand's), and the compiler orders the operands as it
 // likes, differently in different loops. This way every path (scalar, vector, a masked last
-// step) gives the same bits wherever a call starts (Codec::roundTripsAlikeAtAnyCut).
-constexpr uint32_t kQuietBit = 0x00400000u;
+// step) gives the same bits wherever a call starts (Codec::roundTripsAlikeAtAnyCut): the
+// scalar add is addDecoded, which the device's decode-add calls too, and the vector add
+// (addKeepingNaN) does what it does.
 template <bool kAdd>
 inline void put(float* p, float v) {
   if constexpr (kAdd) {
-    *p = std::isnan(v) ? std::bit_cast<float>(std::bit_cast<uint32_t>(v) | kQuietBit) : *p + v;
+    *p = addDecoded(*p, v);
   } else {
     *p = v;
   }
@@ -46,8 +47,7 @@ inline void put(float* p, float v) {
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 inline __m512 addKeepingNaN(__m512 sum, __m512 v) {
-  const __m512 quiet =
-      _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), _mm512_set1_epi32(static_cast<int32_t>(kQuietBit))));
+  const __m512 quiet = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x00400000)));
   return _mm512_mask_mov_ps(_mm512_add_ps(sum, v), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), quiet);
 }
 template <bool kAdd>

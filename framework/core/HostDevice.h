@@ -50,7 +50,8 @@ APS_HOST_DEVICE inline To bitCast(const From& from) {
 // the CPU's bits are held to (the codecs' sums and scalings, which carry a NaN gradient onto
 // the wire) compute through these, so the GPU gives the CPU's bits; on the host they give what
 // the plain operation gives. Where both operands are NaN, which one the CPU keeps depends on
-// the operand order the compiler chose, so only that case is the CPU compiler's to decide.
+// the operand order the compiler chose, so only that case is the CPU compiler's to decide
+// (the float codecs' decode-add takes it out of its hands: addDecoded).
 APS_HOST_DEVICE inline float nanAsX86(float result, float a, float b) {
   if (result == result) return result;
   if (a != a) return bitCast<float>(bitCast<uint32_t>(a) | 0x00400000u);
@@ -59,5 +60,12 @@ APS_HOST_DEVICE inline float nanAsX86(float result, float a, float b) {
 }
 APS_HOST_DEVICE inline float addAsX86(float a, float b) { return nanAsX86(a + b, a, b); }
 APS_HOST_DEVICE inline float mulAsX86(float a, float b) { return nanAsX86(a * b, a, b); }
+// A decoded value added to a sum (the float codecs' decode-add): a NaN value is kept, made
+// quiet, whatever the sum holds, else addAsX86. So a NaN value onto a NaN sum gives one answer
+// on every path (x86 would keep whichever operand the compiler put first), and the same on a GPU.
+APS_HOST_DEVICE inline float addDecoded(float sum, float v) {
+  if (v != v) return bitCast<float>(bitCast<uint32_t>(v) | 0x00400000u);
+  return addAsX86(sum, v);
+}
 
 }  // namespace aps

@@ -114,7 +114,12 @@ __global__ void decodeElementsKernel(kernels::CodeDecodeParams d, int32_t width,
   for (int64_t i = firstIndex(); i < n; i += gridStride()) {
     float v = elementValue(d, width, in, i);
     if (scales) v = kernels::blockScaledOutput(v, scales[i / len]);
-    out[i] = add ? addAsX86(out[i], v) : v;
+    // A float codec's decode-add keeps a decoded NaN, as FloatCodec's does (addDecoded).
+    if (add) {
+      out[i] = scales ? addAsX86(out[i], v) : addDecoded(out[i], v);
+    } else {
+      out[i] = v;
+    }
   }
 }
 
