@@ -251,6 +251,15 @@ TEST(SharedKernels, NanResultsAreTheCpusOwn) {
     }
   }
   EXPECT_GT(nanResults, 100);  // the NaN cases were reached: inf - inf, 0 * inf, one NaN operand
+  // The float codecs' decode-add (addDecoded): the CPU's sum, but a NaN value is kept (made
+  // quiet) whatever the sum holds, a NaN sum among them.
+  for (float sum : values) {
+    for (float v : values) {
+      volatile float vs = sum, vv = v;
+      const uint32_t want = std::isnan(v) ? bitsOf(v) | 0x00400000u : bitsOf(vs + vv);
+      ASSERT_EQ(bitsOf(aps::addDecoded(sum, v)), want) << bitsOf(sum) << " + " << bitsOf(v);
+    }
+  }
 }
 #endif
 
