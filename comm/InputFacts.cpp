@@ -53,4 +53,58 @@ const float* shiftedInputs(std::span<const InputShift> shifts, int64_t begin, in
   return out;
 }
 
+void roundTripSticky16Into(const precision::Codec& codec, const Sticky16Inputs& inputs, size_t i,
+                           std::span<const InputShift> shifts, int64_t begin, int64_t n, float* acc, bool add,
+                           float* widened, float* scaled, uint8_t* bytes, const precision::EncodeContext& ctx) {
+  const uint16_t* keys = inputs.keys[i];
+  const std::vector<Sticky16Inputs::Exact>& exact = inputs.exact[i];
+  // The first shift and whole copy that end after `begin` (both ascend and do not overlap).
+  auto s = std::partition_point(shifts.begin(), shifts.end(),
+                                [&](const InputShift& x) { return x.begin + x.length <= begin; });
+  auto e = std::partition_point(exact.begin(), exact.end(),
+                                [&](const Sticky16Inputs::Exact& x) { return x.begin + x.length <= begin; });
+  const int64_t end = begin + n;
+  for (int64_t pos = begin; pos < end;) {
+    // [pos, stop): one shift (or none) and either keys or one whole copy.
+    int shift = 0;
+    int64_t stop = end;
+    if (s != shifts.end()) {
+      if (s->begin <= pos) {
+        shift = s->shift;
+        stop = std::min(stop, s->begin + s->length);
+      } else {
+        stop = std::min(stop, s->begin);
+      }
+    }
+    const float* whole = nullptr;
+    if (e != exact.end()) {
+      if (e->begin <= pos) {
+        whole = e->values + (pos - e->begin);
+        stop = std::min(stop, e->begin + e->length);
+      } else {
+        stop = std::min(stop, e->begin);
+      }
+    }
+    const int64_t len = stop - pos;
+    float* out = acc + (pos - begin);
+    if (len > 0 && (whole != nullptr || !codec.roundTripKeysInto(keys + pos, len, shift, out, add))) {
+      const float* in = whole;
+      if (in == nullptr) {
+        precision::widenSticky16(keys + pos, widened, len);
+        in = widened;
+      }
+      if (shift != 0) {
+        precision::scaleByPowerOfTwo(in, scaled, len, shift);
+        in = scaled;
+      }
+      precision::EncodeContext at = ctx;
+      at.offset = ctx.offset + (pos - begin);
+      codec.roundTripInto(in, len, out, add, bytes, at);
+    }
+    pos = stop;
+    if (s != shifts.end() && s->begin + s->length <= pos) ++s;
+    if (e != exact.end() && e->begin + e->length <= pos) ++e;
+  }
+}
+
 }  // namespace aps::comm

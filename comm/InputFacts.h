@@ -1,5 +1,7 @@
 #pragma once
 
+#include "precision/Codec.h"
+
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -60,5 +62,15 @@ void applyInputShifts(std::span<float* const> data, std::span<const InputShift> 
 // The values [begin, begin + n) of a buffer (`in`) as the reduction reads them: `in` itself
 // where no shift covers any of them, else `out` (n floats) holding them with the shifts applied.
 const float* shiftedInputs(std::span<const InputShift> shifts, int64_t begin, int64_t n, const float* in, float* out);
+
+// codec.roundTripInto of local rank i's values [begin, begin + n) as the reduction reads them
+// (readSticky16, then shiftedInputs), range by range between the whole copies' and the shifts'
+// boundaries: the keys widened, scaled and rounded in registers where the codec can
+// (Codec::roundTripKeysInto), the rest through `widened` and `scaled` (n floats each; `scaled`
+// may be null without shifts). Only for a codec that rounds alike at any cut
+// (Codec::roundTripsAlikeAtAnyCut); ctx is the encode context of value `begin`.
+void roundTripSticky16Into(const precision::Codec& codec, const Sticky16Inputs& inputs, size_t i,
+                           std::span<const InputShift> shifts, int64_t begin, int64_t n, float* acc, bool add,
+                           float* widened, float* scaled, uint8_t* bytes, const precision::EncodeContext& ctx);
 
 }  // namespace aps::comm

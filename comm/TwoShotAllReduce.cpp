@@ -239,6 +239,10 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
   // cache. Each owner's sum takes the same additions in the same (rank) order: the same bits.
   const bool sendersMajor = inPlace && !summedAhead;
   // Sender src's values [begin, begin + len) encoded block by block and added to sum.
+  // Keys widened, scaled and rounded in registers, range by range (roundTripSticky16Into),
+  // where the codec rounds alike at any cut; otherwise widened, scaled, then rounded, block by
+  // block.
+  const bool keysByRange = sticky != nullptr && codec.roundTripsAlikeAtAnyCut();
   auto encodeAndAdd = [&](int src, int64_t begin, int64_t len, float* sum, float* scaled, uint8_t* bytes,
                           float* widened) {
     const auto i = static_cast<size_t>(src);
@@ -250,6 +254,11 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
       // added (the loop would otherwise wait on memory, then add, then wait).
       if (keys != nullptr) {
         for (int64_t v = a + m; v < std::min(a + 2 * m, n - begin); v += 32) __builtin_prefetch(keys + begin + v);
+        if (keysByRange) {
+          roundTripSticky16Into(codec, *sticky, i, shifts, begin + a, m, sum + a, src != 0, widened, scaled, bytes,
+                                s.encodeContext(src, kEncodeInputPhase, begin + a));
+          continue;
+        }
         readSticky16(*sticky, i, begin + a, m, widened);
       } else {
         for (int64_t v = a + m; v < std::min(a + 2 * m, n - begin); v += 16) __builtin_prefetch(values + v);

@@ -58,6 +58,14 @@ class Codec {
   // (precision::copyMaxAbsBitsSticky16), widened and scaled by any power of two, encodes to
   // the same code as the value scaled alike.
   virtual bool roundsSticky16Exactly() const { return false; }
+  // roundTripInto (nearest rounding, no context) of such keys widened (widenSticky16) and
+  // scaled by 2^shift (scaleByPowerOfTwo), with the widening and the scaling done in registers
+  // as the values are rounded: the same bits as widening, scaling, then roundTripInto. Returns
+  // false, having done nothing, where the codec cannot (the caller then takes those steps).
+  virtual bool roundTripKeysInto(const uint16_t* /*keys*/, int64_t /*n*/, int /*shift*/, float* /*acc*/,
+                                 bool /*add*/) const {
+    return false;
+  }
 
   // One reduction hop, fused so each byte is read and written once:
   // out <- encode(decode(a) + decode(b)), the sum taken in fp32. `out` may alias `a` or `b`.

@@ -1,6 +1,7 @@
 #include "precision/FloatCodec.h"
 
 #include "framework/core/Error.h"
+#include "precision/kernels/Scaling.h"
 
 #include <algorithm>
 #include <bit>
@@ -184,7 +185,8 @@ void FloatCodec::setUpValueRounding() {
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 // ValueRounding, 16 values per step, stored or added as decode's vector loops do (put16).
-int64_t FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool add) const {
+template <typename Source>
+void FloatCodec::roundTripFrom(const Source& source, int64_t n, float* acc, bool add) const {
   const ValueRounding& v = values_;
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
   const __m512i halfMinusOne = _mm512_set1_epi32(static_cast<int32_t>(v.halfMinusOne));
@@ -210,22 +212,60 @@ int64_t FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool
   };
   int64_t i = 0;
   if (add) {
-    for (; i + 16 <= n; i += 16) put16<true>(acc + i, round16(_mm512_loadu_ps(in + i)));
+    for (; i + 16 <= n; i += 16) put16<true>(acc + i, round16(source.full(i)));
   } else {
-    for (; i + 16 <= n; i += 16) put16<false>(acc + i, round16(_mm512_loadu_ps(in + i)));
+    for (; i + 16 <= n; i += 16) put16<false>(acc + i, round16(source.full(i)));
   }
-  if (i == n) return n;
+  if (i == n) return;
   // The last values as one masked step, as decodeBytesWith's.
   const __mmask16 lanes = firstLanes(n - i);
-  const __m512 y = round16(_mm512_maskz_loadu_ps(lanes, in + i));
+  const __m512 y = round16(source.part(i, n - i));
   if (add) {
     put16Masked<true>(acc + i, lanes, y);
   } else {
     put16Masked<false>(acc + i, lanes, y);
   }
+}
+
+int64_t FloatCodec::roundTripValues(const float* in, int64_t n, float* acc, bool add) const {
+  struct Values {
+    const float* in;
+    __m512 full(int64_t i) const { return _mm512_loadu_ps(in + i); }
+    __m512 part(int64_t i, int64_t k) const { return _mm512_maskz_loadu_ps(firstLanes(k), in + i); }
+  };
+  roundTripFrom(Values{in}, n, acc, add);
   return n;
 }
 #endif
+
+bool FloatCodec::roundTripKeysInto(const uint16_t* keys, int64_t n, int shift, float* acc, bool add) const {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  if (!values_.usable || width_ != 1 || !bit7Symmetric_ || shift < -126 || shift > 127) return false;
+  // widenSticky16 (the key as fp32's top half), then scaleByPowerOfTwo's product by a normal
+  // 2^shift (none for shift 0: a copy there), in registers.
+  struct Keys {
+    const uint16_t* keys;
+    bool scaled;
+    __m512 factor;
+    __m512 widen(__m256i k) const {
+      const __m512 x = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(k), 16));
+      return scaled ? _mm512_mul_ps(x, factor) : x;
+    }
+    __m512 full(int64_t i) const { return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keys + i))); }
+    __m512 part(int64_t i, int64_t k) const {
+      alignas(32) uint16_t rest[16] = {};
+      std::memcpy(rest, keys + i, static_cast<size_t>(k) * sizeof(uint16_t));
+      return widen(_mm256_load_si256(reinterpret_cast<const __m256i*>(rest)));
+    }
+  };
+  const Keys source{keys, shift != 0, _mm512_set1_ps(static_cast<float>(kernels::pow2Double(shift)))};
+  roundTripFrom(source, n, acc, add);
+  return true;
+#else
+  (void)keys, (void)n, (void)shift, (void)acc, (void)add;
+  return false;
+#endif
+}
 
 bool FloatCodec::roundsSticky16Exactly() const {
   // Half the smallest subnormal above 2^-125: a product that fp32 holds only as a subnormal

@@ -39,6 +39,8 @@ class FloatCodec : public Codec {
   bool roundsSticky16Exactly() const override;
   // Codes of one byte or more (not nibbles, whose cuts must fall between bytes).
   bool roundTripsAlikeAtAnyCut() const override { return width_ != 0; }
+  // Byte codes rounded in registers (roundTripsInRegisters, AVX-512), 2^shift a normal float.
+  bool roundTripKeysInto(const uint16_t* keys, int64_t n, int shift, float* acc, bool add) const override;
   static constexpr int64_t kSplitGranule = 64;
 
   const FloatFormat& format() const { return quantizer_.format(); }
@@ -98,9 +100,13 @@ class FloatCodec : public Codec {
   } values_;
   void setUpValueRounding();
 #if defined(__AVX512F__) && defined(__AVX512BW__)
-  // ValueRounding of in[0, n), stored or added, 16 values a step; returns the count done (a
-  // multiple of 16).
+  // ValueRounding of in[0, n), stored or added, 16 values a step, the last ones as one masked
+  // step; returns n.
   int64_t roundTripValues(const float* in, int64_t n, float* acc, bool add) const;
+  // The same over what `source` loads: source.full(i) the 16 values at i, source.part(i, k)
+  // the k < 16 values at i in the low lanes.
+  template <typename Source>
+  void roundTripFrom(const Source& source, int64_t n, float* acc, bool add) const;
 #endif
 
   Quantizer quantizer_;

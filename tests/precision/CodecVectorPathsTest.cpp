@@ -282,6 +282,52 @@ TEST(CodecVectorPaths, Sticky16KeysRoundLikeTheirValuesAtEveryShift) {
   EXPECT_GE(exact, 8);
 }
 
+// The simulator's owners round those keys widened and scaled in registers
+// (Codec::roundTripKeysInto): every one of the 65536 keys, at shifts across fp32's range, stored
+// and added, with a last step shorter than 16, must give what widening, scaling by
+// scaleByPowerOfTwo and roundTripInto give; a shift whose factor is not a normal float is left
+// to the caller, untouched.
+TEST(CodecVectorPaths, KeysRoundInRegistersAsWidenedScaledValues) {
+  const int64_t n = 65536 + 7;
+  std::vector<uint16_t> keys(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) keys[static_cast<size_t>(i)] = static_cast<uint16_t>(i * 40503);  // a permutation
+  std::vector<float> acc(static_cast<size_t>(n)), widened(static_cast<size_t>(n)), scaled(static_cast<size_t>(n));
+  Rng rng(29);
+  for (float& a : acc) a = rng.normal(0.0f, 8.0f);
+  widenSticky16(keys.data(), widened.data(), n);
+  std::vector<uint8_t> wire(static_cast<size_t>(n));
+  int inRegisters = 0;
+  for (const auto& f : vectorPathFormats()) {
+    const FloatCodec codec(f, RoundingMode::NearestEven);
+    for (int shift : {-126, -60, -7, 0, 3, 40, 127}) {
+      scaleByPowerOfTwo(widened.data(), scaled.data(), n, shift);
+      for (bool add : {false, true}) {
+        std::vector<float> got = acc, want = acc;
+        if (!codec.roundTripKeysInto(keys.data(), n, shift, got.data(), add)) {
+          EXPECT_EQ(std::memcmp(got.data(), acc.data(), got.size() * sizeof(float)), 0) << codec.name();
+          continue;
+        }
+        ++inRegisters;
+        codec.roundTripInto(scaled.data(), n, want.data(), add, wire.data());
+        for (size_t k = 0; k < got.size(); ++k) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[k]), std::bit_cast<uint32_t>(want[k]))
+              << codec.name() << " shift " << shift << " add " << add << " key " << std::hex << keys[k];
+        }
+      }
+    }
+    for (int shift : {-127, 128}) {
+      std::vector<float> got = acc;
+      EXPECT_FALSE(codec.roundTripKeysInto(keys.data(), n, shift, got.data(), true)) << codec.name() << shift;
+      EXPECT_EQ(std::memcmp(got.data(), acc.data(), got.size() * sizeof(float)), 0) << codec.name();
+    }
+  }
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+  EXPECT_TRUE(FloatCodec(FloatFormat::preset("e4m3"), RoundingMode::NearestEven)
+                  .roundTripKeysInto(keys.data(), 0, 0, acc.data(), true));
+  EXPECT_GT(inRegisters, 100);
+#endif
+}
+
 TEST(CodecVectorPaths, DecodeGivesTheSharedDecodeOfEveryCodeInEveryPosition) {
   // Every code (every byte value for nibble formats, so both nibble positions) in a buffer long
   // enough for the vector loops, with a tail, against kernels::decodeCode.
