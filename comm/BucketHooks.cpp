@@ -253,18 +253,22 @@ void StatisticsHook::beforeReduce(const BucketContext& context, ParamScales& /*s
   // Local rank 0's scaled gradient: scalings left for the reduction applied to a copy.
   const std::span<const InputShift> pending =
       context.inputs != nullptr ? std::span<const InputShift>(context.inputs->shifts) : std::span<const InputShift>();
-  std::vector<float> q, shifted;
-  for (size_t k = 0; k < bucket.params.size(); ++k) {
-    const auto layer = layerOf(context, 0, k);
-    q.resize(static_cast<size_t>(layer.size));
-    if (!pending.empty()) shifted.resize(static_cast<size_t>(layer.size));
-    const float* values = shiftedInputs(pending, bucket.offsets[k], layer.size, layer.data, shifted.data());
-    (*quantizer)->quantize(values, q.data(), layer.size, rounding);
-    const auto counts =
-        precision::QuantizationCounts::measure(values, q.data(), layer.size, (*quantizer)->format().maxValue());
-    std::lock_guard<std::mutex> lock(mutex_);
-    stats_.record(paramOf(bucket, k), counts);
-  }
+  // Layers split over the threads (each layer's counts are its own; the communication thread
+  // would otherwise measure the whole bucket alone while the reduction waits).
+  parallelFor(static_cast<int64_t>(bucket.params.size()), 1, [&](int64_t k0, int64_t k1) {
+    std::vector<float> q, shifted;
+    for (auto k = static_cast<size_t>(k0); k < static_cast<size_t>(k1); ++k) {
+      const auto layer = layerOf(context, 0, k);
+      q.resize(static_cast<size_t>(layer.size));
+      if (!pending.empty()) shifted.resize(static_cast<size_t>(layer.size));
+      const float* values = shiftedInputs(pending, bucket.offsets[k], layer.size, layer.data, shifted.data());
+      (*quantizer)->quantize(values, q.data(), layer.size, rounding);
+      const auto counts =
+          precision::QuantizationCounts::measure(values, q.data(), layer.size, (*quantizer)->format().maxValue());
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.record(paramOf(bucket, k), counts);
+    }
+  });
 }
 
 precision::QuantizationCounts StatisticsHook::window(size_t param) const {

@@ -205,14 +205,18 @@ void TwoShotAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data,
           progress();
         }
       });
+    if (inPlace) {
+      // One address space: nothing is delivered; each sender counts segment k of every chunk
+      // but its own (O(N), where pair by pair was 65536 calls a segment at 256 ranks).
+      size_t all = 0;
+      for (int c = 0; c < world; ++c) all += segmentBytes(c, k);
+      for (int src = first; src < first + static_cast<int>(local); ++src) s.countSent(src, all - segmentBytes(src, k));
+      return s.start();
+    }
     // Every pair with a local end, once: local senders to everyone, then the receives of local
     // ranks from remote senders (O(N) per local rank, not O(N^2), on a real rank).
     auto pair = [&](int src, int dst) {
       const auto d = static_cast<size_t>(dst);
-      if (inPlace) {
-        if (src != dst) s.countSent(src, segmentBytes(dst, k));
-        return;
-      }
       const void* sendData =
           s.isLocal(src) ? sendBuf[static_cast<size_t>(src - first)] + offsets[d] + k * stride : nullptr;
       void* recvData =
