@@ -47,14 +47,22 @@ std::vector<int64_t> DistributedSampler::epochOrder(uint64_t epoch) const {
 }
 
 std::vector<int64_t> DistributedSampler::shard(int rank, uint64_t epoch) const {
-  APS_CHECK(rank >= 0 && rank < numReplicas_, "DistributedSampler: rank {} out of range [0, {})", rank, numReplicas_);
+  return std::move(shards(rank, 1, epoch).front());
+}
+
+std::vector<std::vector<int64_t>> DistributedSampler::shards(int first, int count, uint64_t epoch) const {
+  APS_CHECK(count >= 1 && first >= 0 && first + count <= numReplicas_,
+            "DistributedSampler: ranks [{}, {}) out of range [0, {})", first, first + count, numReplicas_);
   const std::vector<int64_t> order = epochOrder(epoch);
-  std::vector<int64_t> mine;
-  mine.reserve(static_cast<size_t>(numSamples_));
-  for (size_t i = static_cast<size_t>(rank); i < order.size(); i += static_cast<size_t>(numReplicas_)) {
-    mine.push_back(order[i]);
+  std::vector<std::vector<int64_t>> all(static_cast<size_t>(count));
+  for (int r = 0; r < count; ++r) {
+    std::vector<int64_t>& mine = all[static_cast<size_t>(r)];
+    mine.reserve(static_cast<size_t>(numSamples_));
+    for (auto i = static_cast<size_t>(first + r); i < order.size(); i += static_cast<size_t>(numReplicas_)) {
+      mine.push_back(order[i]);
+    }
   }
-  return mine;
+  return all;
 }
 
 }  // namespace aps::data

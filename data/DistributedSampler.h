@@ -25,6 +25,9 @@ class DistributedSampler {
   std::vector<int64_t> indices(uint64_t epoch) const { return shard(rank_, epoch); }
   // Rank `rank`'s indices for `epoch` (any rank in [0, numReplicas)).
   std::vector<int64_t> shard(int rank, uint64_t epoch) const;
+  // shard(r, epoch) of ranks r = first, ..., first + count - 1, from one epoch order (the
+  // simulator's ranks: one shuffle of the dataset per epoch, not one per rank).
+  std::vector<std::vector<int64_t>> shards(int first, int count, uint64_t epoch) const;
   // The whole padded/truncated epoch order before it is dealt to ranks (totalSize entries).
   std::vector<int64_t> epochOrder(uint64_t epoch) const;
 

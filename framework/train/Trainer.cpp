@@ -222,8 +222,9 @@ void Trainer::State::logInterval(IntervalStats& interval) {
 }
 
 void Trainer::State::trainEpoch() {
+  auto shards = sampler->shards(firstRank, localRanks, static_cast<uint64_t>(epoch));
   for (int i = 0; i < localRanks; ++i) {
-    auto indices = sampler->shard(firstRank + i, static_cast<uint64_t>(epoch));
+    auto& indices = shards[static_cast<size_t>(i)];
     // Resuming mid-epoch: skip the batches already trained (sample augmentation depends only
     // on (seed, epoch, sample), so the rest of the epoch is unchanged).
     indices.erase(indices.begin(), indices.begin() + std::min<int64_t>(static_cast<int64_t>(indices.size()),

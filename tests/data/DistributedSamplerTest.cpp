@@ -72,5 +72,21 @@ TEST(DistributedSampler, RejectsBadArguments) {
   EXPECT_THROW(DistributedSampler(0, 1, 0), aps::Error);
 }
 
+// The simulator deals all its ranks' shares from one shuffle (shards): each must be the share
+// that rank alone computes (shard), which a real rank reads.
+TEST(DistributedSampler, ShardsOfManyRanksAreEachRanksShard) {
+  const DistributedSampler s(1003, 16, 0, /*shuffle=*/true, /*seed=*/7);
+  for (uint64_t epoch : {0u, 3u}) {
+    const auto all = s.shards(0, 16, epoch);
+    ASSERT_EQ(all.size(), 16u);
+    for (int r = 0; r < 16; ++r) EXPECT_EQ(all[static_cast<size_t>(r)], s.shard(r, epoch)) << r;
+    const auto some = s.shards(5, 3, epoch);
+    for (int r = 0; r < 3; ++r) EXPECT_EQ(some[static_cast<size_t>(r)], s.shard(5 + r, epoch)) << r;
+  }
+  EXPECT_NE(s.shards(0, 1, 0).front(), s.shards(0, 1, 1).front());  // a new shuffle per epoch
+  EXPECT_THROW(s.shards(14, 3, 0), aps::Error);
+  EXPECT_THROW(s.shards(0, 0, 0), aps::Error);
+}
+
 }  // namespace
 }  // namespace aps::data
