@@ -544,13 +544,24 @@ void FloatCodec::decodeInto(const uint8_t* in, int64_t n, float* out) const {
     case 2:
       decodeWide<kAdd>(in, n, out);
       return;
-    default:
-      for (int64_t i = 0; i < n; ++i) {
+    default: {
+      // fp32 bits (little endian): the values themselves.
+      int64_t i = 0;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+      for (; i + 16 <= n; i += 16) put16<kAdd>(out + i, _mm512_loadu_ps(in + 4 * i));
+      if (i < n) {
+        const __mmask16 lanes = firstLanes(n - i);
+        put16Masked<kAdd>(out + i, lanes, _mm512_maskz_loadu_ps(lanes, in + 4 * i));
+        i = n;
+      }
+#endif
+      for (; i < n; ++i) {
         float v;
         std::memcpy(&v, in + 4 * i, 4);
         put<kAdd>(out + i, v);
       }
       return;
+    }
   }
 }
 
