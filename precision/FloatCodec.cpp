@@ -591,7 +591,11 @@ void FloatCodec::decodeWide(const uint8_t* in, int64_t n, float* out) const {
 #endif
     for (; i + 8 <= n; i += 8) {
       __m256 v = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i)));
-      if constexpr (kAdd) v = _mm256_add_ps(_mm256_loadu_ps(out + i), v);
+      if constexpr (kAdd) {  // put's add: a NaN value kept, made quiet
+        const __m256 sum = _mm256_add_ps(_mm256_loadu_ps(out + i), v);
+        const __m256 quiet = _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000)));
+        v = _mm256_blendv_ps(sum, quiet, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+      }
       _mm256_storeu_ps(out + i, v);
     }
     for (; i < n; ++i) {
