@@ -83,9 +83,10 @@ class Codec {
   virtual int64_t splitGranule() const { return 0; }
 
   // Whether roundTripInto and decodeAdd give each value the same bits wherever a call is cut
-  // (piece p with ctx.offset advanced by its start), NaN signs included: every value takes the
-  // same instruction in any piece. The simulator's owners then round a run of consecutive
-  // owners' values in one call (two_shot). false (the default): no such promise.
+  // (piece p with ctx.offset advanced by its start), NaN signs included: whichever path (vector
+  // step, masked last step, scalar code) a value takes in a piece, it rounds and adds alike.
+  // The simulator's owners then round a run of consecutive owners' values in one call
+  // (two_shot). false (the default): no such promise.
   virtual bool roundTripsAlikeAtAnyCut() const { return false; }
 
   // Whether encode writes each value's fp32 bits unchanged, little endian, but for the

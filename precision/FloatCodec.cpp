@@ -35,8 +35,8 @@ bool sameLayout(const FloatFormat& a, const FloatFormat& b) {
 // instruction's choice (x86: its first operand's), and the compiler orders the operands as it
 // likes, differently in different loops. This way every path (scalar, vector, a masked last
 // step) gives the same bits wherever a call starts (Codec::roundTripsAlikeAtAnyCut): the
-// scalar add is addDecoded, which the device's decode-add calls too, and the vector add
-// (addKeepingNaN) does what it does.
+// scalar add is addDecoded, which the device's decode-add calls too, and the vector adds
+// (addKeepingNaN, and a blend in decodeWide's 8-value fp16 step) give its result lane by lane.
 template <bool kAdd>
 inline void put(float* p, float v) {
   if constexpr (kAdd) {
