@@ -122,10 +122,21 @@ struct CodeParams16 {
   __m512i rebias, dBelow, leftBelow, rightBelow, maxFiniteCode, overflowCode, nanCode, signBit;
   __m128i aboveShift, fracShift, belowShift, signShift;
   int32_t belowFe;  // lanes with fp32 exponent field below this take the per-lane shift
+  // Nearest rounding's shorter route (roundNearest16), where the quantum below 2^emin is
+  // 2^q with q >= -125: there |x| * 2^-q is exact and an fp32 subnormal input (DAZ or not)
+  // is below half a quantum, so the conversion's ties-to-even gives roundOne's count.
+  bool floatBelow = false;
+  __m512i belowBits, halfMinusOne;
+  __m512 belowScale;
   explicit CodeParams16(const Quantizer::Params& p) {
     const int32_t m = p.mantissaBits;
     // roundOne's d for lanes below: qexp - (eEff - 150), qexp = emin - M (emin without subnormals).
     const int32_t k = p.minExponent - (p.subnormals ? m : 0) + 150;
+    const int32_t q = k - 150;
+    floatBelow = q >= -125 && q <= 125 && p.minExponent + 127 >= 1;
+    belowBits = _mm512_set1_epi32(std::max(p.minExponent + 127, 1) << 23);
+    halfMinusOne = _mm512_set1_epi32((1 << (22 - m)) - 1);
+    belowScale = _mm512_set1_ps(std::ldexp(1.0f, -q));
     rebias = _mm512_set1_epi32((127 - (p.biasMinusOne + 1)) << m);
     dBelow = _mm512_set1_epi32(k);
     leftBelow = _mm512_set1_epi32(32 - k);
@@ -142,8 +153,36 @@ struct CodeParams16 {
   }
 };
 
+// The last steps of every route: without subnormals the count below 2^emin is of 2^emin;
+// overflow, NaN and the sign.
+inline __m512i finishCodes16(__m512i code, __mmask16 below, __m512i a, __m512i u, const CodeParams16& p) {
+  code = _mm512_mask_sll_epi32(code, below, code, p.belowShift);  // without subnormals: r counts 2^emin
+  code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(code, p.maxFiniteCode), p.overflowCode);
+  code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000)), p.nanCode);
+  return _mm512_ternarylogic_epi32(code, _mm512_srl_epi32(u, p.signShift), p.signBit, 0xF8);  // code | (s & bit)
+}
+
+// Nearest rounding in about half roundCodes16's instructions (p.floatBelow): above 2^emin the
+// bits rounded at bit 23 - M by one add (ties to an even last bit, carrying into the exponent
+// field); below it the count of quanta |x| * 2^-q converted with ties to even (embedded
+// rounding, so MXCSR's mode does not matter; the product is exact).
+inline __m512i roundNearest16(__m512i u, const CodeParams16& p) {
+  const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const __mmask16 below = _mm512_cmplt_epi32_mask(a, p.belowBits);
+  const __m512i odd = _mm512_and_si512(_mm512_srl_epi32(a, p.aboveShift), _mm512_set1_epi32(1));
+  const __m512i up = _mm512_add_epi32(_mm512_add_epi32(a, p.halfMinusOne), odd);
+  const __m512i codeAbove = _mm512_sub_epi32(_mm512_srl_epi32(up, p.aboveShift), p.rebias);
+  const __m512 scaled =
+      _mm512_mul_round_ps(_mm512_castsi512_ps(a), p.belowScale, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512i codeBelow = _mm512_cvt_roundps_epi32(scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return finishCodes16(_mm512_mask_mov_epi32(codeAbove, below, codeBelow), below, a, u, p);
+}
+
 template <RoundingMode kMode>
 inline __m512i roundCodes16(__m512i u, __m512i rnd, const CodeParams16& p) {
+  if constexpr (kMode == RoundingMode::NearestEven) {
+    if (p.floatBelow) return roundNearest16(u, p);
+  }
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
   const __m512i fe = _mm512_srli_epi32(a, 23);
@@ -174,10 +213,7 @@ inline __m512i roundCodes16(__m512i u, __m512i rnd, const CodeParams16& p) {
   } else {
     (void)rnd;
   }
-  code = _mm512_mask_sll_epi32(code, below, code, p.belowShift);  // without subnormals: r counts 2^emin
-  code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(code, p.maxFiniteCode), p.overflowCode);
-  code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f800000)), p.nanCode);
-  return _mm512_ternarylogic_epi32(code, _mm512_srl_epi32(u, p.signShift), p.signBit, 0xF8);  // code | (s & bit)
+  return finishCodes16(code, below, a, u, p);
 }
 
 // Philox4x32-10 (framework/core/Philox.h), 16 blocks at a time: block j is counter

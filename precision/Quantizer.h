@@ -9,9 +9,11 @@
 
 namespace aps::precision {
 
-// Rounds fp32 values to a FloatFormat, exactly, with integer bit manipulation only (no libm,
-// no floating-point arithmetic, so FTZ/DAZ modes do not matter) in
+// Rounds fp32 values to a FloatFormat, exactly, with integer bit manipulation (no libm) in
 // loops without per-value branches so the compiler vectorises them (AVX2 variable shifts).
+// The one floating-point step, the AVX-512 nearest-rounding codes' count of quanta below the
+// smallest normal, is an exact multiply by a power of two taken only where FTZ/DAZ modes
+// cannot change its result, so no mode changes a code.
 // Conversion rounds first (to the format's grid, with unbounded exponent range above), then
 // applies the overflow policy (docs/ALGORITHMS.md, Overflow policy). NaN stays NaN where the format has one.
 // Stochastic rounding draws element i's bits from randomBits32(ctx.seed, ctx.stream,

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <immintrin.h>
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -67,6 +68,36 @@ TEST(CodecVectorPaths, EncodeAgreesWithTheScalarCoreOnAStridedSweepAndTheEdges) 
       const FloatCodec codec(f, mode);
       const int64_t bad = firstEncodeMismatch(codec, xs.data(), static_cast<int64_t>(xs.size()), ctx);
       ASSERT_LT(bad, 0) << codec.name() << " " << f.describe() << ": x bits " << std::hex
+                        << std::bit_cast<uint32_t>(xs[static_cast<size_t>(bad)]);
+    }
+  }
+}
+
+TEST(CodecVectorPaths, EncodeDoesNotDependOnFlushToZeroModes) {
+  // The nearest-rounding route counts quanta below 2^emin with a float multiply: under DAZ an
+  // fp32 subnormal input reads as zero, which must not change a code. The last two formats put
+  // the quantum 2^q at q = -125 (the lowest that route takes: fp32's subnormals stay below half
+  // a quantum) and q = -126 (the integer route).
+  std::vector<FloatFormat> formats = vectorPathFormats();
+  formats.push_back(FloatFormat::fromMap({{"exponent_bits", "7"}, {"mantissa_bits", "4"}, {"bias", "122"}}));
+  formats.push_back(FloatFormat::fromMap({{"exponent_bits", "7"}, {"mantissa_bits", "4"}, {"bias", "123"}}));
+  std::vector<float> sweep;  // every exponent field, fp32 subnormals among them
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 65537)
+    sweep.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
+  const unsigned saved = _mm_getcsr();
+  for (const auto& f : formats) {
+    std::vector<float> xs = sweep;
+    const std::vector<float> edges = edgeInputs(f);
+    xs.insert(xs.end(), edges.begin(), edges.end());
+    for (const float t : {f.minSubnormal(), std::ldexp(f.minSubnormal(), -1)}) {  // the smallest code and its midpoint
+      for (const float y : {t, std::nextafter(t, 0.0f), std::nextafter(t, 1.0f)}) xs.push_back(y);
+    }
+    for (auto mode : {RoundingMode::NearestEven, RoundingMode::TowardZero}) {
+      const FloatCodec codec(f, mode);
+      _mm_setcsr(saved | 0x8040u);  // FTZ | DAZ
+      const int64_t bad = firstEncodeMismatch(codec, xs.data(), static_cast<int64_t>(xs.size()), {});
+      _mm_setcsr(saved);
+      ASSERT_LT(bad, 0) << codec.name() << " " << f.describe() << " under FTZ and DAZ: x bits " << std::hex
                         << std::bit_cast<uint32_t>(xs[static_cast<size_t>(bad)]);
     }
   }
