@@ -29,9 +29,11 @@ uint32_t absmaxBits(const float* in, int64_t n) {
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
   __m512i acc = _mm512_setzero_si512();
-  for (; i < n; i += 16) {
-    const auto lanes = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+  for (; i + 16 <= n; i += 16) acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_loadu_si512(in + i), magnitude));
+  if (i < n) {
+    const auto lanes = static_cast<__mmask16>((1u << (n - i)) - 1);
     acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes, in + i), magnitude));
+    i = n;
   }
   // Through memory: GCC 12 reports its own _mm512_reduce_max_epu32 as reading an uninitialised value.
   alignas(64) uint32_t lanes[16];
@@ -176,28 +178,30 @@ inline __m512 lookup(const __m512* t, __m512i j, __mmask16 bit5, __mmask16 bit6)
   }
 }
 
-// Four vectors side by side, level by level: each level waits on the previous one's
-// comparison, so the four chains hide one another's latency. NaN compares false everywhere
-// and ends at 0.
-inline void searchCodes64(const __m512 v[4], const SearchTables& t, __m512i r[4]) {
+// kVectors vectors side by side, level by level: each level waits on the previous one's
+// comparison (a permute, a compare, a masked or: about ten cycles), so the chains hide one
+// another's latency; eight of them keep the shuffle unit busy where four left it waiting.
+// NaN compares false everywhere and ends at 0.
+template <int kVectors>
+inline void searchCodes(const __m512 v[kVectors], const SearchTables& t, __m512i r[kVectors]) {
   int bit = 2;  // level 1's; level 0 sets 1
   const auto level = [&](int k, __m512 mid) {
     const __mmask16 below = _mm512_cmp_ps_mask(mid, v[k], _CMP_LT_OQ);
     r[k] = _mm512_mask_or_epi32(r[k], below, r[k], _mm512_set1_epi32(bit));
     return below;
   };
-  for (int k = 0; k < 4; ++k)
+  for (int k = 0; k < kVectors; ++k)
     r[k] = _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(t.first, v[k], _CMP_LT_OQ), _mm512_set1_epi32(1));
   for (int s = 0; s < 4; ++s, bit <<= 1) {
-    for (int k = 0; k < 4; ++k) level(k, _mm512_permutexvar_ps(r[k], t.small[s]));
+    for (int k = 0; k < kVectors; ++k) level(k, _mm512_permutexvar_ps(r[k], t.small[s]));
   }
   // Levels 5 and 6 set bits 5 and 6 of r: their comparisons are the last levels' blend masks.
-  __mmask16 bit5[4], bit6[4];
-  for (int k = 0; k < 4; ++k) bit5[k] = level(k, lookup<2>(t.l5, r[k], 0, 0));
+  __mmask16 bit5[kVectors], bit6[kVectors];
+  for (int k = 0; k < kVectors; ++k) bit5[k] = level(k, lookup<2>(t.l5, r[k], 0, 0));
   bit <<= 1;
-  for (int k = 0; k < 4; ++k) bit6[k] = level(k, lookup<4>(t.l6, r[k], bit5[k], 0));
+  for (int k = 0; k < kVectors; ++k) bit6[k] = level(k, lookup<4>(t.l6, r[k], bit5[k], 0));
   bit <<= 1;
-  for (int k = 0; k < 4; ++k) level(k, lookup<8>(t.l7, r[k], bit5[k], bit6[k]));
+  for (int k = 0; k < kVectors; ++k) level(k, lookup<8>(t.l7, r[k], bit5[k], bit6[k]));
 }
 
 // Sixteen lanes' bit-reversed indices (< 256) of each of four vectors to 64 code bytes in
@@ -221,19 +225,34 @@ inline __mmask16 lanesFrom(int64_t i, int64_t n) {
 }
 
 // codes[i] = the nearest code of load(i, lanes) * inv, capped at top, 64 values per step.
+// Whole steps load with every lane on (the mask a constant, so plain loads and stores); only
+// the last step masks. Masked loads and stores in every step made these loops several times
+// slower on AMD Zen 4.
 template <typename Load>
 void encodeLanes(int64_t n, float inv, const float* levels, uint32_t top, uint8_t* codes, Load load) {
   const SearchTables tables(levels);
   const __m512 scale = _mm512_set1_ps(inv);
   const __m512i cap = _mm512_set1_epi8(static_cast<char>(top));
-  for (int64_t i = 0; i < n; i += 64) {
+  int64_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    __m512 v[8];
+    __m512i c[8];
+    for (int k = 0; k < 8; ++k) v[k] = _mm512_mul_ps(load(i + 16 * k, __mmask16{0xffff}), scale);
+    searchCodes<8>(v, tables, c);
+    _mm512_storeu_si512(codes + i, _mm512_min_epu8(packCodes64(c), cap));
+    _mm512_storeu_si512(codes + i + 64, _mm512_min_epu8(packCodes64(c + 4), cap));
+  }
+  for (; i < n; i += 64) {
     __m512 v[4];
     __m512i c[4];
     for (int k = 0; k < 4; ++k) v[k] = _mm512_mul_ps(load(i + 16 * k, lanesFrom(i + 16 * k, n)), scale);
-    searchCodes64(v, tables, c);
-    const int64_t left = std::min<int64_t>(n - i, 64);
-    _mm512_mask_storeu_epi8(codes + i, left == 64 ? ~__mmask64{0} : (__mmask64{1} << left) - 1,
-                            _mm512_min_epu8(packCodes64(c), cap));
+    searchCodes<4>(v, tables, c);
+    const __m512i bytes = _mm512_min_epu8(packCodes64(c), cap);
+    if (n - i >= 64) {
+      _mm512_storeu_si512(codes + i, bytes);
+    } else {
+      _mm512_mask_storeu_epi8(codes + i, (__mmask64{1} << (n - i)) - 1, bytes);
+    }
   }
 }
 
@@ -295,7 +314,16 @@ void DettmersCodec::decodeBlock(const uint8_t* in, int64_t n, float* out, bool a
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   const CodeBook book(codes_.data());
   const __m512 scale = _mm512_set1_ps(absmax);
-  for (int64_t i = 0; i < n; i += 16) {
+  int64_t i = 0;
+  // Whole steps with plain loads and stores (as encodeLanes), then the last values masked.
+  if (add) {
+    for (; i + 16 <= n; i += 16) {
+      _mm512_storeu_ps(out + i, _mm512_add_ps(_mm512_loadu_ps(out + i), book.decode(codes + i, 0xffff, scale)));
+    }
+  } else {
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, book.decode(codes + i, 0xffff, scale));
+  }
+  if (i < n) {
     const __mmask16 lanes = lanesFrom(i, n);
     __m512 v = book.decode(codes + i, lanes, scale);
     if (add) v = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, out + i), v);
@@ -358,18 +386,20 @@ void DettmersCodec::sumEncodeBlock(const uint8_t* a, const uint8_t* b, int64_t n
   };
   const bool buffered = n <= kBuffered;
   __m512i acc = _mm512_setzero_si512();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __m512 v = sum(i, lanesFrom(i, n));
+  const auto measure = [&](int64_t i, __m512 v) {
     if (buffered) _mm512_store_ps(buffer + i, v);
     acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
-  }
+  };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) measure(i, sum(i, 0xffff));  // whole steps unmasked (encodeLanes)
+  if (i < n) measure(i, sum(i, lanesFrom(i, n)));
   alignas(64) uint32_t lanes[16];
   _mm512_store_si512(lanes, acc);
   const float absmax = std::bit_cast<float>(*std::max_element(lanes, lanes + 16));
   const float inv = kernels::dettmersInverse(absmax);
   if (buffered) {
     encodeLanes(n, inv, searchLevels_.data(), topCode(), out + 4,
-                [&](int64_t i, __mmask16 m) { return _mm512_maskz_load_ps(m, buffer + i); });
+                [&](int64_t k, __mmask16 m) { return _mm512_maskz_load_ps(m, buffer + k); });
   } else {
     encodeLanes(n, inv, searchLevels_.data(), topCode(), out + 4, sum);
   }

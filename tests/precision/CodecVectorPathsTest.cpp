@@ -611,7 +611,8 @@ TEST(CodecVectorPaths, DettmersEncodeAgreesWithTheSharedKernels) {
     for (int64_t blockSize : {int64_t{64}, int64_t{256}, int64_t{100}, int64_t{0}}) {
       const DettmersCodec codec(type, blockSize);
       const std::vector<float> xs = dettmersInputs(codec);
-      for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{64}, int64_t{255}, static_cast<int64_t>(xs.size())}) {
+      for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{64}, int64_t{128}, int64_t{129}, int64_t{200}, int64_t{255},
+                        static_cast<int64_t>(xs.size())}) {
         const std::vector<uint8_t> expected = dettmersWire(codec, xs.data(), n);
         std::vector<uint8_t> got(expected.size() + 1, 0xa5);  // a guard byte past the end
         codec.encode(xs.data(), n, got.data());
