@@ -125,18 +125,19 @@ struct CodeParams16 {
   // Nearest rounding's shorter route (roundNearest16), where the quantum below 2^emin is
   // 2^q with q >= -125: there |x| * 2^-q is exact and an fp32 subnormal input (DAZ or not)
   // is below half a quantum, so the conversion's ties-to-even gives roundOne's count.
-  bool floatBelow = false;
+  static bool shortRoute(const Quantizer::Params& p) {
+    const int32_t q = p.minExponent - (p.subnormals ? p.mantissaBits : 0);
+    return q >= -125 && q <= 125 && p.minExponent + 127 >= 1;
+  }
   __m512i belowBits, halfMinusOne;
   __m512 belowScale;
   explicit CodeParams16(const Quantizer::Params& p) {
     const int32_t m = p.mantissaBits;
     // roundOne's d for lanes below: qexp - (eEff - 150), qexp = emin - M (emin without subnormals).
     const int32_t k = p.minExponent - (p.subnormals ? m : 0) + 150;
-    const int32_t q = k - 150;
-    floatBelow = q >= -125 && q <= 125 && p.minExponent + 127 >= 1;
     belowBits = _mm512_set1_epi32(std::max(p.minExponent + 127, 1) << 23);
     halfMinusOne = _mm512_set1_epi32((1 << (22 - m)) - 1);
-    belowScale = _mm512_set1_ps(std::ldexp(1.0f, -q));
+    belowScale = _mm512_set1_ps(std::ldexp(1.0f, 150 - k));
     rebias = _mm512_set1_epi32((127 - (p.biasMinusOne + 1)) << m);
     dBelow = _mm512_set1_epi32(k);
     leftBelow = _mm512_set1_epi32(32 - k);
@@ -162,7 +163,7 @@ inline __m512i finishCodes16(__m512i code, __mmask16 below, __m512i a, __m512i u
   return _mm512_ternarylogic_epi32(code, _mm512_srl_epi32(u, p.signShift), p.signBit, 0xF8);  // code | (s & bit)
 }
 
-// Nearest rounding in about half roundCodes16's instructions (p.floatBelow): above 2^emin the
+// Nearest rounding in about half roundCodes16's instructions (where shortRoute holds): above 2^emin the
 // bits rounded at bit 23 - M by one add (ties to an even last bit, carrying into the exponent
 // field); below it the count of quanta |x| * 2^-q converted with ties to even (embedded
 // rounding, so MXCSR's mode does not matter; the product is exact).
@@ -178,11 +179,10 @@ inline __m512i roundNearest16(__m512i u, const CodeParams16& p) {
   return finishCodes16(_mm512_mask_mov_epi32(codeAbove, below, codeBelow), below, a, u, p);
 }
 
-template <RoundingMode kMode>
+// kShort: nearest rounding by roundNearest16 (the caller checked CodeParams16::shortRoute).
+template <RoundingMode kMode, bool kShort = false>
 inline __m512i roundCodes16(__m512i u, __m512i rnd, const CodeParams16& p) {
-  if constexpr (kMode == RoundingMode::NearestEven) {
-    if (p.floatBelow) return roundNearest16(u, p);
-  }
+  if constexpr (kShort) return roundNearest16(u, p);
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
   const __m512i fe = _mm512_srli_epi32(a, 23);
@@ -353,7 +353,7 @@ inline void storeCodes64(const __m512i c[4], CodeT* out, bool nibbles) {
 }
 
 // Codes of in[0, n) into out (nibble pairs with `nibbles`); returns n.
-template <RoundingMode kMode, typename CodeT>
+template <RoundingMode kMode, bool kShort, typename CodeT>
 int64_t encode64(const float* in, int64_t n, const Quantizer::Params& params, const EncodeContext& ctx, CodeT* out,
                  bool nibbles) {
   const CodeParams16 p(params);
@@ -364,7 +364,7 @@ int64_t encode64(const float* in, int64_t n, const Quantizer::Params& params, co
     for (; i + 128 <= n; i += 128) {
       __m512i c[8], rnd[8];
       philoxElements<2>(static_cast<uint64_t>(ctx.offset + i), keys, ctx.seed, ctx.stream, rnd);
-      for (int j = 0; j < 8; ++j) c[j] = roundCodes16<kMode>(_mm512_loadu_si512(in + i + 16 * j), rnd[j], p);
+      for (int j = 0; j < 8; ++j) c[j] = roundCodes16<kMode, kShort>(_mm512_loadu_si512(in + i + 16 * j), rnd[j], p);
       storeCodes64(c, nibbles ? out + i / 2 : out + i, nibbles);
       storeCodes64(c + 4, nibbles ? out + (i + 64) / 2 : out + i + 64, nibbles);
     }
@@ -373,7 +373,7 @@ int64_t encode64(const float* in, int64_t n, const Quantizer::Params& params, co
     __m512i c[4], rnd[4] = {};
     if constexpr (kMode == RoundingMode::Stochastic)
       philoxElements<1>(static_cast<uint64_t>(ctx.offset + i), keys, ctx.seed, ctx.stream, rnd);
-    for (int j = 0; j < 4; ++j) c[j] = roundCodes16<kMode>(_mm512_loadu_si512(in + i + 16 * j), rnd[j], p);
+    for (int j = 0; j < 4; ++j) c[j] = roundCodes16<kMode, kShort>(_mm512_loadu_si512(in + i + 16 * j), rnd[j], p);
     storeCodes64(c, nibbles ? out + i / 2 : out + i, nibbles);
   }
   if (i == n) return n;
@@ -388,7 +388,7 @@ int64_t encode64(const float* in, int64_t n, const Quantizer::Params& params, co
   for (int j = 0; j < 4; ++j) {
     const int64_t lanes = std::clamp<int64_t>(m - 16 * j, 0, 16);
     const auto mask = static_cast<__mmask16>((uint32_t{1} << lanes) - 1u);
-    c[j] = roundCodes16<kMode>(_mm512_maskz_loadu_epi32(mask, in + i + 16 * j), rnd[j], p);
+    c[j] = roundCodes16<kMode, kShort>(_mm512_maskz_loadu_epi32(mask, in + i + 16 * j), rnd[j], p);
   }
   alignas(64) CodeT block[64];
   storeCodes64(c, block, nibbles);
@@ -508,13 +508,14 @@ void runCodes(const float* in, int64_t n, RoundingMode mode, const EncodeContext
 #if defined(__AVX512F__) && defined(__AVX512BW__)
   switch (mode) {
     case RoundingMode::NearestEven:
-      done = encode64<RoundingMode::NearestEven>(in, n, p, ctx, codes, nibbles);
+      done = CodeParams16::shortRoute(p) ? encode64<RoundingMode::NearestEven, true>(in, n, p, ctx, codes, nibbles)
+                                         : encode64<RoundingMode::NearestEven, false>(in, n, p, ctx, codes, nibbles);
       break;
     case RoundingMode::TowardZero:
-      done = encode64<RoundingMode::TowardZero>(in, n, p, ctx, codes, nibbles);
+      done = encode64<RoundingMode::TowardZero, false>(in, n, p, ctx, codes, nibbles);
       break;
     case RoundingMode::Stochastic:
-      done = encode64<RoundingMode::Stochastic>(in, n, p, ctx, codes, nibbles);
+      done = encode64<RoundingMode::Stochastic, false>(in, n, p, ctx, codes, nibbles);
       break;
   }
 #endif
