@@ -82,6 +82,10 @@ DettmersCodec::DettmersCodec(Type type, int64_t blockSize) : type_(type), blockS
   APS_CHECK(blockSize >= 0, "dettmers codec: block_size = {} must be >= 0", blockSize);
   codes_ = type == Type::DynamicTree ? dynamicTreeCodeBook() : linearCodeBook();
   for (int k = 0; k < 255; ++k) midpoints_[k] = 0.5f * (codes_[k] + codes_[k + 1]);
+  for (int c = 0; c < 256; ++c) {
+    const auto bits = std::bit_cast<uint32_t>(codes_[c]);
+    for (int p = 0; p < 4; ++p) codeBytes_[256 * p + c] = static_cast<uint8_t>(bits >> (8 * p));
+  }
   midpoints_[255] = std::numeric_limits<float>::infinity();
   bucketBase_.resize(65536);
   for (uint32_t b = 0; b < 65536; ++b) {
@@ -224,12 +228,13 @@ inline __mmask16 lanesFrom(int64_t i, int64_t n) {
   return static_cast<__mmask16>((uint32_t{1} << std::clamp<int64_t>(n - i, 0, 16)) - 1);
 }
 
-// codes[i] = the nearest code of load(i, lanes) * inv, capped at top, 64 values per step.
+// codes[i] = the nearest code of load(i, lanes) * inv, capped at top, 128 values per step;
+// load64(i, v) gives the 64 values from i in v[0..3] for whole steps (by default load's).
 // Whole steps load with every lane on (the mask a constant, so plain loads and stores); only
 // the last step masks. Masked loads and stores in every step made these loops several times
 // slower on AMD Zen 4.
-template <typename Load>
-void encodeLanes(int64_t n, float inv, const float* levels, uint32_t top, uint8_t* codes, Load load) {
+template <typename Load, typename Load64>
+void encodeLanes(int64_t n, float inv, const float* levels, uint32_t top, uint8_t* codes, Load load, Load64 load64) {
   const SearchTables tables(levels);
   const __m512 scale = _mm512_set1_ps(inv);
   const __m512i cap = _mm512_set1_epi8(static_cast<char>(top));
@@ -237,7 +242,9 @@ void encodeLanes(int64_t n, float inv, const float* levels, uint32_t top, uint8_
   for (; i + 128 <= n; i += 128) {
     __m512 v[8];
     __m512i c[8];
-    for (int k = 0; k < 8; ++k) v[k] = _mm512_mul_ps(load(i + 16 * k, __mmask16{0xffff}), scale);
+    load64(i, v);
+    load64(i + 64, v + 4);
+    for (int k = 0; k < 8; ++k) v[k] = _mm512_mul_ps(v[k], scale);
     searchCodes<8>(v, tables, c);
     _mm512_storeu_si512(codes + i, _mm512_min_epu8(packCodes64(c), cap));
     _mm512_storeu_si512(codes + i + 64, _mm512_min_epu8(packCodes64(c + 4), cap));
@@ -256,14 +263,57 @@ void encodeLanes(int64_t n, float inv, const float* levels, uint32_t top, uint8_
   }
 }
 
+template <typename Load>
+void encodeLanes(int64_t n, float inv, const float* levels, uint32_t top, uint8_t* codes, Load load) {
+  encodeLanes(n, inv, levels, top, codes, load, [&](int64_t i, __m512* v) {
+    for (int k = 0; k < 4; ++k) v[k] = load(i + 16 * k, __mmask16{0xffff});
+  });
+}
+
 // The values of sixteen codes (masked lanes 0): book[c] * absmax by permutes over the 256
 // entries, the product rounded on its own (a builtin, so the compiler cannot fuse it with a
 // following add into a multiply-add, which the scalar loops never do).
 struct CodeBook {
   __m512 t[16];
-  explicit CodeBook(const float* book) {
+#if defined(__AVX512VBMI__)
+  __m512i planes[4][4];  // byte p of book[c] at byte c of planes[p] (256 bytes, four registers)
+#endif
+  CodeBook(const float* book, const uint8_t* bytes) {
     for (int k = 0; k < 16; ++k) t[k] = _mm512_loadu_ps(book + 16 * k);
+#if defined(__AVX512VBMI__)
+    for (int p = 0; p < 4; ++p) {
+      for (int k = 0; k < 4; ++k) planes[p][k] = _mm512_load_si512(bytes + 256 * p + 64 * k);
+    }
+#else
+    (void)bytes;
+#endif
   }
+#if defined(__AVX512VBMI__)
+  // Sixty-four codes' values times scale, in element order, by byte permutes: each of the four
+  // bytes of book[c] from its plane (two 128-byte lookups, bit 7 choosing), then the bytes
+  // interleaved into floats. The codes are first put in the order the in-lane unpacks undo:
+  // byte 16 L + 4 r + s holds the code of element 16 r + 4 L + s. About a third of decode's
+  // shuffles per value.
+  void decode64(const uint8_t* codes, __m512 scale, __m512 out[4]) const {
+    const __m512i order = _mm512_set_epi8(63, 62, 61, 60, 47, 46, 45, 44, 31, 30, 29, 28, 15, 14, 13, 12,  //
+                                          59, 58, 57, 56, 43, 42, 41, 40, 27, 26, 25, 24, 11, 10, 9, 8,    //
+                                          55, 54, 53, 52, 39, 38, 37, 36, 23, 22, 21, 20, 7, 6, 5, 4,      //
+                                          51, 50, 49, 48, 35, 34, 33, 32, 19, 18, 17, 16, 3, 2, 1, 0);
+    const __m512i c = _mm512_permutexvar_epi8(order, _mm512_loadu_si512(codes));
+    const __mmask64 high = _mm512_movepi8_mask(c);
+    __m512i b[4];
+    for (int p = 0; p < 4; ++p) {
+      b[p] = _mm512_mask_mov_epi8(_mm512_permutex2var_epi8(planes[p][0], c, planes[p][1]), high,
+                                  _mm512_permutex2var_epi8(planes[p][2], c, planes[p][3]));
+    }
+    const __m512i lo01 = _mm512_unpacklo_epi8(b[0], b[1]), hi01 = _mm512_unpackhi_epi8(b[0], b[1]);
+    const __m512i lo23 = _mm512_unpacklo_epi8(b[2], b[3]), hi23 = _mm512_unpackhi_epi8(b[2], b[3]);
+    const __m512i r[4] = {_mm512_unpacklo_epi16(lo01, lo23), _mm512_unpackhi_epi16(lo01, lo23),
+                          _mm512_unpacklo_epi16(hi01, hi23), _mm512_unpackhi_epi16(hi01, hi23)};
+    for (int k = 0; k < 4; ++k)
+      out[k] = _mm512_mul_round_ps(_mm512_castsi512_ps(r[k]), scale, _MM_FROUND_CUR_DIRECTION);
+  }
+#endif
   __m512 decode(const uint8_t* codes, __mmask16 lanes, __m512 scale) const {
     const __m512i c = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(lanes, codes));
     const __mmask16 bit5 = _mm512_test_epi32_mask(c, _mm512_set1_epi32(32));
@@ -312,9 +362,19 @@ void DettmersCodec::decodeBlock(const uint8_t* in, int64_t n, float* out, bool a
   std::memcpy(&absmax, in, 4);
   const uint8_t* codes = in + 4;
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  const CodeBook book(codes_.data());
+  const CodeBook book(codes_.data(), codeBytes_.data());
   const __m512 scale = _mm512_set1_ps(absmax);
   int64_t i = 0;
+#if defined(__AVX512VBMI__)
+  for (; i + 64 <= n; i += 64) {
+    __m512 v[4];
+    book.decode64(codes + i, scale, v);
+    for (int k = 0; k < 4; ++k) {
+      if (add) v[k] = _mm512_add_ps(_mm512_loadu_ps(out + i + 16 * k), v[k]);
+      _mm512_storeu_ps(out + i + 16 * k, v[k]);
+    }
+  }
+#endif
   // Whole steps with plain loads and stores (as encodeLanes), then the last values masked.
   if (add) {
     for (; i + 16 <= n; i += 16) {
@@ -379,7 +439,7 @@ void DettmersCodec::sumEncodeBlock(const uint8_t* a, const uint8_t* b, int64_t n
   float absA, absB;
   std::memcpy(&absA, a, 4);
   std::memcpy(&absB, b, 4);
-  const CodeBook book(codes_.data());
+  const CodeBook book(codes_.data(), codeBytes_.data());
   const __m512 scaleA = _mm512_set1_ps(absA), scaleB = _mm512_set1_ps(absB);
   const auto sum = [&](int64_t i, __mmask16 lanes) {
     return _mm512_add_ps(book.decode(a + 4 + i, lanes, scaleA), book.decode(b + 4 + i, lanes, scaleB));
@@ -391,6 +451,14 @@ void DettmersCodec::sumEncodeBlock(const uint8_t* a, const uint8_t* b, int64_t n
     acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
   };
   int64_t i = 0;
+#if defined(__AVX512VBMI__)
+  for (; i + 64 <= n; i += 64) {
+    __m512 va[4], vb[4];
+    book.decode64(a + 4 + i, scaleA, va);
+    book.decode64(b + 4 + i, scaleB, vb);
+    for (int k = 0; k < 4; ++k) measure(i + 16 * k, _mm512_add_ps(va[k], vb[k]));
+  }
+#endif
   for (; i + 16 <= n; i += 16) measure(i, sum(i, 0xffff));  // whole steps unmasked (encodeLanes)
   if (i < n) measure(i, sum(i, lanesFrom(i, n)));
   alignas(64) uint32_t lanes[16];
@@ -401,7 +469,16 @@ void DettmersCodec::sumEncodeBlock(const uint8_t* a, const uint8_t* b, int64_t n
     encodeLanes(n, inv, searchLevels_.data(), topCode(), out + 4,
                 [&](int64_t k, __mmask16 m) { return _mm512_maskz_load_ps(m, buffer + k); });
   } else {
+#if defined(__AVX512VBMI__)
+    encodeLanes(n, inv, searchLevels_.data(), topCode(), out + 4, sum, [&](int64_t k, __m512* v) {
+      __m512 vb[4];
+      book.decode64(a + 4 + k, scaleA, v);
+      book.decode64(b + 4 + k, scaleB, vb);
+      for (int j = 0; j < 4; ++j) v[j] = _mm512_add_ps(v[j], vb[j]);
+    });
+#else
     encodeLanes(n, inv, searchLevels_.data(), topCode(), out + 4, sum);
+#endif
   }
   std::memcpy(out, &absmax, 4);
 }

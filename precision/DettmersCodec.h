@@ -73,6 +73,9 @@ class DettmersCodec : public Codec {
   // (step 128 >> L) holds midpoints_[j * 2 * step + step - 1] for its 2^L possible j, from
   // offset 2^L - 1, entry j at the position of j's L bits reversed; [255] is padding.
   alignas(64) std::array<float, 256> searchLevels_{};
+  // The code book's fp32 bits as four byte planes (byte p of codes_[c] at [256 p + c]), for
+  // the vector decode's byte permutes.
+  alignas(64) std::array<uint8_t, 1024> codeBytes_{};
 };
 
 }  // namespace aps::precision

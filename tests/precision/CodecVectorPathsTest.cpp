@@ -626,11 +626,12 @@ TEST(CodecVectorPaths, DettmersEncodeAgreesWithTheSharedKernels) {
 }
 
 TEST(CodecVectorPaths, DettmersDecodeGivesEveryCodeTimesTheScale) {
-  // Every code in every position of a 16-lane step, a tail, and scales that are ordinary,
-  // zero, subnormal, infinite or NaN; decodeAdd adds the separately rounded product.
+  // Every code in every position of a 64-value step (the byte-permute decode) and of a
+  // 16-lane step, tails of both, and scales that are ordinary, zero, subnormal, infinite or
+  // NaN; decodeAdd adds the separately rounded product.
   for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear}) {
     const DettmersCodec codec(type, 0);
-    const int64_t n = 256 * 17 + 5;
+    const int64_t n = 256 * 65 + 53;
     for (float absmax : {1.0f, 3.7f, 0.0f, std::bit_cast<float>(0x00000101u), std::numeric_limits<float>::infinity(),
                          std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::max()}) {
       std::vector<uint8_t> wire(codec.encodedBytes(n));
