@@ -27,8 +27,13 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& gradOutputs) {
   if (incoming.defined()) {
     APS_CHECK(incoming.sizes() == leaf.sizes(), "backward: gradient of shape {} for a leaf of shape {}",
               incoming.shapeString(), leaf.shapeString());
-    Tensor grad = leaf.grad();
-    if (grad.defined()) {
+    auto& slots = leaf_->autograd();
+    if (slots.grad && slots.gradZeroPending) {
+      slots.gradZeroPending = false;
+      Tensor grad(slots.grad);
+      assignZeroPlus(grad, incoming);  // the bits of zero() then addInto
+      roundInPlace(grad, gradFormat());
+    } else if (Tensor grad = leaf.grad(); grad.defined()) {
       addInto(grad, incoming);
       roundInPlace(grad, gradFormat());  // the sum of 16-bit gradients, rounded (pure modes)
     } else {

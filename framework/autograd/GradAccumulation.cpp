@@ -31,6 +31,21 @@ void addInto(Tensor& dst, const Tensor& src) {
   dst.copyFrom(sum);
 }
 
+void assignZeroPlus(Tensor& dst, const Tensor& src) {
+  checkSame(dst, src);
+  if (!dst.isContiguous()) {
+    dst.zero();
+    addInto(dst, src);
+    return;
+  }
+  const Tensor s = src.contiguous();
+  const float* from = s.data<float>();
+  float* to = dst.data<float>();
+  parallelFor(dst.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) to[i] = 0.0f + from[i];
+  });
+}
+
 Tensor addGradients(const Tensor& a, const Tensor& b) {
   checkSame(a, b);
   const Tensor ca = a.contiguous(), cb = b.contiguous();

@@ -119,6 +119,13 @@ void Module::train(bool on) {
   for (auto& [name, module] : namedModules()) module->training_ = on;
 }
 
+void Module::zeroGradBeforeBackward() {
+  for (auto& p : namedParameters()) {
+    auto& slots = p.tensor.impl().autograd();
+    if (slots.grad) slots.gradZeroPending = true;
+  }
+}
+
 void Module::zeroGrad(bool setToNone) {
   for (auto& p : namedParameters()) {
     Tensor grad = p.tensor.grad();

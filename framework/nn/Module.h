@@ -44,6 +44,11 @@ class Module {
   // Zeroes every parameter's gradient in place (gradients that are views into flat bucket
   // buffers stay views); setToNone drops them instead.
   void zeroGrad(bool setToNone = false);
+  // zeroGrad for a backward that follows at once (the simulator's next rank on a model copy):
+  // each gradient reads as zeros through Tensor::grad(), and backward's first accumulation
+  // writes 0 + g over the old values (the bits of zeroing then adding) in one pass. A tensor
+  // or buffer taken from grad() before this call keeps the old values until then.
+  void zeroGradBeforeBackward();
 
   // Registration (normally called by constructors, in a fixed order).
   Tensor registerParameter(const std::string& name, Tensor tensor);

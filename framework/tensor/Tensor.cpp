@@ -499,8 +499,14 @@ Tensor& Tensor::setRequiresGrad(bool on) {
 }
 
 Tensor Tensor::grad() const {
-  const auto& g = impl().autograd().grad;
-  return g ? Tensor(g) : Tensor();
+  auto& slots = impl().autograd();
+  if (!slots.grad) return Tensor();
+  Tensor g(slots.grad);
+  if (slots.gradZeroPending) {
+    slots.gradZeroPending = false;
+    g.zero();
+  }
+  return g;
 }
 
 void Tensor::setGrad(const Tensor& grad) {
@@ -509,6 +515,7 @@ void Tensor::setGrad(const Tensor& grad) {
               shapeString());
   }
   impl().autograd().grad = grad.implPtr();
+  impl().autograd().gradZeroPending = false;
 }
 
 }  // namespace aps

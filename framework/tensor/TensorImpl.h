@@ -19,7 +19,11 @@ class Node;
 // library does not depend on autograd; framework/autograd reads and writes it.
 struct AutogradSlots {
   bool requiresGrad = false;
-  std::shared_ptr<class TensorImpl> grad;                    // accumulated gradient of a leaf
+  std::shared_ptr<class TensorImpl> grad;  // accumulated gradient of a leaf
+  // The gradient reads as zeros though its buffer still holds the last one (nn::Module::
+  // zeroGradBeforeBackward): Tensor::grad() zeros it first, and the next accumulation writes
+  // 0 + g over it in one pass instead of a fill and an add.
+  bool gradZeroPending = false;
   std::shared_ptr<autograd::Node> gradFn;                    // the node that produced this tensor
   uint32_t outputNr = 0;                                     // which output of gradFn this tensor is
   std::weak_ptr<autograd::Node> gradAccumulator;             // the leaf's unique AccumulateGrad node

@@ -101,7 +101,7 @@ std::vector<float> Trainer::State::forwardBackward(const std::vector<data::Batch
     nn::Module& net = c == 0 ? *model : *copies[static_cast<size_t>(c - 1)].model;
     const auto& rankDropouts = c == 0 ? dropouts : copies[static_cast<size_t>(c - 1)].dropouts;
     for (int local = c; local < localRanks; local += copiesInAll) {
-      if (local != c) net.zeroGrad();
+      if (local != c) net.zeroGradBeforeBackward();
       losses[static_cast<size_t>(local)] =
           rankForwardBackward(net, rankDropouts, c, local, batches[static_cast<size_t>(local)]);
       if (local == 0 && localRanks > 1) {

@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <map>
 
@@ -175,6 +176,57 @@ TEST(Module, TrainingStepGradientsReachEveryParameter) {
   }
   net.zeroGrad();
   for (const auto& p : net.namedParameters()) EXPECT_EQ(aps::ops::sum(p.tensor.grad()).item(), 0.0f) << p.name;
+}
+
+// One parameter whose gradient is the constant factor it is multiplied by.
+class Scaled : public nn::Module {
+ public:
+  Scaled() : Module("Scaled") { w_ = registerParameter("w", Tensor::ones({6})); }
+  Tensor forward(const Tensor& factor) { return aps::ops::sum(aps::ops::mul(w_, factor)); }
+
+ private:
+  Tensor w_;
+};
+
+std::vector<uint32_t> gradBits(nn::Module& net) {
+  std::vector<uint32_t> bits;
+  for (const auto& p : net.namedParameters()) {
+    for (float v : p.tensor.grad().toFloatVector()) bits.push_back(std::bit_cast<uint32_t>(v));
+  }
+  return bits;
+}
+
+// The simulator's deferred zeroing: the gradients it leaves are the bits of zeroGrad then
+// backward, a -0 gradient becoming +0 and a NaN quieted as 0 + g makes them; until backward
+// they read as zeros; a parameter backward does not reach reads zeros after it.
+TEST(Module, ZeroGradBeforeBackwardGivesTheBitsOfZeroGrad) {
+  const float nan = std::bit_cast<float>(0x7fa00001u);  // signalling: the add quiets it
+  const Tensor factor = Tensor::fromVector(std::vector<float>{-0.0f, 1.5f, nan, -2.0f, 0.0f, -3.0e-39f}, {6});
+  Scaled eager, deferred, unread;
+  for (Scaled* net : {&eager, &deferred, &unread}) aps::autograd::backward(net->forward(Tensor::ones({6})));
+  eager.zeroGrad();
+  deferred.zeroGradBeforeBackward();
+  unread.zeroGradBeforeBackward();
+  aps::autograd::backward(eager.forward(factor));
+  aps::autograd::backward(deferred.forward(factor));
+  const std::vector<uint32_t> expected = gradBits(eager);
+  EXPECT_EQ(expected[0], 0u);  // 0 + (-0) = +0
+  EXPECT_EQ(gradBits(deferred), expected);
+  EXPECT_EQ(gradBits(unread), std::vector<uint32_t>(6, 0u));  // no backward: zeros
+
+  // A whole network over two steps.
+  aps::Rng rng(21);
+  TinyNet a(rng), b(rng);
+  b.loadStateDict(a.stateDict());
+  Tensor x = Tensor::randn({2, 3, 8, 8}, rng);
+  const Tensor y = Tensor::fromVector(std::vector<int64_t>{1, 4}, {2});
+  for (int step = 0; step < 2; ++step) {
+    a.zeroGrad();
+    b.zeroGradBeforeBackward();
+    aps::autograd::backward(aps::ops::crossEntropy(a.forward(x), y));
+    aps::autograd::backward(aps::ops::crossEntropy(b.forward(x), y));
+    EXPECT_EQ(gradBits(b), gradBits(a)) << "step " << step;
+  }
 }
 
 // Same seed and data => same loss and gradient bits, whatever the thread count.
