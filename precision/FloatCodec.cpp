@@ -65,11 +65,11 @@ inline void put16Masked(float* p, __mmask16 lanes, __m512 v) {
 }
 inline __mmask16 firstLanes(int64_t count) { return static_cast<__mmask16>((1u << count) - 1u); }
 
-// fp16 (F16C) and bf16 codes with round-to-nearest-even, 64 values per step: the rounding of
+// fp16 (F16C) and bf16 codes with round-to-nearest-even, 32 values per step: the rounding of
 // the hardware conversion (fp16) or of the integer add (bf16), then roundOne's overflow policy
 // (a rounded magnitude above the largest finite code becomes overflowCode) and its NaN code,
 // both with the value's sign. The input is prefetched ahead (StreamPrefetch.h). Returns the
-// count encoded (a multiple of 64).
+// count encoded (a multiple of 32).
 template <bool kBf16>
 int64_t encodeHalf32(const float* in, int64_t n, const kernels::RoundingParams& p, uint8_t* out) {
   const __m512i signBit = _mm512_set1_epi16(static_cast<int16_t>(0x8000));
@@ -91,7 +91,7 @@ int64_t encodeHalf32(const float* in, int64_t n, const kernels::RoundingParams& 
     __m512 x0 = _mm512_loadu_ps(at), x1 = _mm512_loadu_ps(at + 16);
     // One load per vector: left to itself GCC reads each vector again for every use, and the
     // extra loads of lines still on their way from memory fill the load queue (measured:
-    // 15-25% slower on a stream larger than the caches).
+    // 10-25% slower on a stream larger than the caches, docs/PERFORMANCE.md).
     asm("" : "+v"(x0), "+v"(x1));
     const auto both = [](__mmask16 lo, __mmask16 hi) { return _mm512_kunpackw(hi, lo); };
     const __mmask32 nan = both(_mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q), _mm512_cmp_ps_mask(x1, x1, _CMP_UNORD_Q));
