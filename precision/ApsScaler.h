@@ -42,6 +42,10 @@ const char* scalingModeName(ScalingMode mode);
 void scaleByPowerOfTwo(float* data, int64_t n, int shift);
 void scaleByPowerOfTwo(const float* in, float* out, int64_t n, int shift);
 
+// The largest kernels::absBits of x (n values): an integer max, so NaN > inf > any finite
+// magnitude (above 0x7f800000 - 1: an inf or a NaN among them). The block codecs' absmax.
+uint32_t maxAbsBits(const float* x, int64_t n);
+
 // dst = src (n values) and the largest kernels::absBits of them: the copy that measures what
 // APS's exponent needs on the way (above 0x7f800000 - 1: an inf or a NaN among them).
 uint32_t copyMaxAbsBits(float* dst, const float* src, int64_t n);

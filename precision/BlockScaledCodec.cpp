@@ -45,27 +45,6 @@ int64_t stepLength(int64_t len, int64_t n) {
   return step % 2 ? 2 * step : step;
 }
 
-// The block's largest magnitude as fp32 bits (integer max: inf or NaN makes it non-finite).
-uint32_t amaxBits(const float* x, int64_t m) {
-  uint32_t amax = 0;
-  int64_t i = 0;
-#if defined(__AVX512F__)
-  __m512i acc = _mm512_setzero_si512();
-  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
-  // Whole steps with plain loads, then one masked step: masked loads in every step are slow on
-  // some CPUs (AMD Zen 4).
-  for (; i + 16 <= m; i += 16) acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_loadu_si512(x + i), magnitude));
-  if (i < m) {
-    const auto lanes = static_cast<__mmask16>((1u << (m - i)) - 1);
-    acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes, x + i), magnitude));
-    i = m;
-  }
-  amax = _mm512_reduce_max_epu32(acc);
-#endif
-  for (; i < m; ++i) amax = std::max(amax, kernels::absBits(x[i]));
-  return amax;
-}
-
 // dst[i] = kernels::scaleByPow2(x[i], shift) (kAdd: dst[i] += it, each scaled value rounded
 // on its own, then added), for shift != 0. vscalefps gives x * 2^shift with one rounding (the
 // exact product rounded to fp32, subnormals and overflow included) as the double multiply and
@@ -75,7 +54,7 @@ void scaleBlock(const float* x, int64_t m, int32_t shift, float* dst) {
   int64_t i = 0;
 #if defined(__AVX512F__)
   const __m512 exponent = _mm512_set1_ps(static_cast<float>(shift));
-  for (; i + 16 <= m; i += 16) {  // whole steps unmasked (amaxBits)
+  for (; i + 16 <= m; i += 16) {  // whole steps unmasked (maxAbsBits)
     __m512 v = _mm512_scalef_ps(_mm512_loadu_ps(x + i), exponent);
     if constexpr (kAdd) v = _mm512_add_ps(_mm512_loadu_ps(dst + i), v);
     _mm512_storeu_ps(dst + i, v);
@@ -212,7 +191,7 @@ void BlockScaledCodec::encodeRange(const float* x, int64_t n, int64_t begin, int
 #endif
   for (; first < m; first += len) {
     const int64_t count = std::min(len, m - first);
-    const uint32_t code = kernels::blockScaleCode(amaxBits(x + first, count), emax_);
+    const uint32_t code = kernels::blockScaleCode(maxAbsBits(x + first, count), emax_);
     out[(begin + first) / len] = static_cast<uint8_t>(code);
     const int32_t shift = kernels::kScaleBias - static_cast<int32_t>(code);
     if (code == kernels::kNanScale) {

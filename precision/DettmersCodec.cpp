@@ -1,6 +1,7 @@
 #include "precision/DettmersCodec.h"
 
 #include "framework/core/Error.h"
+#include "precision/ApsScaler.h"
 #include "precision/kernels/Dettmers.h"
 #include "precision/kernels/Scaling.h"
 
@@ -18,33 +19,6 @@
 #endif
 
 namespace aps::precision {
-
-namespace {
-
-// The block's largest magnitude as fp32 bits (kernels::absBits, an integer max: NaN > inf >
-// finite in this order).
-uint32_t absmaxBits(const float* in, int64_t n) {
-  uint32_t maxBits = 0;
-  int64_t i = 0;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
-  __m512i acc = _mm512_setzero_si512();
-  for (; i + 16 <= n; i += 16) acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_loadu_si512(in + i), magnitude));
-  if (i < n) {
-    const auto lanes = static_cast<__mmask16>((1u << (n - i)) - 1);
-    acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes, in + i), magnitude));
-    i = n;
-  }
-  // Through memory: GCC 12 reports its own _mm512_reduce_max_epu32 as reading an uninitialised value.
-  alignas(64) uint32_t lanes[16];
-  _mm512_store_si512(lanes, acc);
-  for (uint32_t lane : lanes) maxBits = std::max(maxBits, lane);
-#endif
-  for (; i < n; ++i) maxBits = std::max(maxBits, kernels::absBits(in[i]));
-  return maxBits;
-}
-
-}  // namespace
 
 std::array<float, 256> DettmersCodec::dynamicTreeCodeBook() {
   // docs/ALGORITHMS.md, Dettmers' 8-bit types: for i = 0..6, the midpoints of linspace(0.1, 1, 2^i + 1) scaled by
@@ -331,7 +305,7 @@ void DettmersCodec::encodeBlock(const float* in, int64_t n, uint8_t* out) const 
   // absmax as the integer max of |bits| (NaN > inf > finite in this order, so a non-finite
   // value makes the scale non-finite, the block decodes non-finite and the overflow stays
   // visible to the receiver).
-  const float absmax = std::bit_cast<float>(absmaxBits(in, n));
+  const float absmax = std::bit_cast<float>(maxAbsBits(in, n));
   std::memcpy(out, &absmax, 4);
   uint8_t* codes = out + 4;
   const float inv = kernels::dettmersInverse(absmax);

@@ -315,6 +315,34 @@ TEST(CodecVectorPaths, Sticky16KeysRoundLikeTheirValuesAtEveryShift) {
   EXPECT_GE(exact, 8);
 }
 
+// The block codecs' absmax (Dettmers' types, the block-scaled formats): every length around the
+// 16-value steps, the largest magnitude at every position (whole steps and the masked tail), a
+// negative one, and the non-finite order NaN > inf > finite of the integer max.
+TEST(CodecVectorPaths, MaxAbsBitsIsTheLargestMagnitudeAtEveryLengthAndPosition) {
+  const float big[] = {-3.5f, 7.0f, -std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::quiet_NaN(),
+                       std::numeric_limits<float>::denorm_min()};
+  for (int64_t n : {0, 1, 15, 16, 17, 31, 32, 33, 47, 64, 100, 1000}) {
+    std::vector<float> xs(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) xs[i] = (i % 3 == 0 ? -0.25f : 0.125f) * static_cast<float>(i % 7) * 1e-3f;
+    const auto reference = [&] {
+      uint32_t m = 0;
+      for (float x : xs) m = std::max(m, kernels::absBits(x));
+      return m;
+    };
+    EXPECT_EQ(maxAbsBits(xs.data(), n), reference()) << n;
+    for (int64_t at = 0; at < n; at += (n > 64 ? 13 : 1)) {
+      const float was = xs[at];
+      for (float b : big) {
+        xs[at] = b;
+        EXPECT_EQ(maxAbsBits(xs.data(), n), reference()) << n << " " << at << " " << b;
+      }
+      xs[at] = was;
+    }
+  }
+  std::vector<float> zeros(40, -0.0f);
+  EXPECT_EQ(maxAbsBits(zeros.data(), 40), 0u);
+}
+
 // The simulator's owners round those keys widened and scaled in registers
 // (Codec::roundTripKeysInto): every one of the 65536 keys, at shifts across fp32's range, stored
 // and added, with a last step shorter than 16, must give what widening, scaling by
