@@ -29,18 +29,22 @@ FloatFormat saturating(FloatFormat f) {
 // Values per encode or decode step: whole blocks whose scaled values stay in L1 between the
 // scaling and the element codec.
 constexpr int64_t kStep = 2048;
+// The longest window of whole blocks whose sums the fused step keeps (256 KiB, in L2).
+constexpr int64_t kMaxWindow = int64_t{1} << 16;
 
 // Scratch for the scaled values of one call (codecs are shared by threads: one per thread).
 std::vector<float>& scratch(int which, int64_t n) {
-  thread_local std::vector<float> buffers[2];
+  thread_local std::vector<float> buffers[3];
   auto& b = buffers[which];
   if (b.size() < static_cast<size_t>(n)) b.resize(static_cast<size_t>(n));
   return b;
 }
 
-// Values per step for blocks of `len`: a multiple of len, even (nibble elements start on a byte).
-int64_t stepLength(int64_t len, int64_t n) {
-  if (len > kStep) return n;
+// Values per step for blocks of `len`: whole blocks, a multiple of len and even (nibble elements
+// start on a byte), when a block fits in kStep; kStep values (even) for longer blocks, whose
+// scales are measured in a pass of their own (BlockScaledCodec::encodeLongBlocks).
+int64_t stepLength(int64_t len) {
+  if (len > kStep) return kStep;
   const int64_t step = (kStep / len) * len;
   return step % 2 ? 2 * step : step;
 }
@@ -73,6 +77,32 @@ void scaleBlock(const float* x, int64_t m, int32_t shift, float* dst) {
     } else {
       dst[i] = kernels::scaleByPow2(x[i], shift);
     }
+  }
+}
+
+// f(block, first, count) for each piece of values [begin, begin + m) that lies in one block of
+// `len` values: first is relative to begin. One division per call, not per piece (a 64-bit
+// division per block of 32 cost the decode a quarter of its speed).
+template <class F>
+void forEachBlockPiece(int64_t len, int64_t begin, int64_t m, F&& f) {
+  int64_t block = begin / len, offset = begin - block * len;
+  for (int64_t first = 0; first < m; ++block, offset = 0) {
+    const int64_t count = std::min(len - offset, m - first);
+    f(block, first, count);
+    first += count;
+  }
+}
+
+// scaled[0, count) <- the values of a block with scale `code`, divided by its scale (the element
+// values to round): zeros for a NaN block (its scale carries it), a copy for a unit scale.
+void scaleToElements(const float* x, int64_t count, uint32_t code, float* scaled) {
+  const int32_t shift = kernels::kScaleBias - static_cast<int32_t>(code);
+  if (code == kernels::kNanScale) {
+    std::fill(scaled, scaled + count, 0.0f);
+  } else if (shift == 0) {
+    std::memcpy(scaled, x, static_cast<size_t>(count) * sizeof(float));
+  } else {
+    scaleBlock<false>(x, count, shift, scaled);
   }
 }
 
@@ -193,29 +223,36 @@ void BlockScaledCodec::encodeRange(const float* x, int64_t n, int64_t begin, int
     const int64_t count = std::min(len, m - first);
     const uint32_t code = kernels::blockScaleCode(maxAbsBits(x + first, count), emax_);
     out[(begin + first) / len] = static_cast<uint8_t>(code);
-    const int32_t shift = kernels::kScaleBias - static_cast<int32_t>(code);
-    if (code == kernels::kNanScale) {
-      std::fill(scaled + first, scaled + first + count, 0.0f);
-    } else if (shift == 0) {
-      std::memcpy(scaled + first, x + first, static_cast<size_t>(count) * sizeof(float));
-    } else {
-      scaleBlock<false>(x + first, count, shift, scaled + first);
-    }
+    scaleToElements(x + first, count, code, scaled + first);
   }
   EncodeContext local = ctx;
   local.offset = ctx.offset + begin;
   elements_.encode(scaled, m, out + blocks(n) + elements_.encodedBytes(begin), local);
 }
 
-// The decoded values [begin, begin + m) of an encoding of n values into out[0, m); with acc,
-// added to acc[0, m) instead (out then holds the unscaled element values).
+// Elements [begin, begin + m) of an encoding of n values (begin even), from values x[0, m)
+// whose blocks have the scale codes codes[block - firstBlock]: each value scaled by its block's
+// code into scaled (m floats), then rounded to element bytes.
+void BlockScaledCodec::encodeScaledRange(const float* x, int64_t n, int64_t begin, int64_t m, const uint8_t* codes,
+                                         int64_t firstBlock, uint8_t* out, float* scaled,
+                                         const EncodeContext& ctx) const {
+  const int64_t len = blockLength(n);
+  forEachBlockPiece(len, begin, m, [&](int64_t block, int64_t first, int64_t count) {
+    scaleToElements(x + first, count, codes[block - firstBlock], scaled + first);
+  });
+  EncodeContext local = ctx;
+  local.offset = ctx.offset + begin;
+  elements_.encode(scaled, m, out + blocks(n) + elements_.encodedBytes(begin), local);
+}
+
+// The decoded values [begin, begin + m) of an encoding of n values (begin even) into out[0, m);
+// with acc, added to acc[0, m) instead (out then holds the unscaled element values).
 void BlockScaledCodec::decodeRange(const uint8_t* in, int64_t n, int64_t begin, int64_t m, float* out,
                                    float* acc) const {
   const int64_t len = blockLength(n);
   elements_.decode(in + blocks(n) + elements_.encodedBytes(begin), m, out);
-  for (int64_t first = 0; first < m; first += len) {
-    const int64_t count = std::min(len, m - first);
-    const uint32_t code = in[(begin + first) / len];
+  forEachBlockPiece(len, begin, m, [&](int64_t block, int64_t first, int64_t count) {
+    const uint32_t code = in[block];
     const int32_t shift = static_cast<int32_t>(code) - kernels::kScaleBias;
     if (code == kernels::kNanScale) {
       const float nan = kernels::blockScaledOutput(0.0f, code);
@@ -229,25 +266,37 @@ void BlockScaledCodec::decodeRange(const uint8_t* in, int64_t n, int64_t begin, 
     } else if (shift != 0) {
       scaleBlock<false>(out + first, count, shift, out + first);
     }
-  }
+  });
 }
 
-// All four work in steps of whole blocks (stepLength), so intermediate values stay in L1.
+// Every step holds whole blocks where a block fits in kStep (stepLength), so a block's values
+// stay in L1 from its scale's measure to its elements' rounding. Longer blocks take two passes:
+// the scales (one maxAbsBits per block), then the elements kStep values at a time.
 void BlockScaledCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeContext& ctx) const {
-  const int64_t step = stepLength(blockLength(n), n);
+  const int64_t len = blockLength(n), step = stepLength(len);
   float* scaled = scratch(0, std::min(step, n)).data();
+  if (len > kStep) {
+    for (int64_t b = 0; b < blocks(n); ++b) {
+      out[b] =
+          static_cast<uint8_t>(kernels::blockScaleCode(maxAbsBits(in + b * len, std::min(len, n - b * len)), emax_));
+    }
+    for (int64_t begin = 0; begin < n; begin += step) {
+      encodeScaledRange(in + begin, n, begin, std::min(step, n - begin), out, 0, out, scaled, ctx);
+    }
+    return;
+  }
   for (int64_t begin = 0; begin < n; begin += step) {
     encodeRange(in + begin, n, begin, std::min(step, n - begin), out, scaled, ctx);
   }
 }
 
 void BlockScaledCodec::decode(const uint8_t* in, int64_t n, float* out) const {
-  const int64_t step = stepLength(blockLength(n), n);
+  const int64_t step = stepLength(blockLength(n));
   for (int64_t begin = 0; begin < n; begin += step) decodeRange(in, n, begin, std::min(step, n - begin), out + begin);
 }
 
 void BlockScaledCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc) const {
-  const int64_t step = stepLength(blockLength(n), n);
+  const int64_t step = stepLength(blockLength(n));
   float* values = scratch(0, std::min(step, n)).data();
   for (int64_t begin = 0; begin < n; begin += step) {
     const int64_t m = std::min(step, n - begin);
@@ -259,14 +308,53 @@ void BlockScaledCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64
                                        const EncodeContext& ctx) const {
   // A step's bytes of a and b are read before the same step's bytes of out are written, so
   // out may alias a or b.
-  const int64_t step = stepLength(blockLength(n), n);
+  const int64_t len = blockLength(n), step = stepLength(len);
   float* va = scratch(0, std::min(step, n)).data();
   float* vb = scratch(1, std::min(step, n)).data();
-  for (int64_t begin = 0; begin < n; begin += step) {
-    const int64_t m = std::min(step, n - begin);
-    decodeRange(a, n, begin, m, va);
-    decodeRange(b, n, begin, m, vb, va);
-    encodeRange(va, n, begin, m, out, vb, ctx);
+  if (len <= kStep) {
+    for (int64_t begin = 0; begin < n; begin += step) {
+      const int64_t m = std::min(step, n - begin);
+      decodeRange(a, n, begin, m, va);
+      decodeRange(b, n, begin, m, vb, va);
+      encodeRange(va, n, begin, m, out, vb, ctx);
+    }
+    return;
+  }
+  // Longer blocks: windows of whole blocks (one, or two for an odd length, so that every window
+  // starts on an element byte). In a window, a first pass decodes and adds and measures each
+  // block's scale; a second rounds the sums. Where the window fits kMaxWindow, the first pass
+  // keeps the sums (in L2); past it (one scale per chunk of millions of values), the second
+  // pass decodes and adds again (the same bits), which reads the inputs' bytes again: less
+  // traffic than writing the sums to memory and reading them back. A window's scale bytes
+  // reach out after its second pass: a block's scale byte of a or b is read in every step of it.
+  const int64_t window = len % 2 ? 2 * len : len;
+  const bool keepSums = window <= kMaxWindow;
+  float* sums = keepSums ? scratch(2, window).data() : nullptr;
+  for (int64_t w = 0; w < n; w += window) {
+    const int64_t end = std::min(n, w + window);
+    const int64_t firstBlock = w / len, lastBlock = (end - 1) / len;
+    uint32_t amax[2] = {0, 0};
+    for (int64_t begin = w; begin < end; begin += step) {
+      const int64_t m = std::min(step, end - begin);
+      float* sum = keepSums ? sums + (begin - w) : va;
+      decodeRange(a, n, begin, m, sum);
+      decodeRange(b, n, begin, m, vb, sum);
+      forEachBlockPiece(len, begin, m, [&](int64_t block, int64_t first, int64_t count) {
+        amax[block - firstBlock] = std::max(amax[block - firstBlock], maxAbsBits(sum + first, count));
+      });
+    }
+    uint8_t codes[2];
+    for (int k = 0; k < 2; ++k) codes[k] = static_cast<uint8_t>(kernels::blockScaleCode(amax[k], emax_));
+    for (int64_t begin = w; begin < end; begin += step) {
+      const int64_t m = std::min(step, end - begin);
+      const float* sum = keepSums ? sums + (begin - w) : va;
+      if (!keepSums) {
+        decodeRange(a, n, begin, m, va);
+        decodeRange(b, n, begin, m, vb, va);
+      }
+      encodeScaledRange(sum, n, begin, m, codes, firstBlock, out, vb, ctx);
+    }
+    std::copy(codes, codes + (lastBlock - firstBlock + 1), out + firstBlock);
   }
 }
 

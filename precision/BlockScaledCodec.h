@@ -55,6 +55,8 @@ class BlockScaledCodec : public Codec {
 
   void encodeRange(const float* x, int64_t n, int64_t begin, int64_t m, uint8_t* out, float* scaled,
                    const EncodeContext& ctx) const;
+  void encodeScaledRange(const float* x, int64_t n, int64_t begin, int64_t m, const uint8_t* codes, int64_t firstBlock,
+                         uint8_t* out, float* scaled, const EncodeContext& ctx) const;
   void decodeRange(const uint8_t* in, int64_t n, int64_t begin, int64_t m, float* out, float* acc = nullptr) const;
 
   FloatCodec elements_;  // the element format, saturating

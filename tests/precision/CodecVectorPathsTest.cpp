@@ -451,68 +451,77 @@ TEST(CodecVectorPaths, BlockScaledAgreesWithTheSharedScaleArithmetic) {
   // Then every 4099th fp32 bit pattern: blocks of neighbours in bit order, so the scales cover
   // every exponent and the scaled values every rounding case, subnormal results included.
   for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
-  for (const char* element : {"e2m1", "e3m0", "e4m3"}) {
-    const FloatFormat f = FloatFormat::preset(element);
-    for (auto mode : {RoundingMode::NearestEven, RoundingMode::Stochastic}) {
-      const BlockScaledCodec codec(f, mode, 32);
-      FloatFormat saturating = f;
-      saturating.overflow = Overflow::Saturate;
-      const FloatCodec elements(saturating, mode);
-      const auto n = static_cast<int64_t>(xs.size());
-      const int64_t blocks = (n + 31) / 32;
-      std::vector<uint8_t> expected(codec.encodedBytes(n)), got(expected.size());
-      std::vector<float> scaled(xs.size());
-      for (int64_t b = 0; b < blocks; ++b) {
-        uint32_t amax = 0;
-        for (int64_t i = 32 * b; i < std::min(n, 32 * b + 32); ++i) amax = std::max(amax, kernels::absBits(xs[i]));
-        const uint32_t code = kernels::blockScaleCode(amax, f.maxExponent());
-        expected[static_cast<size_t>(b)] = static_cast<uint8_t>(code);
-        for (int64_t i = 32 * b; i < std::min(n, 32 * b + 32); ++i) scaled[i] = kernels::blockScaledInput(xs[i], code);
+  // MX's 32, an odd length, and blocks longer than a step (2048 values): odd ones, whose
+  // windows of two blocks start on an element byte, ones whose sums the fused step keeps, ones
+  // it decodes twice (past 65536 values), and one scale for the whole call (0).
+  const auto n = static_cast<int64_t>(xs.size());
+  for (int64_t blockSize : {32, 7, 2049, 4097, 40000, 70001, 0}) {
+    const int64_t len = blockSize > 0 ? blockSize : n;
+    for (const char* element : {"e2m1", "e3m0", "e4m3"}) {
+      if (blockSize != 32 && std::string_view(element) == "e3m0") continue;
+      const FloatFormat f = FloatFormat::preset(element);
+      for (auto mode : {RoundingMode::NearestEven, RoundingMode::Stochastic}) {
+        const BlockScaledCodec codec(f, mode, blockSize);
+        FloatFormat saturating = f;
+        saturating.overflow = Overflow::Saturate;
+        const FloatCodec elements(saturating, mode);
+        const int64_t blocks = (n + len - 1) / len;
+        std::vector<uint8_t> expected(codec.encodedBytes(n)), got(expected.size());
+        std::vector<float> scaled(xs.size());
+        for (int64_t b = 0; b < blocks; ++b) {
+          uint32_t amax = 0;
+          for (int64_t i = len * b; i < std::min(n, len * b + len); ++i) amax = std::max(amax, kernels::absBits(xs[i]));
+          const uint32_t code = kernels::blockScaleCode(amax, f.maxExponent());
+          expected[static_cast<size_t>(b)] = static_cast<uint8_t>(code);
+          for (int64_t i = len * b; i < std::min(n, len * b + len); ++i)
+            scaled[i] = kernels::blockScaledInput(xs[i], code);
+        }
+        const EncodeContext ctx{1, 2, 3};
+        ASSERT_LT(firstEncodeMismatch(elements, scaled.data(), n, ctx), 0);
+        elements.encode(scaled.data(), n, expected.data() + blocks, ctx);
+        codec.encode(xs.data(), n, got.data(), ctx);
+        ASSERT_EQ(got, expected) << codec.name();
+        std::vector<float> decoded(xs.size());
+        codec.decode(got.data(), n, decoded.data());
+        std::vector<float> elementValues(xs.size());
+        elements.decode(got.data() + blocks, n, elementValues.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const float want = kernels::blockScaledOutput(elementValues[i], got[static_cast<size_t>(i / len)]);
+          ASSERT_EQ(std::bit_cast<uint32_t>(decoded[i]), std::bit_cast<uint32_t>(want)) << codec.name() << " " << i;
+        }
+        // decodeAdd adds the decoded values (checked above) to finite sums; decodeAddEncode of the
+        // wire with itself reversed is the encoding (checked above) of the decoded sums.
+        std::vector<float> acc(xs.size()), sums(xs.size());
+        for (size_t i = 0; i < acc.size(); ++i) acc[i] = static_cast<float>(i % 13) - 6.5f;
+        std::vector<float> added = acc;
+        codec.decodeAdd(got.data(), n, added.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const float want = acc[i] + decoded[i];
+          ASSERT_EQ(std::bit_cast<uint32_t>(added[i]), std::bit_cast<uint32_t>(want)) << codec.name() << " " << i;
+        }
+        std::vector<float> reversed(xs.rbegin(), xs.rend()), other(xs.size());
+        std::vector<uint8_t> b(got.size());
+        codec.encode(reversed.data(), n, b.data(), ctx);
+        codec.decode(b.data(), n, other.data());
+        std::vector<bool> bothNan(xs.size());
+        for (size_t i = 0; i < sums.size(); ++i) {
+          sums[i] = decoded[i] + other[i];
+          bothNan[i] = std::isnan(decoded[i]) && std::isnan(other[i]);  // the sum's sign: either NaN's
+        }
+        std::vector<uint8_t> wantWire(got.size()), fused = got;
+        codec.encode(sums.data(), n, wantWire.data(), ctx);
+        codec.decodeAddEncode(fused.data(), b.data(), n, fused.data(), ctx);
+        for (int64_t i = 0; i < n; ++i) {
+          if (bothNan[static_cast<size_t>(i)]) continue;
+          const auto k = static_cast<size_t>(blocks + (f.bits() <= 4 ? i / 2 : i));
+          const int shift = f.bits() <= 4 ? 4 * static_cast<int>(i % 2) : 0;
+          ASSERT_EQ((fused[k] >> shift) & (f.bits() <= 4 ? 15 : 255),
+                    (wantWire[k] >> shift) & (f.bits() <= 4 ? 15 : 255))
+              << codec.name() << " " << i;
+        }
+        for (int64_t blk = 0; blk < blocks; ++blk)
+          ASSERT_EQ(fused[blk], wantWire[blk]) << codec.name() << " block " << blk;
       }
-      const EncodeContext ctx{1, 2, 3};
-      ASSERT_LT(firstEncodeMismatch(elements, scaled.data(), n, ctx), 0);
-      elements.encode(scaled.data(), n, expected.data() + blocks, ctx);
-      codec.encode(xs.data(), n, got.data(), ctx);
-      ASSERT_EQ(got, expected) << codec.name();
-      std::vector<float> decoded(xs.size());
-      codec.decode(got.data(), n, decoded.data());
-      std::vector<float> elementValues(xs.size());
-      elements.decode(got.data() + blocks, n, elementValues.data());
-      for (int64_t i = 0; i < n; ++i) {
-        const float want = kernels::blockScaledOutput(elementValues[i], got[static_cast<size_t>(i / 32)]);
-        ASSERT_EQ(std::bit_cast<uint32_t>(decoded[i]), std::bit_cast<uint32_t>(want)) << codec.name() << " " << i;
-      }
-      // decodeAdd adds the decoded values (checked above) to finite sums; decodeAddEncode of the
-      // wire with itself reversed is the encoding (checked above) of the decoded sums.
-      std::vector<float> acc(xs.size()), sums(xs.size());
-      for (size_t i = 0; i < acc.size(); ++i) acc[i] = static_cast<float>(i % 13) - 6.5f;
-      std::vector<float> added = acc;
-      codec.decodeAdd(got.data(), n, added.data());
-      for (int64_t i = 0; i < n; ++i) {
-        const float want = acc[i] + decoded[i];
-        ASSERT_EQ(std::bit_cast<uint32_t>(added[i]), std::bit_cast<uint32_t>(want)) << codec.name() << " " << i;
-      }
-      std::vector<float> reversed(xs.rbegin(), xs.rend()), other(xs.size());
-      std::vector<uint8_t> b(got.size());
-      codec.encode(reversed.data(), n, b.data(), ctx);
-      codec.decode(b.data(), n, other.data());
-      std::vector<bool> bothNan(xs.size());
-      for (size_t i = 0; i < sums.size(); ++i) {
-        sums[i] = decoded[i] + other[i];
-        bothNan[i] = std::isnan(decoded[i]) && std::isnan(other[i]);  // the sum's sign: either NaN's
-      }
-      std::vector<uint8_t> wantWire(got.size()), fused = got;
-      codec.encode(sums.data(), n, wantWire.data(), ctx);
-      codec.decodeAddEncode(fused.data(), b.data(), n, fused.data(), ctx);
-      for (int64_t i = 0; i < n; ++i) {
-        if (bothNan[static_cast<size_t>(i)]) continue;
-        const auto k = static_cast<size_t>(blocks + (f.bits() <= 4 ? i / 2 : i));
-        const int shift = f.bits() <= 4 ? 4 * static_cast<int>(i % 2) : 0;
-        ASSERT_EQ((fused[k] >> shift) & (f.bits() <= 4 ? 15 : 255), (wantWire[k] >> shift) & (f.bits() <= 4 ? 15 : 255))
-            << codec.name() << " " << i;
-      }
-      for (int64_t blk = 0; blk < blocks; ++blk)
-        ASSERT_EQ(fused[blk], wantWire[blk]) << codec.name() << " block " << blk;
     }
   }
 }
