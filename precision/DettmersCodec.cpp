@@ -208,8 +208,8 @@ inline __mmask16 lanesFrom(int64_t i, int64_t n) {
 // the last step masks. Masked loads and stores in every step made these loops several times
 // slower on AMD Zen 4.
 template <typename Load, typename Load64>
-void encodeLanes(int64_t n, float inv, const float* levels, uint32_t top, uint8_t* codes, Load load, Load64 load64) {
-  const SearchTables tables(levels);
+void encodeLanes(int64_t n, float inv, const SearchTables& tables, uint32_t top, uint8_t* codes, Load load,
+                 Load64 load64) {
   const __m512 scale = _mm512_set1_ps(inv);
   const __m512i cap = _mm512_set1_epi8(static_cast<char>(top));
   int64_t i = 0;
@@ -238,10 +238,22 @@ void encodeLanes(int64_t n, float inv, const float* levels, uint32_t top, uint8_
 }
 
 template <typename Load>
-void encodeLanes(int64_t n, float inv, const float* levels, uint32_t top, uint8_t* codes, Load load) {
-  encodeLanes(n, inv, levels, top, codes, load, [&](int64_t i, __m512* v) {
+void encodeLanes(int64_t n, float inv, const SearchTables& tables, uint32_t top, uint8_t* codes, Load load) {
+  encodeLanes(n, inv, tables, top, codes, load, [&](int64_t i, __m512* v) {
     for (int k = 0; k < 4; ++k) v[k] = load(i + 16 * k, __mmask16{0xffff});
   });
+}
+
+// One block of encode: its absmax (the scale) and codes, with the caller's search tables
+// (loaded once per call, not once per block).
+void encodeBlockLanes(const float* in, int64_t n, uint8_t* out, const SearchTables& tables, uint32_t top) {
+  // absmax as the integer max of |bits| (NaN > inf > finite in this order, so a non-finite
+  // value makes the scale non-finite, the block decodes non-finite and the overflow stays
+  // visible to the receiver).
+  const float absmax = std::bit_cast<float>(maxAbsBits(in, n));
+  std::memcpy(out, &absmax, 4);
+  encodeLanes(n, kernels::dettmersInverse(absmax), tables, top, out + 4,
+              [in](int64_t i, __mmask16 lanes) { return _mm512_maskz_loadu_ps(lanes, in + i); });
 }
 
 // The values of sixteen codes (masked lanes 0): book[c] * absmax by permutes over the 256
@@ -298,45 +310,11 @@ struct CodeBook {
   }
 };
 
-}  // namespace
-#endif
-
-void DettmersCodec::encodeBlock(const float* in, int64_t n, uint8_t* out) const {
-  // absmax as the integer max of |bits| (NaN > inf > finite in this order, so a non-finite
-  // value makes the scale non-finite, the block decodes non-finite and the overflow stays
-  // visible to the receiver).
-  const float absmax = std::bit_cast<float>(maxAbsBits(in, n));
-  std::memcpy(out, &absmax, 4);
-  uint8_t* codes = out + 4;
-  const float inv = kernels::dettmersInverse(absmax);
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  encodeLanes(n, inv, searchLevels_.data(), topCode(), codes,
-              [in](int64_t i, __mmask16 lanes) { return _mm512_maskz_loadu_ps(lanes, in + i); });
-#else
-  if (bucketBase_.empty()) {
-    for (int64_t i = 0; i < n; ++i) codes[i] = nearestCode(in[i] * inv);
-    return;
-  }
-  // The bucket shortcut of nearestCode, with the tables in locals (the uint8_t stores
-  // could otherwise alias them).
-  const uint8_t* base = bucketBase_.data();
-  const float* mid = midpoints_.data();
-  const uint32_t top = topCode();
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = in[i] * inv;
-    const uint32_t b = base[std::bit_cast<uint32_t>(v) >> 16];
-    const uint32_t idx = b + (mid[b] < v ? 1u : 0u);
-    codes[i] = static_cast<uint8_t>(std::min(idx, top));
-  }
-#endif
-}
-
-void DettmersCodec::decodeBlock(const uint8_t* in, int64_t n, float* out, bool add) const {
+// decodeBlock in vector lanes, with the caller's code book registers (loaded once per call).
+void decodeBlockLanes(const uint8_t* in, int64_t n, float* out, bool add, const CodeBook& book) {
   float absmax;
   std::memcpy(&absmax, in, 4);
   const uint8_t* codes = in + 4;
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  const CodeBook book(codes_.data(), codeBytes_.data());
   const __m512 scale = _mm512_set1_ps(absmax);
   int64_t i = 0;
 #if defined(__AVX512VBMI__)
@@ -363,57 +341,19 @@ void DettmersCodec::decodeBlock(const uint8_t* in, int64_t n, float* out, bool a
     if (add) v = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, out + i), v);
     _mm512_mask_storeu_ps(out + i, lanes, v);
   }
-#else
-  if (!add) {
-    for (int64_t i = 0; i < n; ++i) out[i] = kernels::dettmersDecode(codes_[codes[i]], absmax);
-    return;
-  }
-  // The products in a buffer first, so the compiler cannot fuse them with the add.
-  float values[256];
-  for (int64_t begin = 0; begin < n; begin += 256) {
-    const int64_t m = std::min<int64_t>(256, n - begin);
-    for (int64_t i = 0; i < m; ++i) values[i] = kernels::dettmersDecode(codes_[codes[begin + i]], absmax);
-    for (int64_t i = 0; i < m; ++i) out[begin + i] += values[i];
-  }
-#endif
 }
 
-void DettmersCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeContext&) const {
-  const int64_t block = blockLength(n);
-  for (int64_t begin = 0; begin < n; begin += block) {
-    const int64_t m = std::min(block, n - begin);
-    encodeBlock(in + begin, m, out + begin + 4 * (begin / block));
-  }
-}
-
-void DettmersCodec::decode(const uint8_t* in, int64_t n, float* out) const {
-  const int64_t block = blockLength(n);
-  for (int64_t begin = 0; begin < n; begin += block) {
-    const int64_t m = std::min(block, n - begin);
-    decodeBlock(in + begin + 4 * (begin / block), m, out + begin, false);
-  }
-}
-
-void DettmersCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc) const {
-  const int64_t block = blockLength(n);
-  for (int64_t begin = 0; begin < n; begin += block) {
-    const int64_t m = std::min(block, n - begin);
-    decodeBlock(in + begin + 4 * (begin / block), m, acc + begin, true);
-  }
-}
-
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 // encodeBlock of decodeBlock(a) + decodeBlock(b): one pass for the sums' absmax, one to encode
 // them. Blocks that fit keep their sums in an L1 buffer between the passes; longer ones (a
 // whole chunk as one block) recompute them in registers rather than go through memory. Both
 // scales are read first and each step reads its codes before writing, so out may alias a or b.
-void DettmersCodec::sumEncodeBlock(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out) const {
+void sumEncodeBlockLanes(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out, const CodeBook& book,
+                         const SearchTables& tables, uint32_t top) {
   constexpr int64_t kBuffered = 2048;
   alignas(64) float buffer[kBuffered];
   float absA, absB;
   std::memcpy(&absA, a, 4);
   std::memcpy(&absB, b, 4);
-  const CodeBook book(codes_.data(), codeBytes_.data());
   const __m512 scaleA = _mm512_set1_ps(absA), scaleB = _mm512_set1_ps(absB);
   const auto sum = [&](int64_t i, __mmask16 lanes) {
     return _mm512_add_ps(book.decode(a + 4 + i, lanes, scaleA), book.decode(b + 4 + i, lanes, scaleB));
@@ -440,32 +380,110 @@ void DettmersCodec::sumEncodeBlock(const uint8_t* a, const uint8_t* b, int64_t n
   const float absmax = std::bit_cast<float>(*std::max_element(lanes, lanes + 16));
   const float inv = kernels::dettmersInverse(absmax);
   if (buffered) {
-    encodeLanes(n, inv, searchLevels_.data(), topCode(), out + 4,
+    encodeLanes(n, inv, tables, top, out + 4,
                 [&](int64_t k, __mmask16 m) { return _mm512_maskz_load_ps(m, buffer + k); });
   } else {
 #if defined(__AVX512VBMI__)
-    encodeLanes(n, inv, searchLevels_.data(), topCode(), out + 4, sum, [&](int64_t k, __m512* v) {
+    encodeLanes(n, inv, tables, top, out + 4, sum, [&](int64_t k, __m512* v) {
       __m512 vb[4];
       book.decode64(a + 4 + k, scaleA, v);
       book.decode64(b + 4 + k, scaleB, vb);
       for (int j = 0; j < 4; ++j) v[j] = _mm512_add_ps(v[j], vb[j]);
     });
 #else
-    encodeLanes(n, inv, searchLevels_.data(), topCode(), out + 4, sum);
+    encodeLanes(n, inv, tables, top, out + 4, sum);
 #endif
   }
   std::memcpy(out, &absmax, 4);
 }
+
+}  // namespace
 #endif
+
+void DettmersCodec::encodeBlock(const float* in, int64_t n, uint8_t* out) const {
+  // absmax as the integer max of |bits| (as encodeBlockLanes).
+  const float absmax = std::bit_cast<float>(maxAbsBits(in, n));
+  std::memcpy(out, &absmax, 4);
+  uint8_t* codes = out + 4;
+  const float inv = kernels::dettmersInverse(absmax);
+  if (bucketBase_.empty()) {
+    for (int64_t i = 0; i < n; ++i) codes[i] = nearestCode(in[i] * inv);
+    return;
+  }
+  // The bucket shortcut of nearestCode, with the tables in locals (the uint8_t stores
+  // could otherwise alias them).
+  const uint8_t* base = bucketBase_.data();
+  const float* mid = midpoints_.data();
+  const uint32_t top = topCode();
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = in[i] * inv;
+    const uint32_t b = base[std::bit_cast<uint32_t>(v) >> 16];
+    const uint32_t idx = b + (mid[b] < v ? 1u : 0u);
+    codes[i] = static_cast<uint8_t>(std::min(idx, top));
+  }
+}
+
+void DettmersCodec::decodeBlock(const uint8_t* in, int64_t n, float* out, bool add) const {
+  float absmax;
+  std::memcpy(&absmax, in, 4);
+  const uint8_t* codes = in + 4;
+  if (!add) {
+    for (int64_t i = 0; i < n; ++i) out[i] = kernels::dettmersDecode(codes_[codes[i]], absmax);
+    return;
+  }
+  // The products in a buffer first, so the compiler cannot fuse them with the add.
+  float values[256];
+  for (int64_t begin = 0; begin < n; begin += 256) {
+    const int64_t m = std::min<int64_t>(256, n - begin);
+    for (int64_t i = 0; i < m; ++i) values[i] = kernels::dettmersDecode(codes_[codes[begin + i]], absmax);
+    for (int64_t i = 0; i < m; ++i) out[begin + i] += values[i];
+  }
+}
+
+void DettmersCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeContext&) const {
+  const int64_t block = blockLength(n);
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  const SearchTables tables(searchLevels_.data());
+#endif
+  for (int64_t begin = 0; begin < n; begin += block) {
+    const int64_t m = std::min(block, n - begin);
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+    encodeBlockLanes(in + begin, m, out + begin + 4 * (begin / block), tables, topCode());
+#else
+    encodeBlock(in + begin, m, out + begin + 4 * (begin / block));
+#endif
+  }
+}
+
+void DettmersCodec::decodeBlocks(const uint8_t* in, int64_t n, float* out, bool add) const {
+  const int64_t block = blockLength(n);
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  const CodeBook book(codes_.data(), codeBytes_.data());
+#endif
+  for (int64_t begin = 0; begin < n; begin += block) {
+    const int64_t m = std::min(block, n - begin);
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+    decodeBlockLanes(in + begin + 4 * (begin / block), m, out + begin, add, book);
+#else
+    decodeBlock(in + begin + 4 * (begin / block), m, out + begin, add);
+#endif
+  }
+}
+
+void DettmersCodec::decode(const uint8_t* in, int64_t n, float* out) const { decodeBlocks(in, n, out, false); }
+
+void DettmersCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc) const { decodeBlocks(in, n, acc, true); }
 
 void DettmersCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
                                     const EncodeContext&) const {
   // Block by block (both inputs read before the output is written: out may alias).
   const int64_t block = blockLength(n);
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+  const CodeBook book(codes_.data(), codeBytes_.data());
+  const SearchTables tables(searchLevels_.data());
   for (int64_t begin = 0; begin < n; begin += block) {
     const int64_t off = begin + 4 * (begin / block);
-    sumEncodeBlock(a + off, b + off, std::min(block, n - begin), out + off);
+    sumEncodeBlockLanes(a + off, b + off, std::min(block, n - begin), out + off, book, tables, topCode());
   }
 #else
   std::vector<float> sum(static_cast<size_t>(std::min(block, n)));

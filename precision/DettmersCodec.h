@@ -52,14 +52,13 @@ class DettmersCodec : public Codec {
 
  private:
   int64_t blockLength(int64_t n) const { return blockSize_ > 0 ? blockSize_ : (n > 0 ? n : 1); }
+  // One block's absmax and codes (without AVX-512).
   void encodeBlock(const float* in, int64_t n, uint8_t* out) const;
-  // out[i] = decoded value, or out[i] += it with `add`.
+  // out[i] = decoded value, or out[i] += it with `add` (without AVX-512; DettmersCodec.cpp's
+  // vector forms take the code book and search tables loaded once per call).
   void decodeBlock(const uint8_t* in, int64_t n, float* out, bool add) const;
-
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  // encodeBlock of the decoded sum of blocks a and b, the sums kept in registers.
-  void sumEncodeBlock(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out) const;
-#endif
+  // decode (add false) or decodeAdd (add true), block by block.
+  void decodeBlocks(const uint8_t* in, int64_t n, float* out, bool add) const;
 
   Type type_;
   int64_t blockSize_;
