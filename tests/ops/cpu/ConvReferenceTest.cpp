@@ -186,6 +186,9 @@ const Case kCases[] = {
     // image into the next: each image's run of rows reuses the input rows tile rows share.
     {3, 8, 36, 36, 8, 3, 3, 1, 1, 1, 1},
     {3, 40, 32, 32, 40, 3, 3, 1, 1, 1, 1},
+    // ResNet-20's first stage at 4 images a call: work items of 7 tile rows of 14 tiles, 98
+    // tiles, whose rows of V and M (128 floats, a power of two) are padded to 144.
+    {4, 16, 28, 28, 16, 3, 3, 1, 1, 1, 1},
 };
 
 // The weight gradient's documented order (ConvWeightGrad.h): each weight one float FMA chain
