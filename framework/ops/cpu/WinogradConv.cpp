@@ -84,12 +84,17 @@ Plan makePlan(const Conv2dShape& s) {
 // G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]. g is weight[k][c] (AsGiven) or, for an
 // input gradient, weight[c][k] flipped in space (FlippedTransposed).
 void transformWeights(float* u, const float* weight, const Conv2dShape& s, const Plan& plan, PanelWeights layout) {
-  // Threads split the channels; each writes its channels' 16 rows of kp filters in order.
+  // Threads split the channels; each writes its channels' 16 rows of kp filters in order. A
+  // channel's 16 rows lie C x kp floats apart in U (16 KiB at 64 channels: the same L1 set), so
+  // they are built in a local block first and copied out row by row; stored in place, one
+  // value to each row in turn, they evicted one another (64 channels at one image, forward and
+  // backward with Winograd forced: 365-567 us before, 151-169 after).
   parallelFor(s.c, 1, [&](int64_t c0, int64_t c1) {
+    alignas(64) float local[kPositions][kMaxChannels + kRows];
     for (int64_t c = c0; c < c1; ++c) {
       float* rows[kPositions];
       for (int64_t xi = 0; xi < kPositions; ++xi) {
-        rows[xi] = u + (xi * s.c + c) * plan.kp;
+        rows[xi] = local[xi];
         std::fill(rows[xi] + s.k, rows[xi] + plan.kp, 0.0f);
       }
       for (int64_t k = 0; k < s.k; ++k) {
@@ -114,6 +119,7 @@ void transformWeights(float* u, const float* weight, const Conv2dShape& s, const
           rows[i * 4 + 3][k] = t[i][2];
         }
       }
+      for (int64_t xi = 0; xi < kPositions; ++xi) std::copy_n(local[xi], plan.kp, u + (xi * s.c + c) * plan.kp);
     }
   });
 }
