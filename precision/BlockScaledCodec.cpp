@@ -42,7 +42,7 @@ std::vector<float>& scratch(int which, int64_t n) {
 
 // Values per step for blocks of `len`: whole blocks, a multiple of len and even (nibble elements
 // start on a byte), when a block fits in kStep; kStep values (even) for longer blocks, whose
-// scales are measured in a pass of their own (BlockScaledCodec::encodeLongBlocks).
+// scales are measured in a pass of their own (encode's and decodeAddEncode's long-block passes).
 int64_t stepLength(int64_t len) {
   if (len > kStep) return kStep;
   const int64_t step = (kStep / len) * len;
@@ -219,12 +219,11 @@ void BlockScaledCodec::encodeRange(const float* x, int64_t n, int64_t begin, int
       scaleBlocks32x16(x + first, emax_, out + (begin + first) / 32, scaled + first);
   }
 #endif
-  for (; first < m; first += len) {
-    const int64_t count = std::min(len, m - first);
-    const uint32_t code = kernels::blockScaleCode(maxAbsBits(x + first, count), emax_);
-    out[(begin + first) / len] = static_cast<uint8_t>(code);
-    scaleToElements(x + first, count, code, scaled + first);
-  }
+  forEachBlockPiece(len, begin + first, m - first, [&](int64_t block, int64_t at, int64_t count) {
+    const uint32_t code = kernels::blockScaleCode(maxAbsBits(x + first + at, count), emax_);
+    out[block] = static_cast<uint8_t>(code);
+    scaleToElements(x + first + at, count, code, scaled + first + at);
+  });
   EncodeContext local = ctx;
   local.offset = ctx.offset + begin;
   elements_.encode(scaled, m, out + blocks(n) + elements_.encodedBytes(begin), local);
