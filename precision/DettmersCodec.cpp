@@ -84,12 +84,20 @@ DettmersCodec::DettmersCodec(Type type, int64_t blockSize) : type_(type), blockS
     }
     bucketBase_[b] = static_cast<uint8_t>(below);
   }
-  for (int level = 0; level < 8; ++level) {
-    const int step = 128 >> level;
+  // The vector search folds the sign (SearchTables): code 127 is 0 and the midpoints below it
+  // mirror the 127 above it, bit for bit. Both code books are built so; a new one that is not
+  // fails here rather than encode wrongly.
+  for (int j = 0; j < 127; ++j) {
+    APS_CHECK(
+        std::bit_cast<uint32_t>(midpoints_[126 - j]) == (std::bit_cast<uint32_t>(midpoints_[127 + j]) | 0x80000000u),
+        "dettmers codec: the code book is not symmetric about code 127 (midpoint {})", 126 - j);
+  }
+  for (int level = 0; level < 7; ++level) {
+    const int step = 64 >> level;
     for (int r = 0; r < (1 << level); ++r) {
       int j = 0;  // r's low `level` bits reversed
       for (int bit = 0; bit < level; ++bit) j |= ((r >> bit) & 1) << (level - 1 - bit);
-      searchLevels_[(1 << level) - 1 + r] = midpoints_[j * 2 * step + step - 1];
+      searchLevels_[(1 << level) - 1 + r] = std::bit_cast<uint32_t>(midpoints_[127 + j * 2 * step + step - 1]);
     }
   }
 }
@@ -128,18 +136,28 @@ uint8_t DettmersCodec::nearestCodeBySearch(float v) const {
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 namespace {
 
-// kernels::dettmersNearestCode in sixteen lanes: the same eight comparisons, each level's
-// midpoint found by permutes over that level's table (DettmersCodec::searchLevels_). The
-// search's index is kept bit-reversed: level L's comparison sets bit L of r (bit 7 - L of the
-// index), one masked or, and r's low L bits index the level's table, stored in that order.
+// kernels::dettmersNearestCode in sixteen lanes, with the sign folded. Code 127 is 0; above it
+// lie the midpoints P_0 < ... < P_127 (P_j = midpoints_[127 + j]), and the 127 below it mirror
+// P_0..P_126 bit for bit (checked in the constructor). So for v >= 0 the code is
+// 127 + #{P_j < v}, and for v < 0 it is 127 - #{P_j <= |v|, j < 127}: seven comparison levels
+// over P_0..P_126 with the key |v| (one ulp more for v < 0, making <= a <), compared as unsigned
+// integers (the order of non-negative floats), where the full search took eight. The search
+// leaves out code 255 (v > P_127), which a comparison per lane adds (aboveTop64), and +NaN
+// (code 0), which zeroNaN mends in blocks without a finite scale.
+//
+// Each level's midpoint is found by permutes over that level's table
+// (DettmersCodec::searchLevels_). The search's index is kept bit-reversed: level L's comparison
+// sets bit L of r (bit 6 - L of the count), one masked or, and r's low L bits index the level's
+// table, stored in that order. Bit 7 of r holds the sign (no permute reads it).
 struct SearchTables {
-  __m512 first, small[4], l5[2], l6[4], l7[8];
-  explicit SearchTables(const float* levels) {
-    first = _mm512_set1_ps(levels[0]);
-    for (int k = 0; k < 4; ++k) small[k] = _mm512_loadu_ps(levels + (2 << k) - 1);
-    for (int k = 0; k < 2; ++k) l5[k] = _mm512_loadu_ps(levels + 31 + 16 * k);
-    for (int k = 0; k < 4; ++k) l6[k] = _mm512_loadu_ps(levels + 63 + 16 * k);
-    for (int k = 0; k < 8; ++k) l7[k] = _mm512_loadu_ps(levels + 127 + 16 * k);
+  __m512i first, small[4], l5[2], l6[4];
+  __m512i topBits;  // P_127 as an integer
+  SearchTables(const uint32_t* levels, float topMidpoint) {
+    first = _mm512_set1_epi32(static_cast<int>(levels[0]));
+    for (int k = 0; k < 4; ++k) small[k] = _mm512_loadu_si512(levels + (2 << k) - 1);
+    for (int k = 0; k < 2; ++k) l5[k] = _mm512_loadu_si512(levels + 31 + 16 * k);
+    for (int k = 0; k < 4; ++k) l6[k] = _mm512_loadu_si512(levels + 63 + 16 * k);
+    topBits = _mm512_set1_epi32(static_cast<int>(std::bit_cast<uint32_t>(topMidpoint)));
   }
 };
 
@@ -159,42 +177,76 @@ inline __m512 lookup(const __m512* t, __m512i j, __mmask16 bit5, __mmask16 bit6)
 // kVectors vectors side by side, level by level: each level waits on the previous one's
 // comparison (a permute, a compare, a masked or: about ten cycles), so the chains hide one
 // another's latency; eight of them keep the shuffle unit busy where four left it waiting.
-// NaN compares false everywhere and ends at 0.
 template <int kVectors>
 inline void searchCodes(const __m512 v[kVectors], const SearchTables& t, __m512i r[kVectors]) {
-  int bit = 2;  // level 1's; level 0 sets 1
-  const auto level = [&](int k, __m512 mid) {
-    const __mmask16 below = _mm512_cmp_ps_mask(mid, v[k], _CMP_LT_OQ);
+  __m512i key[kVectors];
+  for (int k = 0; k < kVectors; ++k) {
+    const __m512i bits = _mm512_castps_si512(v[k]);
+    const __m512i negative = _mm512_srli_epi32(bits, 31);
+    key[k] = _mm512_add_epi32(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), negative);
+    r[k] = _mm512_slli_epi32(negative, 7);
+  }
+  int bit = 1;
+  const auto level = [&](int k, __m512i mid) {
+    const __mmask16 below = _mm512_cmplt_epu32_mask(mid, key[k]);
     r[k] = _mm512_mask_or_epi32(r[k], below, r[k], _mm512_set1_epi32(bit));
     return below;
   };
-  for (int k = 0; k < kVectors; ++k)
-    r[k] = _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(t.first, v[k], _CMP_LT_OQ), _mm512_set1_epi32(1));
+  for (int k = 0; k < kVectors; ++k) level(k, t.first);
+  bit <<= 1;
   for (int s = 0; s < 4; ++s, bit <<= 1) {
-    for (int k = 0; k < kVectors; ++k) level(k, _mm512_permutexvar_ps(r[k], t.small[s]));
+    for (int k = 0; k < kVectors; ++k) level(k, _mm512_permutexvar_epi32(r[k], t.small[s]));
   }
-  // Levels 5 and 6 set bits 5 and 6 of r: their comparisons are the last levels' blend masks.
-  __mmask16 bit5[kVectors], bit6[kVectors];
-  for (int k = 0; k < kVectors; ++k) bit5[k] = level(k, lookup<2>(t.l5, r[k], 0, 0));
+  // Level 5 sets bit 5 of r: its comparison is the last level's blend mask.
+  __mmask16 bit5[kVectors];
+  for (int k = 0; k < kVectors; ++k) bit5[k] = level(k, _mm512_permutex2var_epi32(t.l5[0], r[k], t.l5[1]));
   bit <<= 1;
-  for (int k = 0; k < kVectors; ++k) bit6[k] = level(k, lookup<4>(t.l6, r[k], bit5[k], 0));
-  bit <<= 1;
-  for (int k = 0; k < kVectors; ++k) level(k, lookup<8>(t.l7, r[k], bit5[k], bit6[k]));
+  for (int k = 0; k < kVectors; ++k) {
+    level(k, _mm512_mask_mov_epi32(_mm512_permutex2var_epi32(t.l6[0], r[k], t.l6[1]), bit5[k],
+                                   _mm512_permutex2var_epi32(t.l6[2], r[k], t.l6[3])));
+  }
 }
 
-// Sixteen lanes' bit-reversed indices (< 256) of each of four vectors to 64 code bytes in
-// element order: packus works within 128-bit lanes (the permute restores the order), and each
-// byte's bits are reversed back by two nibble lookups.
-inline __m512i packCodes64(const __m512i r[4]) {
+// Sixteen lanes' search results (r) of each of four vectors to 64 bytes in element order
+// (packus works within 128-bit lanes; the permute restores the order): the sign in bit 7, the
+// seven comparisons below it.
+inline __m512i packSearch64(const __m512i r[4]) {
   const __m512i packed = _mm512_packus_epi16(_mm512_packus_epi32(r[0], r[1]), _mm512_packus_epi32(r[2], r[3]));
-  const __m512i bytes =
-      _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), packed);
-  const __m128i reversed = _mm_setr_epi8(0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15);
-  const __m512i low = _mm512_broadcast_i32x4(_mm_slli_epi16(reversed, 4));  // reversed low nibble, moved up
-  const __m512i high = _mm512_broadcast_i32x4(reversed);
+  return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), packed);
+}
+
+// packSearch64's bytes to codes: each byte's seven comparison bits are reversed back into a
+// count by two nibble lookups, whose high-nibble table also gives 127 + or - (the sign), and
+// the sign picks whether the low nibble's part is added or taken away.
+inline __m512i codesOf(__m512i searched) {
+  // Low nibble: levels 0-3, count bits 6-3. High nibble: levels 4-6 (count bits 2-0), the sign.
+  const auto byte = [](int b) { return static_cast<char>(b); };
+  const __m512i low =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 64, 32, 96, 16, 80, 48, 112, 8, 72, 40, 104, 24, 88, 56, 120));
+  const __m512i high = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(byte(127), byte(127 + 4), byte(127 + 2), byte(127 + 6), byte(127 + 1), byte(127 + 5), byte(127 + 3),
+                    byte(127 + 7), byte(127), byte(127 - 4), byte(127 - 2), byte(127 - 6), byte(127 - 1), byte(127 - 5),
+                    byte(127 - 3), byte(127 - 7)));
   const __m512i nibble = _mm512_set1_epi8(15);
-  return _mm512_or_si512(_mm512_shuffle_epi8(low, _mm512_and_si512(bytes, nibble)),
-                         _mm512_shuffle_epi8(high, _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibble)));
+  const __m512i a = _mm512_shuffle_epi8(high, _mm512_and_si512(_mm512_srli_epi16(searched, 4), nibble));
+  const __m512i b = _mm512_shuffle_epi8(low, _mm512_and_si512(searched, nibble));
+  return _mm512_mask_sub_epi8(_mm512_add_epi8(a, b), _mm512_movepi8_mask(searched), a, b);
+}
+
+// The lanes of v[0..3] above P_127 as signed integers (code 255: +inf too, and +NaN, which
+// zeroNaN mends), as 64 byte lanes. A comparison per lane rather than a branch on the rare
+// lanes: a block's absmax is one of them when positive, and a branch on it mispredicted.
+inline __mmask64 aboveTop64(const __m512 v[4], const SearchTables& t) {
+  __mmask16 m[4];
+  for (int k = 0; k < 4; ++k) m[k] = _mm512_cmpgt_epi32_mask(_mm512_castps_si512(v[k]), t.topBits);
+  return _mm512_kunpackd(_mm512_kunpackw(m[3], m[2]), _mm512_kunpackw(m[1], m[0]));
+}
+
+// codes with the NaN lanes of v[0..3] at code 0 (a +NaN's search and aboveTop64 gave 255).
+inline __m512i zeroNaN(const __m512 v[4], __m512i codes) {
+  uint64_t nan = 0;
+  for (int k = 0; k < 4; ++k) nan |= uint64_t{_mm512_cmp_ps_mask(v[k], v[k], _CMP_UNORD_Q)} << (16 * k);
+  return _mm512_maskz_mov_epi8(_cvtu64_mask64(~nan), codes);
 }
 
 // Lanes (fewer than 16 at the end of n) from i on.
@@ -206,10 +258,14 @@ inline __mmask16 lanesFrom(int64_t i, int64_t n) {
 // load64(i, v) gives the 64 values from i in v[0..3] for whole steps (by default load's).
 // Whole steps load with every lane on (the mask a constant, so plain loads and stores); only
 // the last step masks. Masked loads and stores in every step made these loops several times
-// slower on AMD Zen 4.
+// slower on AMD Zen 4. Blocks without a finite scale load their values again for zeroNaN, so
+// that they need not stay in registers through the search.
 template <typename Load, typename Load64>
 void encodeLanes(int64_t n, float inv, const SearchTables& tables, uint32_t top, uint8_t* codes, Load load,
                  Load64 load64) {
+  // A finite, non-zero inverse comes from a finite absmax, and every v then lies within [-1, 1]
+  // but for rounding: no NaN (zeroNaN only runs in other blocks).
+  const bool finite = inv > 0.0f && inv < std::numeric_limits<float>::infinity();
   const __m512 scale = _mm512_set1_ps(inv);
   const __m512i cap = _mm512_set1_epi8(static_cast<char>(top));
   int64_t i = 0;
@@ -219,16 +275,32 @@ void encodeLanes(int64_t n, float inv, const SearchTables& tables, uint32_t top,
     load64(i, v);
     load64(i + 64, v + 4);
     for (int k = 0; k < 8; ++k) v[k] = _mm512_mul_ps(v[k], scale);
+    const __mmask64 above[2] = {aboveTop64(v, tables), aboveTop64(v + 4, tables)};
     searchCodes<8>(v, tables, c);
-    _mm512_storeu_si512(codes + i, _mm512_min_epu8(packCodes64(c), cap));
-    _mm512_storeu_si512(codes + i + 64, _mm512_min_epu8(packCodes64(c + 4), cap));
+    for (int h = 0; h < 2; ++h) {
+      const __m512i searched = packSearch64(c + 4 * h);
+      __m512i bytes = _mm512_mask_mov_epi8(codesOf(searched), above[h], _mm512_set1_epi8(static_cast<char>(255)));
+      if (!finite) {
+        load64(i + 64 * h, v);
+        for (int k = 0; k < 4; ++k) v[k] = _mm512_mul_ps(v[k], scale);
+        bytes = zeroNaN(v, bytes);
+      }
+      _mm512_storeu_si512(codes + i + 64 * h, _mm512_min_epu8(bytes, cap));
+    }
   }
   for (; i < n; i += 64) {
     __m512 v[4];
     __m512i c[4];
     for (int k = 0; k < 4; ++k) v[k] = _mm512_mul_ps(load(i + 16 * k, lanesFrom(i + 16 * k, n)), scale);
+    const __mmask64 above = aboveTop64(v, tables);
     searchCodes<4>(v, tables, c);
-    const __m512i bytes = _mm512_min_epu8(packCodes64(c), cap);
+    const __m512i searched = packSearch64(c);
+    __m512i bytes = _mm512_mask_mov_epi8(codesOf(searched), above, _mm512_set1_epi8(static_cast<char>(255)));
+    if (!finite) {
+      for (int k = 0; k < 4; ++k) v[k] = _mm512_mul_ps(load(i + 16 * k, lanesFrom(i + 16 * k, n)), scale);
+      bytes = zeroNaN(v, bytes);
+    }
+    bytes = _mm512_min_epu8(bytes, cap);
     if (n - i >= 64) {
       _mm512_storeu_si512(codes + i, bytes);
     } else {
@@ -443,7 +515,7 @@ void DettmersCodec::decodeBlock(const uint8_t* in, int64_t n, float* out, bool a
 void DettmersCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeContext&) const {
   const int64_t block = blockLength(n);
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-  const SearchTables tables(searchLevels_.data());
+  const SearchTables tables(searchLevels_.data(), midpoints_[254]);
 #endif
   for (int64_t begin = 0; begin < n; begin += block) {
     const int64_t m = std::min(block, n - begin);
@@ -480,7 +552,7 @@ void DettmersCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t 
   const int64_t block = blockLength(n);
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   const CodeBook book(codes_.data(), codeBytes_.data());
-  const SearchTables tables(searchLevels_.data());
+  const SearchTables tables(searchLevels_.data(), midpoints_[254]);
   for (int64_t begin = 0; begin < n; begin += block) {
     const int64_t off = begin + 4 * (begin / block);
     sumEncodeBlockLanes(a + off, b + off, std::min(block, n - begin), out + off, book, tables, topCode());

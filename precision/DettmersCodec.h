@@ -68,10 +68,11 @@ class DettmersCodec : public Codec {
   // midpoints below the bucket's smallest value; every bucket holds at most one midpoint
   // (checked), so the search ends with one comparison. Empty: binary search only.
   std::vector<uint8_t> bucketBase_;
-  // The binary search's midpoints level by level, for table lookups in vector lanes: level L
-  // (step 128 >> L) holds midpoints_[j * 2 * step + step - 1] for its 2^L possible j, from
-  // offset 2^L - 1, entry j at the position of j's L bits reversed; [255] is padding.
-  alignas(64) std::array<float, 256> searchLevels_{};
+  // The vector search's midpoints level by level, as integers: the seven levels over the 127
+  // midpoints above code 127 (DettmersCodec.cpp's SearchTables folds the sign). Level L (step
+  // 64 >> L) holds midpoints_[127 + j * 2 * step + step - 1] for its 2^L possible j, from
+  // offset 2^L - 1, entry j at the position of j's L bits reversed; [127] is padding.
+  alignas(64) std::array<uint32_t, 128> searchLevels_{};
   // The code book's fp32 bits as four byte planes (byte p of codes_[c] at [256 p + c]), for
   // the vector decode's byte permutes.
   alignas(64) std::array<uint8_t, 1024> codeBytes_{};

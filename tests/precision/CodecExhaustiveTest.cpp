@@ -76,14 +76,16 @@ INSTANTIATE_TEST_SUITE_P(Formats, CodecExhaustive,
                            return std::get<0>(param.param) + "_" + roundingModeName(std::get<1>(param.param));
                          });
 
-// Dettmers' codes of every fp32 input: blocks of 64 holding 1.0 and 63 consecutive bit patterns,
-// so every value of magnitude <= 1 is searched as itself (the scale is 1) and the others set
-// their block's scale, against the shared kernels.
+// Dettmers' codes of every fp32 input: blocks of 192 holding 1.0 and 191 consecutive bit
+// patterns, so every value of magnitude <= 1 is searched as itself (the scale is 1) and the
+// others set their block's scale, against the shared kernels. A block of 192 runs both of the
+// vector encode's loops (128 values a step, then 64).
 class DettmersExhaustive : public ::testing::TestWithParam<DettmersCodec::Type> {};
 
 TEST_P(DettmersExhaustive, EveryFloatEncodesAsTheSharedKernels) {
-  const DettmersCodec codec(GetParam(), 64);
-  constexpr int64_t kPerChunk = 63 * (int64_t{1} << 14);
+  constexpr int64_t kBlock = 192;
+  const DettmersCodec codec(GetParam(), kBlock);
+  constexpr int64_t kPerChunk = (kBlock - 1) * (int64_t{1} << 12);
   constexpr int64_t kChunks = ((int64_t{1} << 32) + kPerChunk - 1) / kPerChunk;
   std::atomic<int64_t> firstBad{-1};
   parallelFor(kChunks, 1, [&](int64_t begin, int64_t end) {
@@ -92,7 +94,7 @@ TEST_P(DettmersExhaustive, EveryFloatEncodesAsTheSharedKernels) {
     for (int64_t chunk = begin; chunk < end && firstBad.load() < 0; ++chunk) {
       xs.clear();
       for (int64_t p = chunk * kPerChunk; p < std::min((chunk + 1) * kPerChunk, int64_t{1} << 32); ++p) {
-        if (xs.size() % 64 == 0) xs.push_back(1.0f);
+        if (xs.size() % kBlock == 0) xs.push_back(1.0f);
         xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(p)));
       }
       const auto n = static_cast<int64_t>(xs.size());
