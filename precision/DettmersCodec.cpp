@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -268,44 +269,48 @@ void encodeLanes(int64_t n, float inv, const SearchTables& tables, uint32_t top,
   const bool finite = inv > 0.0f && inv < std::numeric_limits<float>::infinity();
   const __m512 scale = _mm512_set1_ps(inv);
   const __m512i cap = _mm512_set1_epi8(static_cast<char>(top));
-  int64_t i = 0;
-  for (; i + 128 <= n; i += 128) {
-    __m512 v[8];
-    __m512i c[8];
-    load64(i, v);
-    load64(i + 64, v + 4);
-    for (int k = 0; k < 8; ++k) v[k] = _mm512_mul_ps(v[k], scale);
-    const __mmask64 above[2] = {aboveTop64(v, tables), aboveTop64(v + 4, tables)};
-    searchCodes<8>(v, tables, c);
-    for (int h = 0; h < 2; ++h) {
-      const __m512i searched = packSearch64(c + 4 * h);
-      __m512i bytes = _mm512_mask_mov_epi8(codesOf(searched), above[h], _mm512_set1_epi8(static_cast<char>(255)));
-      if (!finite) {
-        load64(i + 64 * h, v);
-        for (int k = 0; k < 4; ++k) v[k] = _mm512_mul_ps(v[k], scale);
-        bytes = zeroNaN(v, bytes);
+  // A step of 16 * kVectors values from i: whole (plain loads through load64, plain stores) or
+  // the last, masked. Eight vectors side by side where there are more than 64 values: a block of
+  // 65 to 127 values (or such a tail) searched as two steps of four was held up by the search's
+  // latency twice.
+  const auto encodeStep = [&](auto vectors, auto whole, int64_t i) {
+    constexpr int kVectors = decltype(vectors)::value;
+    __m512 v[kVectors];
+    __m512i c[kVectors];
+    const auto loadScaled = [&] {
+      if constexpr (decltype(whole)::value) {
+        for (int h = 0; h < kVectors / 4; ++h) load64(i + 64 * h, v + 4 * h);
+      } else {
+        for (int k = 0; k < kVectors; ++k) v[k] = load(i + 16 * k, lanesFrom(i + 16 * k, n));
       }
-      _mm512_storeu_si512(codes + i + 64 * h, _mm512_min_epu8(bytes, cap));
+      for (int k = 0; k < kVectors; ++k) v[k] = _mm512_mul_ps(v[k], scale);
+    };
+    loadScaled();
+    __mmask64 above[kVectors / 4];
+    for (int h = 0; h < kVectors / 4; ++h) above[h] = aboveTop64(v + 4 * h, tables);
+    searchCodes<kVectors>(v, tables, c);
+    if (!finite) loadScaled();  // for zeroNaN, rather than keep them in registers
+    for (int h = 0; h < kVectors / 4; ++h) {
+      __m512i bytes =
+          _mm512_mask_mov_epi8(codesOf(packSearch64(c + 4 * h)), above[h], _mm512_set1_epi8(static_cast<char>(255)));
+      if (!finite) bytes = zeroNaN(v + 4 * h, bytes);
+      bytes = _mm512_min_epu8(bytes, cap);
+      const int64_t left = n - i - 64 * h;
+      if (decltype(whole)::value || left >= 64) {
+        _mm512_storeu_si512(codes + i + 64 * h, bytes);
+      } else if (left > 0) {
+        _mm512_mask_storeu_epi8(codes + i + 64 * h, (__mmask64{1} << left) - 1, bytes);
+      }
     }
-  }
-  for (; i < n; i += 64) {
-    __m512 v[4];
-    __m512i c[4];
-    for (int k = 0; k < 4; ++k) v[k] = _mm512_mul_ps(load(i + 16 * k, lanesFrom(i + 16 * k, n)), scale);
-    const __mmask64 above = aboveTop64(v, tables);
-    searchCodes<4>(v, tables, c);
-    const __m512i searched = packSearch64(c);
-    __m512i bytes = _mm512_mask_mov_epi8(codesOf(searched), above, _mm512_set1_epi8(static_cast<char>(255)));
-    if (!finite) {
-      for (int k = 0; k < 4; ++k) v[k] = _mm512_mul_ps(load(i + 16 * k, lanesFrom(i + 16 * k, n)), scale);
-      bytes = zeroNaN(v, bytes);
-    }
-    bytes = _mm512_min_epu8(bytes, cap);
-    if (n - i >= 64) {
-      _mm512_storeu_si512(codes + i, bytes);
-    } else {
-      _mm512_mask_storeu_epi8(codes + i, (__mmask64{1} << (n - i)) - 1, bytes);
-    }
+  };
+  int64_t i = 0;
+  for (; i + 128 <= n; i += 128) encodeStep(std::integral_constant<int, 8>{}, std::true_type{}, i);
+  if (n - i > 64) {
+    encodeStep(std::integral_constant<int, 8>{}, std::false_type{}, i);
+  } else if (n - i == 64) {
+    encodeStep(std::integral_constant<int, 4>{}, std::true_type{}, i);
+  } else if (i < n) {
+    encodeStep(std::integral_constant<int, 4>{}, std::false_type{}, i);
   }
 }
 

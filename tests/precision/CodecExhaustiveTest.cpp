@@ -76,25 +76,25 @@ INSTANTIATE_TEST_SUITE_P(Formats, CodecExhaustive,
                            return std::get<0>(param.param) + "_" + roundingModeName(std::get<1>(param.param));
                          });
 
-// Dettmers' codes of every fp32 input: blocks of 192 holding 1.0 and 191 consecutive bit
-// patterns, so every value of magnitude <= 1 is searched as itself (the scale is 1) and the
-// others set their block's scale, against the shared kernels. A block of 192 runs both of the
-// vector encode's loops (128 values a step, then 64).
-class DettmersExhaustive : public ::testing::TestWithParam<DettmersCodec::Type> {};
+// Dettmers' codes of every fp32 input: blocks holding 1.0 and then consecutive bit patterns, so
+// every value of magnitude <= 1 is searched as itself (the scale is 1) and the others set their
+// block's scale, against the shared kernels. Blocks of 192 run the vector encode's whole steps
+// (128 values, then exactly 64); blocks of 100 its masked last step of eight vectors.
+class DettmersExhaustive : public ::testing::TestWithParam<std::tuple<DettmersCodec::Type, int64_t>> {};
 
 TEST_P(DettmersExhaustive, EveryFloatEncodesAsTheSharedKernels) {
-  constexpr int64_t kBlock = 192;
-  const DettmersCodec codec(GetParam(), kBlock);
-  constexpr int64_t kPerChunk = (kBlock - 1) * (int64_t{1} << 12);
-  constexpr int64_t kChunks = ((int64_t{1} << 32) + kPerChunk - 1) / kPerChunk;
+  const int64_t block = std::get<1>(GetParam());
+  const DettmersCodec codec(std::get<0>(GetParam()), block);
+  const int64_t perChunk = (block - 1) * (int64_t{1} << 12);
+  const int64_t chunks = ((int64_t{1} << 32) + perChunk - 1) / perChunk;
   std::atomic<int64_t> firstBad{-1};
-  parallelFor(kChunks, 1, [&](int64_t begin, int64_t end) {
+  parallelFor(chunks, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> xs;
     std::vector<uint8_t> got;
     for (int64_t chunk = begin; chunk < end && firstBad.load() < 0; ++chunk) {
       xs.clear();
-      for (int64_t p = chunk * kPerChunk; p < std::min((chunk + 1) * kPerChunk, int64_t{1} << 32); ++p) {
-        if (xs.size() % kBlock == 0) xs.push_back(1.0f);
+      for (int64_t p = chunk * perChunk; p < std::min((chunk + 1) * perChunk, int64_t{1} << 32); ++p) {
+        if (static_cast<int64_t>(xs.size()) % block == 0) xs.push_back(1.0f);
         xs.push_back(std::bit_cast<float>(static_cast<uint32_t>(p)));
       }
       const auto n = static_cast<int64_t>(xs.size());
@@ -108,9 +108,13 @@ TEST_P(DettmersExhaustive, EveryFloatEncodesAsTheSharedKernels) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, DettmersExhaustive,
-                         ::testing::Values(DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear),
+                         ::testing::Combine(::testing::Values(DettmersCodec::Type::DynamicTree,
+                                                              DettmersCodec::Type::Linear),
+                                            ::testing::Values(int64_t{192}, int64_t{100})),
                          [](const auto& param) {
-                           return std::string(param.param == DettmersCodec::Type::DynamicTree ? "dynamic" : "linear");
+                           return std::string(std::get<0>(param.param) == DettmersCodec::Type::DynamicTree ? "dynamic"
+                                                                                                           : "linear") +
+                                  "_block" + std::to_string(std::get<1>(param.param));
                          });
 
 }  // namespace
