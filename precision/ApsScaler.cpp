@@ -1,6 +1,7 @@
 #include "precision/ApsScaler.h"
 
 #include "framework/core/Error.h"
+#include "precision/MaxLanes.h"
 #include "precision/kernels/Scaling.h"
 
 #include <algorithm>
@@ -57,10 +58,7 @@ uint32_t maxAbsBits(const float* x, int64_t n) {
     acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes, x + i), magnitude));
     i = n;
   }
-  // Through memory: GCC 12 reports its own _mm512_reduce_max_epu32 as reading an uninitialised value.
-  alignas(64) uint32_t lanes[16];
-  _mm512_store_si512(lanes, acc);
-  for (uint32_t lane : lanes) maxBits = std::max(maxBits, lane);
+  maxBits = maxLane(acc);
 #endif
   for (; i < n; ++i) maxBits = std::max(maxBits, kernels::absBits(x[i]));
   return maxBits;

@@ -2,6 +2,7 @@
 
 #include "framework/core/Error.h"
 #include "precision/ApsScaler.h"
+#include "precision/MaxLanes.h"
 #include "precision/kernels/Dettmers.h"
 #include "precision/kernels/Scaling.h"
 
@@ -261,13 +262,14 @@ inline __mmask16 lanesFrom(int64_t i, int64_t n) {
 // the last step masks. Masked loads and stores in every step made these loops several times
 // slower on AMD Zen 4. Blocks without a finite scale load their values again for zeroNaN, so
 // that they need not stay in registers through the search.
-template <typename Load, typename Load64>
-void encodeLanes(int64_t n, float inv, const SearchTables& tables, uint32_t top, uint8_t* codes, Load load,
-                 Load64 load64) {
-  // A finite, non-zero inverse comes from a finite absmax, and every v then lies within [-1, 1]
-  // but for rounding: no NaN (zeroNaN only runs in other blocks).
-  const bool finite = inv > 0.0f && inv < std::numeric_limits<float>::infinity();
-  const __m512 scale = _mm512_set1_ps(inv);
+//
+// scaleOf(i) gives the inverse scales of the sixteen lanes from i (one block's inverse, or each
+// lane's own block's in encodeGroupedLanes). `finite` says that every lane's inverse is finite
+// and non-zero: it comes from a finite absmax, and every v then lies within [-1, 1] but for
+// rounding, so no lane is NaN and zeroNaN need not run.
+template <typename Scale, typename Load, typename Load64>
+void encodeScaledLanes(int64_t n, Scale scaleOf, bool finite, const SearchTables& tables, uint32_t top, uint8_t* codes,
+                       Load load, Load64 load64) {
   const __m512i cap = _mm512_set1_epi8(static_cast<char>(top));
   // A step of 16 * kVectors values from i: whole (plain loads through load64, plain stores) or
   // the last, masked. Eight vectors side by side where there are more than 64 values: a block of
@@ -283,7 +285,7 @@ void encodeLanes(int64_t n, float inv, const SearchTables& tables, uint32_t top,
       } else {
         for (int k = 0; k < kVectors; ++k) v[k] = load(i + 16 * k, lanesFrom(i + 16 * k, n));
       }
-      for (int k = 0; k < kVectors; ++k) v[k] = _mm512_mul_ps(v[k], scale);
+      for (int k = 0; k < kVectors; ++k) v[k] = _mm512_mul_ps(v[k], scaleOf(i + 16 * k));
     };
     loadScaled();
     __mmask64 above[kVectors / 4];
@@ -314,11 +316,27 @@ void encodeLanes(int64_t n, float inv, const SearchTables& tables, uint32_t top,
   }
 }
 
+// encodeScaledLanes with one inverse scale for all n values.
+template <typename Load, typename Load64>
+void encodeLanes(int64_t n, float inv, const SearchTables& tables, uint32_t top, uint8_t* codes, Load load,
+                 Load64 load64) {
+  const __m512 scale = _mm512_set1_ps(inv);
+  encodeScaledLanes(
+      n, [scale](int64_t) { return scale; }, inv > 0.0f && inv < std::numeric_limits<float>::infinity(), tables, top,
+      codes, load, load64);
+}
+
+// A whole step's 64 values by four unmasked loads.
+template <typename Load>
+auto wholeLoads(Load load) {
+  return [load](int64_t i, __m512* v) {
+    for (int k = 0; k < 4; ++k) v[k] = load(i + 16 * k, __mmask16{0xffff});
+  };
+}
+
 template <typename Load>
 void encodeLanes(int64_t n, float inv, const SearchTables& tables, uint32_t top, uint8_t* codes, Load load) {
-  encodeLanes(n, inv, tables, top, codes, load, [&](int64_t i, __m512* v) {
-    for (int k = 0; k < 4; ++k) v[k] = load(i + 16 * k, __mmask16{0xffff});
-  });
+  encodeLanes(n, inv, tables, top, codes, load, wholeLoads(load));
 }
 
 // One block of encode: its absmax (the scale) and codes, with the caller's search tables
@@ -331,6 +349,89 @@ void encodeBlockLanes(const float* in, int64_t n, uint8_t* out, const SearchTabl
   std::memcpy(out, &absmax, 4);
   encodeLanes(n, kernels::dettmersInverse(absmax), tables, top, out + 4,
               [in](int64_t i, __mmask16 lanes) { return _mm512_maskz_loadu_ps(lanes, in + i); });
+}
+
+// Blocks whose length is not a multiple of 64, up to kGroupValues / 2, are encoded in groups
+// of up to 16 blocks and kGroupValues values, the group's values searched as one run
+// (encodeScaledLanes) with each lane scaled by its own block's inverse. Block by block, a block
+// of 100 values took a masked step of 128 lanes, and each block's search waited on its own
+// absmax. Blocks of a multiple of 64 leave no lanes idle and stay block by block: at 16 M values
+// grouping made blocks of 256 slower (0.52 against 0.56 of memcpy), in cache faster.
+constexpr int64_t kGroupValues = 1024;
+
+bool encodesInGroups(int64_t block) { return block % 64 != 0 && block <= kGroupValues / 2; }
+
+// n bytes (a block's codes) from src to dst: whole 64-byte chunks, the last one overlapping the
+// one before it rather than masked (masked stores are slow on AMD Zen 4).
+inline void copyCodes(uint8_t* dst, const uint8_t* src, int64_t n) {
+  if (n < 64) {
+    std::memcpy(dst, src, static_cast<size_t>(n));
+    return;
+  }
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) _mm512_storeu_si512(dst + i, _mm512_loadu_si512(src + i));
+  if (i < n) _mm512_storeu_si512(dst + n - 64, _mm512_loadu_si512(src + n - 64));
+}
+
+// The values of a group (see encodesInGroups): group(first, m, absmax) gives the m values from
+// first and their blocks' absmaxes (absmax[k] for block k of the group), and may prefetch the
+// next group's input.
+struct GroupValues {
+  const float* values;
+  const float* next;  // the next group's values, to prefetch while this group is searched, or null
+};
+
+// Blocks of `block` values in groups: each group's scales (absmax from group(), written to out
+// once the group's input is read, so out may alias it), its codes into a buffer as one run,
+// then each block's codes to their place after its scale.
+template <typename Group>
+void encodeGroups(int64_t n, int64_t block, uint8_t* out, const SearchTables& tables, uint32_t top, Group group) {
+  const int64_t perGroup = std::clamp<int64_t>(kGroupValues / block, 1, 16);
+  alignas(64) uint8_t codes[kGroupValues];
+  alignas(64) float absmax[16] = {}, inverses[16] = {};
+  // Each lane's block within its group, the same for every group: index[i] = i / block (0 past
+  // the first group's end, where the last masked step reads it).
+  alignas(64) int32_t index[kGroupValues] = {};
+  const int64_t groupValues = std::min(perGroup * block, n);
+  for (int64_t k = 0; k * block < groupValues; ++k) {
+    std::fill_n(index + k * block, std::min(block, groupValues - k * block), static_cast<int32_t>(k));
+  }
+  for (int64_t first = 0; first < n; first += perGroup * block) {
+    const int64_t m = std::min(perGroup * block, n - first);
+    const int64_t blocks = (m + block - 1) / block;
+    const GroupValues in = group(first, m, absmax);
+    uint8_t* groupOut = out + first + 4 * (first / block);
+    bool finite = true;
+    for (int64_t k = 0; k < blocks; ++k) {
+      std::memcpy(groupOut + k * (block + 4), absmax + k, 4);
+      inverses[k] = kernels::dettmersInverse(absmax[k]);
+      finite = finite && inverses[k] > 0.0f && inverses[k] < std::numeric_limits<float>::infinity();
+    }
+    const __m512 inverse = _mm512_load_ps(inverses);
+    const auto scaleOf = [&](int64_t i) { return _mm512_permutexvar_ps(_mm512_load_si512(index + i), inverse); };
+    const auto load = [&in](int64_t i, __mmask16 lanes) { return _mm512_maskz_loadu_ps(lanes, in.values + i); };
+    encodeScaledLanes(m, scaleOf, finite, tables, top, codes, load, [&](int64_t i, __m512* v) {
+      if (in.next != nullptr) {
+        for (int k = 0; k < 4; ++k) _mm_prefetch(reinterpret_cast<const char*>(in.next + i + 16 * k), _MM_HINT_T0);
+      }
+      for (int k = 0; k < 4; ++k) v[k] = _mm512_loadu_ps(in.values + i + 16 * k);
+    });
+    for (int64_t k = 0; k < blocks; ++k) {
+      copyCodes(groupOut + k * (block + 4) + 4, codes + k * block, std::min(block, m - k * block));
+    }
+  }
+}
+
+// encode's blocks in groups, read in place. The next group's values are fetched while this
+// group is searched: its absmax pass would otherwise wait on memory with nothing else to do.
+void encodeGroupedLanes(const float* in, int64_t n, int64_t block, uint8_t* out, const SearchTables& tables,
+                        uint32_t top) {
+  encodeGroups(n, block, out, tables, top, [&](int64_t first, int64_t m, float* absmax) {
+    for (int64_t k = 0; k * block < m; ++k) {
+      absmax[k] = std::bit_cast<float>(maxAbsBits(in + first + k * block, std::min(block, m - k * block)));
+    }
+    return GroupValues{in + first, first + 2 * m <= n ? in + first + m : nullptr};
+  });
 }
 
 // The values of sixteen codes (masked lanes 0): book[c] * absmax by permutes over the 256
@@ -420,6 +521,71 @@ void decodeBlockLanes(const uint8_t* in, int64_t n, float* out, bool add, const 
   }
 }
 
+// decodeBlock(a) + decodeBlock(b) of two blocks (a and b at their scales), sixteen lanes from i
+// (masked lanes 0) or, with VBMI, 64 values from i.
+struct SummedBlocks {
+  const uint8_t* a;
+  const uint8_t* b;
+  const CodeBook& book;
+  __m512 scaleA, scaleB;
+  SummedBlocks(const uint8_t* blockA, const uint8_t* blockB, const CodeBook& codeBook)
+      : a(blockA), b(blockB), book(codeBook) {
+    float absA, absB;
+    std::memcpy(&absA, a, 4);
+    std::memcpy(&absB, b, 4);
+    scaleA = _mm512_set1_ps(absA);
+    scaleB = _mm512_set1_ps(absB);
+  }
+  __m512 operator()(int64_t i, __mmask16 lanes) const {
+    return _mm512_add_ps(book.decode(a + 4 + i, lanes, scaleA), book.decode(b + 4 + i, lanes, scaleB));
+  }
+#if defined(__AVX512VBMI__)
+  void sum64(int64_t i, __m512 v[4]) const {
+    __m512 vb[4];
+    book.decode64(a + 4 + i, scaleA, v);
+    book.decode64(b + 4 + i, scaleB, vb);
+    for (int k = 0; k < 4; ++k) v[k] = _mm512_add_ps(v[k], vb[k]);
+  }
+#endif
+};
+
+// The n sums of SummedBlocks(a, b), stored to dst unless dst is null; gives their largest |bits|.
+// `readable` bytes from a and from b may be read: where the following block's bytes lie beyond
+// this one's, its last 64-value step reads them rather than go 16 lanes at a time, and stores
+// up to 63 values past n (dst has room for them), which are left out of the maximum. Otherwise
+// up to 15 zeros past n. A null dst comes with readable = 4 + n (no step past n).
+uint32_t sumBlockLanes(const uint8_t* a, const uint8_t* b, int64_t n, int64_t readable, const CodeBook& book,
+                       float* dst) {
+  const SummedBlocks sum(a, b, book);  // a local: dst's stores cannot alias its scales
+  __m512i acc = _mm512_setzero_si512();
+  const auto measure = [&](int64_t i, __m512 v) {
+    if (dst != nullptr) _mm512_storeu_ps(dst + i, v);
+    acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
+  };
+  int64_t i = 0;
+#if defined(__AVX512VBMI__)
+  __m512 v[4];
+  for (; i + 64 <= n; i += 64) {
+    sum.sum64(i, v);
+    for (int k = 0; k < 4; ++k) measure(i + 16 * k, v[k]);
+  }
+  if (i < n && 4 + i + 64 <= readable) {
+    sum.sum64(i, v);
+    for (int k = 0; k < 4; ++k) {
+      _mm512_storeu_ps(dst + i + 16 * k, v[k]);
+      acc = _mm512_mask_max_epu32(acc, lanesFrom(i + 16 * k, n), acc,
+                                  _mm512_and_si512(_mm512_castps_si512(v[k]), _mm512_set1_epi32(0x7fffffff)));
+    }
+    i = n;
+  }
+#else
+  (void)readable;
+#endif
+  for (; i + 16 <= n; i += 16) measure(i, sum(i, 0xffff));  // whole steps unmasked (encodeLanes)
+  if (i < n) measure(i, sum(i, lanesFrom(i, n)));
+  return maxLane(acc);
+}
+
 // encodeBlock of decodeBlock(a) + decodeBlock(b): one pass for the sums' absmax, one to encode
 // them. Blocks that fit keep their sums in an L1 buffer between the passes; longer ones (a
 // whole chunk as one block) recompute them in registers rather than go through memory. Both
@@ -428,50 +594,38 @@ void sumEncodeBlockLanes(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t*
                          const SearchTables& tables, uint32_t top) {
   constexpr int64_t kBuffered = 2048;
   alignas(64) float buffer[kBuffered];
-  float absA, absB;
-  std::memcpy(&absA, a, 4);
-  std::memcpy(&absB, b, 4);
-  const __m512 scaleA = _mm512_set1_ps(absA), scaleB = _mm512_set1_ps(absB);
-  const auto sum = [&](int64_t i, __mmask16 lanes) {
-    return _mm512_add_ps(book.decode(a + 4 + i, lanes, scaleA), book.decode(b + 4 + i, lanes, scaleB));
-  };
   const bool buffered = n <= kBuffered;
-  __m512i acc = _mm512_setzero_si512();
-  const auto measure = [&](int64_t i, __m512 v) {
-    if (buffered) _mm512_store_ps(buffer + i, v);
-    acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
-  };
-  int64_t i = 0;
-#if defined(__AVX512VBMI__)
-  for (; i + 64 <= n; i += 64) {
-    __m512 va[4], vb[4];
-    book.decode64(a + 4 + i, scaleA, va);
-    book.decode64(b + 4 + i, scaleB, vb);
-    for (int k = 0; k < 4; ++k) measure(i + 16 * k, _mm512_add_ps(va[k], vb[k]));
-  }
-#endif
-  for (; i + 16 <= n; i += 16) measure(i, sum(i, 0xffff));  // whole steps unmasked (encodeLanes)
-  if (i < n) measure(i, sum(i, lanesFrom(i, n)));
-  alignas(64) uint32_t lanes[16];
-  _mm512_store_si512(lanes, acc);
-  const float absmax = std::bit_cast<float>(*std::max_element(lanes, lanes + 16));
+  const float absmax = std::bit_cast<float>(sumBlockLanes(a, b, n, 4 + n, book, buffered ? buffer : nullptr));
   const float inv = kernels::dettmersInverse(absmax);
   if (buffered) {
     encodeLanes(n, inv, tables, top, out + 4,
                 [&](int64_t k, __mmask16 m) { return _mm512_maskz_load_ps(m, buffer + k); });
   } else {
+    const SummedBlocks sum(a, b, book);
 #if defined(__AVX512VBMI__)
-    encodeLanes(n, inv, tables, top, out + 4, sum, [&](int64_t k, __m512* v) {
-      __m512 vb[4];
-      book.decode64(a + 4 + k, scaleA, v);
-      book.decode64(b + 4 + k, scaleB, vb);
-      for (int j = 0; j < 4; ++j) v[j] = _mm512_add_ps(v[j], vb[j]);
-    });
+    encodeLanes(n, inv, tables, top, out + 4, sum, [&sum](int64_t k, __m512* v) { sum.sum64(k, v); });
 #else
     encodeLanes(n, inv, tables, top, out + 4, sum);
 #endif
   }
   std::memcpy(out, &absmax, 4);
+}
+
+// decodeAddEncode's blocks in groups (encodesInGroups): each group's sums into a buffer, block
+// by block with their absmaxes, then encoded from it (encodeGroups writes the group's output
+// only after reading its input, so out may alias a or b).
+void sumEncodeGroupedLanes(const uint8_t* a, const uint8_t* b, int64_t n, int64_t block, uint8_t* out,
+                           const CodeBook& book, const SearchTables& tables, uint32_t top) {
+  alignas(64) float sums[kGroupValues + 64];
+  const int64_t bytes = n + 4 * ((n + block - 1) / block);
+  encodeGroups(n, block, out, tables, top, [&](int64_t first, int64_t m, float* absmax) {
+    for (int64_t k = 0; k * block < m; ++k) {
+      const int64_t begin = first + k * block, off = begin + 4 * (begin / block);
+      absmax[k] = std::bit_cast<float>(
+          sumBlockLanes(a + off, b + off, std::min(block, m - k * block), bytes - off, book, sums + k * block));
+    }
+    return GroupValues{sums, nullptr};
+  });
 }
 
 }  // namespace
@@ -521,6 +675,10 @@ void DettmersCodec::encode(const float* in, int64_t n, uint8_t* out, const Encod
   const int64_t block = blockLength(n);
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   const SearchTables tables(searchLevels_.data(), midpoints_[254]);
+  if (encodesInGroups(block)) {
+    encodeGroupedLanes(in, n, block, out, tables, topCode());
+    return;
+  }
 #endif
   for (int64_t begin = 0; begin < n; begin += block) {
     const int64_t m = std::min(block, n - begin);
@@ -558,6 +716,10 @@ void DettmersCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   const CodeBook book(codes_.data(), codeBytes_.data());
   const SearchTables tables(searchLevels_.data(), midpoints_[254]);
+  if (encodesInGroups(block)) {
+    sumEncodeGroupedLanes(a, b, n, block, out, book, tables, topCode());
+    return;
+  }
   for (int64_t begin = 0; begin < n; begin += block) {
     const int64_t off = begin + 4 * (begin / block);
     sumEncodeBlockLanes(a + off, b + off, std::min(block, n - begin), out + off, book, tables, topCode());

@@ -79,7 +79,9 @@ INSTANTIATE_TEST_SUITE_P(Formats, CodecExhaustive,
 // Dettmers' codes of every fp32 input: blocks holding 1.0 and then consecutive bit patterns, so
 // every value of magnitude <= 1 is searched as itself (the scale is 1) and the others set their
 // block's scale, against the shared kernels. Blocks of 192 run the vector encode's whole steps
-// (128 values, then exactly 64); blocks of 100 its masked last step of eight vectors.
+// (128 values, then exactly 64); blocks of 600 whole steps and a masked last step of eight
+// vectors; blocks of 100 are encoded in groups (ten blocks' values searched as one run, each
+// lane scaled by its own block's inverse).
 class DettmersExhaustive : public ::testing::TestWithParam<std::tuple<DettmersCodec::Type, int64_t>> {};
 
 TEST_P(DettmersExhaustive, EveryFloatEncodesAsTheSharedKernels) {
@@ -110,7 +112,7 @@ TEST_P(DettmersExhaustive, EveryFloatEncodesAsTheSharedKernels) {
 INSTANTIATE_TEST_SUITE_P(Types, DettmersExhaustive,
                          ::testing::Combine(::testing::Values(DettmersCodec::Type::DynamicTree,
                                                               DettmersCodec::Type::Linear),
-                                            ::testing::Values(int64_t{192}, int64_t{100})),
+                                            ::testing::Values(int64_t{192}, int64_t{600}, int64_t{100})),
                          [](const auto& param) {
                            return std::string(std::get<0>(param.param) == DettmersCodec::Type::DynamicTree ? "dynamic"
                                                                                                            : "linear") +

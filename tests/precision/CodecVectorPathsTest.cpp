@@ -645,19 +645,28 @@ std::vector<float> dettmersInputs(const DettmersCodec& codec) {
 
 TEST(CodecVectorPaths, DettmersEncodeAgreesWithTheSharedKernels) {
   for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear}) {
-    for (int64_t blockSize : {int64_t{64}, int64_t{256}, int64_t{100}, int64_t{0}}) {
+    // 64, 256 and one block: block by block; 7, 100 and 300: in groups of blocks, each lane
+    // scaled by its own block's inverse.
+    for (int64_t blockSize : {int64_t{64}, int64_t{256}, int64_t{100}, int64_t{0}, int64_t{7}, int64_t{300}}) {
       const DettmersCodec codec(type, blockSize);
       const std::vector<float> xs = dettmersInputs(codec);
-      for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{64}, int64_t{128}, int64_t{129}, int64_t{200}, int64_t{255},
-                        static_cast<int64_t>(xs.size())}) {
-        const std::vector<uint8_t> expected = dettmersWire(codec, xs.data(), n);
+      const auto check = [&](const std::vector<float>& in, int64_t n) {
+        const std::vector<uint8_t> expected = dettmersWire(codec, in.data(), n);
         std::vector<uint8_t> got(expected.size() + 1, 0xa5);  // a guard byte past the end
-        codec.encode(xs.data(), n, got.data());
+        codec.encode(in.data(), n, got.data());
         ASSERT_EQ(got.back(), 0xa5) << codec.name() << " n " << n;
         got.pop_back();
         const auto bad = std::mismatch(got.begin(), got.end(), expected.begin()).first - got.begin();
         ASSERT_EQ(got, expected) << codec.name() << " n " << n << " first difference at byte " << bad;
+      };
+      for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{64}, int64_t{128}, int64_t{129}, int64_t{200}, int64_t{255},
+                        static_cast<int64_t>(xs.size())}) {
+        check(xs, n);
       }
+      // +NaN first: the first block's scale is not finite, the rest of its group's are.
+      std::vector<float> nanFirst = xs;
+      nanFirst[0] = std::numeric_limits<float>::quiet_NaN();
+      check(nanFirst, static_cast<int64_t>(nanFirst.size()));
     }
   }
 }
@@ -693,7 +702,8 @@ TEST(CodecVectorPaths, DettmersDecodeGivesEveryCodeTimesTheScale) {
 
 TEST(CodecVectorPaths, DettmersDecodeAddEncodeIsEncodeOfTheDecodedSum) {
   for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear}) {
-    for (int64_t blockSize : {int64_t{256}, int64_t{100}, int64_t{0}}) {
+    // 256 and one block: block by block; 7, 100 and 300: in groups of blocks.
+    for (int64_t blockSize : {int64_t{256}, int64_t{100}, int64_t{0}, int64_t{7}, int64_t{300}}) {
       const DettmersCodec codec(type, blockSize);
       const std::vector<float> xs = dettmersInputs(codec);
       const auto n = static_cast<int64_t>(xs.size());
