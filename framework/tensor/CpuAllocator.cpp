@@ -85,6 +85,7 @@ void* CpuAllocator::allocate(size_t bytes) {
     if (ThreadCache* cache = threadCache()) p = takeBlock(cache->bin(rounded), cache->bytes, rounded);
   }
   if (p != nullptr) return p;
+  fresh_.fetch_add(1, std::memory_order_relaxed);
   p = std::aligned_alloc(kAlignment, rounded);
   if (p == nullptr) {
     emptyCache();  // give cached memory back and try once more
