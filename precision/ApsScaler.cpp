@@ -45,23 +45,13 @@ void scaleByPowerOfTwo(const float* in, float* out, int64_t n, int shift) {
 void scaleByPowerOfTwo(float* data, int64_t n, int shift) { scaleByPowerOfTwo(data, data, n, shift); }
 
 uint32_t maxAbsBits(const float* x, int64_t n) {
-  uint32_t maxBits = 0;
-  int64_t i = 0;
 #if defined(__AVX512F__)
-  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
-  __m512i acc = _mm512_setzero_si512();
-  // Whole steps with plain loads, then one masked step: masked loads in every step are slow on
-  // some CPUs (AMD Zen 4).
-  for (; i + 16 <= n; i += 16) acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_loadu_si512(x + i), magnitude));
-  if (i < n) {
-    const auto lanes = static_cast<__mmask16>((1u << (n - i)) - 1);
-    acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes, x + i), magnitude));
-    i = n;
-  }
-  maxBits = maxLane(acc);
-#endif
-  for (; i < n; ++i) maxBits = std::max(maxBits, kernels::absBits(x[i]));
+  return maxAbsBitsLanes(x, n);
+#else
+  uint32_t maxBits = 0;
+  for (int64_t i = 0; i < n; ++i) maxBits = std::max(maxBits, kernels::absBits(x[i]));
   return maxBits;
+#endif
 }
 
 uint32_t copyMaxAbsBits(float* dst, const float* src, int64_t n) {

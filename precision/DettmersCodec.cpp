@@ -388,14 +388,11 @@ template <typename Group>
 void encodeGroups(int64_t n, int64_t block, uint8_t* out, const SearchTables& tables, uint32_t top, Group group) {
   const int64_t perGroup = std::clamp<int64_t>(kGroupValues / block, 1, 16);
   alignas(64) uint8_t codes[kGroupValues];
-  alignas(64) float absmax[16] = {}, inverses[16] = {};
-  // Each lane's block within its group, the same for every group: index[i] = i / block (0 past
-  // the first group's end, where the last masked step reads it).
-  alignas(64) int32_t index[kGroupValues] = {};
-  const int64_t groupValues = std::min(perGroup * block, n);
-  for (int64_t k = 0; k * block < groupValues; ++k) {
-    std::fill_n(index + k * block, std::min(block, groupValues - k * block), static_cast<int32_t>(k));
-  }
+  alignas(64) float absmax[16] = {};
+  // Each lane's inverse scale, its block's, filled 16 lanes at a time (a block's last store
+  // runs into the next block, which overwrites it; up to 15 past the group's end). A load per
+  // vector where a permute of the group's inverses took the shuffle unit the search is bound by.
+  alignas(64) float inverses[kGroupValues + 16] = {};
   for (int64_t first = 0; first < n; first += perGroup * block) {
     const int64_t m = std::min(perGroup * block, n - first);
     const int64_t blocks = (m + block - 1) / block;
@@ -404,11 +401,12 @@ void encodeGroups(int64_t n, int64_t block, uint8_t* out, const SearchTables& ta
     bool finite = true;
     for (int64_t k = 0; k < blocks; ++k) {
       std::memcpy(groupOut + k * (block + 4), absmax + k, 4);
-      inverses[k] = kernels::dettmersInverse(absmax[k]);
-      finite = finite && inverses[k] > 0.0f && inverses[k] < std::numeric_limits<float>::infinity();
+      const float inverse = kernels::dettmersInverse(absmax[k]);
+      finite = finite && inverse > 0.0f && inverse < std::numeric_limits<float>::infinity();
+      const __m512 lanes = _mm512_set1_ps(inverse);
+      for (int64_t j = k * block; j < std::min(m, (k + 1) * block); j += 16) _mm512_storeu_ps(inverses + j, lanes);
     }
-    const __m512 inverse = _mm512_load_ps(inverses);
-    const auto scaleOf = [&](int64_t i) { return _mm512_permutexvar_ps(_mm512_load_si512(index + i), inverse); };
+    const auto scaleOf = [&](int64_t i) { return _mm512_load_ps(inverses + i); };
     const auto load = [&in](int64_t i, __mmask16 lanes) { return _mm512_maskz_loadu_ps(lanes, in.values + i); };
     encodeScaledLanes(m, scaleOf, finite, tables, top, codes, load, [&](int64_t i, __m512* v) {
       if (in.next != nullptr) {
@@ -428,7 +426,7 @@ void encodeGroupedLanes(const float* in, int64_t n, int64_t block, uint8_t* out,
                         uint32_t top) {
   encodeGroups(n, block, out, tables, top, [&](int64_t first, int64_t m, float* absmax) {
     for (int64_t k = 0; k * block < m; ++k) {
-      absmax[k] = std::bit_cast<float>(maxAbsBits(in + first + k * block, std::min(block, m - k * block)));
+      absmax[k] = std::bit_cast<float>(maxAbsBitsLanes(in + first + k * block, std::min(block, m - k * block)));
     }
     return GroupValues{in + first, first + 2 * m <= n ? in + first + m : nullptr};
   });
