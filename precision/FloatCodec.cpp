@@ -69,7 +69,7 @@ inline __mmask16 firstLanes(int64_t count) { return static_cast<__mmask16>((1u <
 // the hardware conversion (fp16) or of the integer add (bf16), then roundOne's overflow policy
 // (a rounded magnitude above the largest finite code becomes overflowCode) and its NaN code,
 // both with the value's sign. The input is prefetched ahead (StreamPrefetch.h). Returns the
-// count encoded (a multiple of 32).
+// count encoded (a multiple of 32 but for the streaming path's start, see below).
 template <bool kBf16>
 int64_t encodeHalf32(const float* in, int64_t n, const kernels::RoundingParams& p, uint8_t* out) {
   const __m512i signBit = _mm512_set1_epi16(static_cast<int16_t>(0x8000));
@@ -103,6 +103,19 @@ int64_t encodeHalf32(const float* in, int64_t n, const kernels::RoundingParams& 
     return _mm512_mask_mov_epi16(c, negative, _mm512_or_si512(c, signBit));
   };
   int64_t i = 0;
+  // Large outputs (nonTemporalBytes) by non-temporal stores, which need 64-byte alignment: the
+  // first 32 codes by a plain store, then from the first aligned code on (those in between
+  // written twice, the same bytes).
+  if (n >= 64 && static_cast<size_t>(n) * 2 >= nonTemporalBytes() && reinterpret_cast<uintptr_t>(out) % 2 == 0) {
+    _mm512_storeu_si512(out, codes32(in));
+    i = static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(out) % 64) % 64 / 2);
+    for (; i + 32 <= n; i += 32) {
+      prefetchAhead(in + i, 2);
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(out + 2 * i), codes32(in + i));
+    }
+    _mm_sfence();
+    return i;
+  }
   for (; i + 32 <= n; i += 32) {
     prefetchAhead(in + i, 2);
     _mm512_storeu_si512(out + 2 * i, codes32(in + i));

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #if defined(__SSE__)
@@ -28,6 +30,23 @@ inline void prefetchAhead(const void* p, int lines) {
   (void)p;
   (void)lines;
 #endif
+}
+
+// Encoded outputs of at least this many bytes are written with non-temporal stores (the fp16
+// and bf16 encodes), as glibc's memcpy writes large copies: past the caches, a plain store first
+// reads the line it writes. The default, 8 MiB, is a quarter of one Zen 4 L3 (32 MiB per eight
+// cores): a smaller output, which a caller may still find in the cache, is stored the usual
+// way. (The system's figure does not serve: a virtual machine here reports 508 MiB, the whole
+// host's.) setNonTemporalBytes(0) restores the default; tests lower it to reach the streaming
+// path.
+inline constexpr size_t kDefaultNonTemporalBytes = size_t{8} << 20;
+inline std::atomic<size_t>& nonTemporalBytesSetting() {
+  static std::atomic<size_t> bytes{kDefaultNonTemporalBytes};
+  return bytes;
+}
+inline size_t nonTemporalBytes() { return nonTemporalBytesSetting().load(std::memory_order_relaxed); }
+inline void setNonTemporalBytes(size_t bytes) {
+  nonTemporalBytesSetting().store(bytes > 0 ? bytes : kDefaultNonTemporalBytes, std::memory_order_relaxed);
 }
 
 }  // namespace aps::precision

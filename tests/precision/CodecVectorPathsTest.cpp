@@ -8,6 +8,7 @@
 #include "precision/ApsScaler.h"
 #include "precision/BlockScaledCodec.h"
 #include "precision/DettmersCodec.h"
+#include "precision/StreamPrefetch.h"
 #include "precision/kernels/Scaling.h"
 
 #include <gtest/gtest.h>
@@ -122,6 +123,41 @@ TEST(CodecVectorPaths, EncodeAgreesAtEveryLengthAndStart) {
                               << bad;
           }
         }
+      }
+    }
+  }
+}
+
+// fp16 and bf16 outputs of nonTemporalBytes or more are written by non-temporal stores from the
+// first 64-byte aligned code on: the same bytes at every alignment of the output, nothing
+// written outside it.
+TEST(CodecVectorPaths, HalfEncodesStreamTheSameBytesAtEveryAlignment) {
+  struct Threshold {
+    Threshold() { setNonTemporalBytes(256); }
+    ~Threshold() { setNonTemporalBytes(0); }
+  } lowered;
+  Rng rng(17);
+  std::vector<float> xs(3001);
+  for (auto& x : xs) x = rng.normal(0.0f, 1e4f);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::max(), 1e-40f, -0.0f};
+  for (size_t k = 0; k < std::size(specials); ++k) xs[37 * k + 5] = specials[k];
+  for (const char* name : {"fp16", "bf16"}) {
+    const FloatCodec codec(FloatFormat::preset(name), RoundingMode::NearestEven);
+    for (int64_t n : {int64_t{64}, int64_t{200}, int64_t{3001}}) {
+      const std::vector<uint8_t> expected = scalarWire(codec, xs.data(), n, {});
+      for (size_t offset : {size_t{0}, size_t{1}, size_t{2}, size_t{6}, size_t{30}, size_t{62}}) {
+        std::vector<uint8_t> buffer(expected.size() + 192, 0xa5);
+        // From a 64-byte boundary inside the buffer, plus offset.
+        const size_t base = (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64 + offset;
+        codec.encode(xs.data(), n, buffer.data() + base, {});
+        const auto written = buffer.begin() + static_cast<std::ptrdiff_t>(base);
+        ASSERT_TRUE(std::equal(expected.begin(), expected.end(), written))
+            << name << " n " << n << " offset " << offset;
+        ASSERT_TRUE(std::all_of(buffer.begin(), written, [](uint8_t b) { return b == 0xa5; })) << name;
+        ASSERT_TRUE(std::all_of(written + static_cast<std::ptrdiff_t>(expected.size()), buffer.end(),
+                                [](uint8_t b) { return b == 0xa5; }))
+            << name << " n " << n << " offset " << offset;
       }
     }
   }
