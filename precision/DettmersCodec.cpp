@@ -185,7 +185,7 @@ inline void searchCodes(const __m512 v[kVectors], const SearchTables& t, __m512i
   for (int k = 0; k < kVectors; ++k) {
     const __m512i bits = _mm512_castps_si512(v[k]);
     const __m512i negative = _mm512_srli_epi32(bits, 31);
-    key[k] = _mm512_add_epi32(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), negative);
+    key[k] = _mm512_add_epi32(absBitsLanes(bits), negative);
     r[k] = _mm512_slli_epi32(negative, 7);
   }
   int bit = 1;
@@ -251,6 +251,11 @@ inline __m512i zeroNaN(const __m512 v[4], __m512i codes) {
   return _mm512_maskz_mov_epi8(_cvtu64_mask64(~nan), codes);
 }
 
+// Whether an inverse scale leaves no lane NaN (encodeScaledLanes' `finite`): a finite,
+// non-zero inverse comes from a finite absmax, and every scaled value then lies within [-1, 1]
+// but for rounding.
+inline bool finiteInverse(float inv) { return inv > 0.0f && inv < std::numeric_limits<float>::infinity(); }
+
 // Lanes (fewer than 16 at the end of n) from i on.
 inline __mmask16 lanesFrom(int64_t i, int64_t n) {
   return static_cast<__mmask16>((uint32_t{1} << std::clamp<int64_t>(n - i, 0, 16)) - 1);
@@ -264,9 +269,8 @@ inline __mmask16 lanesFrom(int64_t i, int64_t n) {
 // that they need not stay in registers through the search.
 //
 // scaleOf(i) gives the inverse scales of the sixteen lanes from i (one block's inverse, or each
-// lane's own block's in encodeGroupedLanes). `finite` says that every lane's inverse is finite
-// and non-zero: it comes from a finite absmax, and every v then lies within [-1, 1] but for
-// rounding, so no lane is NaN and zeroNaN need not run.
+// lane's own block's in encodeGroupedLanes). `finite` says that every lane's inverse passes
+// finiteInverse, so no lane is NaN and zeroNaN need not run.
 template <typename Scale, typename Load, typename Load64>
 void encodeScaledLanes(int64_t n, Scale scaleOf, bool finite, const SearchTables& tables, uint32_t top, uint8_t* codes,
                        Load load, Load64 load64) {
@@ -322,8 +326,7 @@ void encodeLanes(int64_t n, float inv, const SearchTables& tables, uint32_t top,
                  Load64 load64) {
   const __m512 scale = _mm512_set1_ps(inv);
   encodeScaledLanes(
-      n, [scale](int64_t) { return scale; }, inv > 0.0f && inv < std::numeric_limits<float>::infinity(), tables, top,
-      codes, load, load64);
+      n, [scale](int64_t) { return scale; }, finiteInverse(inv), tables, top, codes, load, load64);
 }
 
 // A whole step's 64 values by four unmasked loads.
@@ -402,7 +405,7 @@ void encodeGroups(int64_t n, int64_t block, uint8_t* out, const SearchTables& ta
     for (int64_t k = 0; k < blocks; ++k) {
       std::memcpy(groupOut + k * (block + 4), absmax + k, 4);
       const float inverse = kernels::dettmersInverse(absmax[k]);
-      finite = finite && inverse > 0.0f && inverse < std::numeric_limits<float>::infinity();
+      finite = finite && finiteInverse(inverse);
       const __m512 lanes = _mm512_set1_ps(inverse);
       for (int64_t j = k * block; j < std::min(m, (k + 1) * block); j += 16) _mm512_storeu_ps(inverses + j, lanes);
     }
@@ -558,7 +561,7 @@ uint32_t sumBlockLanes(const uint8_t* a, const uint8_t* b, int64_t n, int64_t re
   __m512i acc = _mm512_setzero_si512();
   const auto measure = [&](int64_t i, __m512 v) {
     if (dst != nullptr) _mm512_storeu_ps(dst + i, v);
-    acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)));
+    acc = _mm512_max_epu32(acc, absBitsLanes(_mm512_castps_si512(v)));
   };
   int64_t i = 0;
 #if defined(__AVX512VBMI__)
@@ -571,8 +574,7 @@ uint32_t sumBlockLanes(const uint8_t* a, const uint8_t* b, int64_t n, int64_t re
     sum.sum64(i, v);
     for (int k = 0; k < 4; ++k) {
       _mm512_storeu_ps(dst + i + 16 * k, v[k]);
-      acc = _mm512_mask_max_epu32(acc, lanesFrom(i + 16 * k, n), acc,
-                                  _mm512_and_si512(_mm512_castps_si512(v[k]), _mm512_set1_epi32(0x7fffffff)));
+      acc = _mm512_mask_max_epu32(acc, lanesFrom(i + 16 * k, n), acc, absBitsLanes(_mm512_castps_si512(v[k])));
     }
     i = n;
   }

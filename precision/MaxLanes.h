@@ -23,17 +23,19 @@ inline uint32_t maxLane(__m512i acc) {
   return static_cast<uint32_t>(_mm512_cvtsi512_si32(acc));
 }
 
+// |bits| of each lane (the sign cleared): non-negative floats order like these integers.
+inline __m512i absBitsLanes(__m512i bits) { return _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)); }
+
 // maxAbsBits (precision/ApsScaler.h) in lanes, inline for short blocks (Dettmers' groups):
 // whole steps with plain loads, then one masked step (masked loads in every step are slow on
 // AMD Zen 4).
 inline uint32_t maxAbsBitsLanes(const float* x, int64_t n) {
-  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
   __m512i acc = _mm512_setzero_si512();
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_loadu_si512(x + i), magnitude));
+  for (; i + 16 <= n; i += 16) acc = _mm512_max_epu32(acc, absBitsLanes(_mm512_loadu_si512(x + i)));
   if (i < n) {
     const auto lanes = static_cast<__mmask16>((1u << (n - i)) - 1);
-    acc = _mm512_max_epu32(acc, _mm512_and_si512(_mm512_maskz_loadu_epi32(lanes, x + i), magnitude));
+    acc = _mm512_max_epu32(acc, absBitsLanes(_mm512_maskz_loadu_epi32(lanes, x + i)));
   }
   return maxLane(acc);
 }
