@@ -25,13 +25,24 @@ constexpr int kMaxWidth = 3;
 // A work item's transformed input (16 x C x tiles floats) aims for this many bytes, so that it
 // stays in L2 while every filter block's GEMMs read it.
 constexpr int64_t kTargetBytes = int64_t{256} << 10;
-// At least this many work items per batch (when it has the tile rows), to share the work.
+// At least this many work items per batch (when it has the tile rows), to share the work among
+// several threads. One thread takes items as large as kTargetBytes allows: at one image, the
+// 14 tile rows of 16 channels at 28x28 in 7 items of 2 rows took 23 us a forward, in one
+// item 18 (aps_bench_ops --batch 1 --threads 1). Items never change a tile's values.
 constexpr int64_t kMinItems = 8;
 constexpr int64_t kMaxChannels = 64;
 // Winograd pays above this many output tiles per call and channel or filter (ResNet-20 on 2
 // threads: 64 channels at 7x7 break even at batch 32, 512 tiles; 32 at 14x14 lose at batch 8,
 // 392 tiles, and win at 32; 16 at 28x28 win at batch 8).
 constexpr int64_t kMinTilesPerChannel = 16;
+// Up to kFewChannels channels and filters its transforms cost less against the products, and
+// it pays above kMinTilesPerFewChannels tiles per channel: 16 at 28x28 at one image (196
+// tiles), forward 18 against the direct kernel's 23 us, 16 at 24x24 (144) 14.9 against 16.4,
+// at 20x20 (100) 12.4 against 13.0, at 14x14 (49) 9.7 against 6.5; 32 at 16x16 (64 tiles,
+// 2 per channel) 28.7 against 27.3 (aps_bench_ops --batch 1 --threads 1). The choice
+// depends on the shape only, never on the threads, so that bits never do.
+constexpr int64_t kFewChannels = 16;
+constexpr int64_t kMinTilesPerFewChannels = 8;
 
 // The caller's slot (the transformed weights, read by every thread), and each thread's.
 constexpr int kSlotWeights = 6;
@@ -51,7 +62,7 @@ struct Plan {
   int64_t kp = 0;      // filters rounded up to kRows
 };
 
-Plan makePlan(const Conv2dShape& s) {
+Plan makePlan(const Conv2dShape& s, int threads) {
   Plan plan;
   plan.p = s.outH();
   plan.q = s.outW();
@@ -66,10 +77,11 @@ Plan makePlan(const Conv2dShape& s) {
   }
 #endif
   const int64_t totalRows = s.n * plan.th;
+  const int64_t minItems = threads > 1 ? kMinItems : 1;
   const int64_t rowsForBytes =
       std::max<int64_t>(1, kTargetBytes / (kPositions * s.c * plan.pw * static_cast<int64_t>(sizeof(float))));
   plan.rowsPerItem =
-      roundUp(std::clamp<int64_t>(rowsForBytes, 1, (totalRows + kMinItems - 1) / kMinItems), plan.segments);
+      roundUp(std::clamp<int64_t>(rowsForBytes, 1, (totalRows + minItems - 1) / minItems), plan.segments);
   plan.items = (totalRows + plan.rowsPerItem - 1) / plan.rowsPerItem;
   plan.stride = roundUp(plan.rowsPerItem * plan.pw, kLanes) + kLanes;
   // Never a power of two: V and M hold 16 x C rows of `stride` floats, and rows 512 bytes apart
@@ -310,13 +322,14 @@ bool winogradSupported(const Conv2dShape& s) {
   // Enough tiles to pay for what a call costs whatever its batch (the weights' transform, the
   // work items' setup), which grows with the channels and filters.
   const int64_t tiles = s.n * ((s.outH() + 1) / 2) * ((s.outW() + 1) / 2);
-  return tiles > kMinTilesPerChannel * std::max(s.c, s.k);
+  const int64_t channels = std::max(s.c, s.k);
+  return tiles > (channels <= kFewChannels ? kMinTilesPerFewChannels : kMinTilesPerChannel) * channels;
 }
 
 void winogradConvForward(float* out, const float* in, const float* weight, const float* bias, const Conv2dShape& s,
                          PanelWeights layout) {
   APS_ASSERT(winogradSupported(s));
-  const Plan plan = makePlan(s);
+  const Plan plan = makePlan(s, numThreads());
   float* u = Workspace::get(kSlotWeights, kPositions * s.c * plan.kp);
   transformWeights(u, weight, s, plan, layout);
   const int64_t totalRows = s.n * plan.th;

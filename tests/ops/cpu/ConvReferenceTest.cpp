@@ -172,10 +172,11 @@ const Case kCases[] = {
     {19, 5, 9, 9, 7, 3, 3, 1, 1, 1, 1},
     {8, 6, 12, 12, 10, 3, 3, 1, 1, 1, 2},
     // Winograd F(2x2, 3x3) (3x3 at unit stride, 8 to 64 channels and filters, more than 16
-    // output tiles per channel or filter): odd outputs (half-used last tiles), padding 0 (its
-    // input gradient pads 2) and 2, tile rows of 4 and 7 tiles (packed 4 and 2 to a vector on
-    // AVX-512) and wider than a vector, filters off its register tile, work items that split
-    // images. The ResNet cases at 14x14 and 7x7 above have too few tiles: the direct kernels.
+    // output tiles per channel or filter, 8 up to 16 channels and filters): odd outputs
+    // (half-used last tiles), padding 0 (its input gradient pads 2) and 2, tile rows of 4 and 7
+    // tiles (packed 4 and 2 to a vector on AVX-512) and wider than a vector, filters off its
+    // register tile, work items that split images. The ResNet cases at 14x14 and 7x7 above have
+    // too few tiles: the direct kernels.
     {13, 8, 10, 9, 12, 3, 3, 1, 0, 1, 1},
     {5, 12, 11, 13, 8, 3, 3, 1, 1, 1, 1},
     {9, 8, 6, 6, 8, 3, 3, 1, 2, 1, 1},
@@ -189,6 +190,11 @@ const Case kCases[] = {
     // ResNet-20's first stage at 4 images a call: work items of 7 tile rows of 14 tiles, 98
     // tiles, whose rows of V and M (128 floats, a power of two) are padded to 144.
     {4, 16, 28, 28, 16, 3, 3, 1, 1, 1, 1},
+    // Up to 16 channels and filters the bound is 8 tiles per channel: ResNet-20's first stage at
+    // one image (196 tiles; on one thread one work item of all 14 tile rows) takes Winograd, the
+    // same at 20x20 (100 tiles) does not.
+    {1, 16, 28, 28, 16, 3, 3, 1, 1, 1, 1},
+    {1, 16, 20, 20, 16, 3, 3, 1, 1, 1, 1},
 };
 
 // The weight gradient's documented order (ConvWeightGrad.h): each weight one float FMA chain
@@ -251,9 +257,10 @@ TEST(ConvReference, WeightGradientIsOneFmaChainPerWeightInPixelOrder) {
   aps::setNumThreads(saved);
 }
 
-// Winograd takes the 3x3 unit-stride shapes with 8 to 64 channels and filters and enough tiles,
-// unless APS_WINOGRAD=0 (ctest runs these tests both ways: test_ops_cpu_direct_conv); the
-// cases include both sides of each bound, and at least 8 take it.
+// Winograd takes the 3x3 unit-stride shapes with 8 to 64 channels and filters and enough tiles
+// (more than 16 per channel or filter, 8 where there are at most 16), unless APS_WINOGRAD=0
+// (ctest runs these tests both ways: test_ops_cpu_direct_conv); the cases include both sides of
+// each bound, and at least 8 take it.
 TEST(ConvReference, WinogradTakesItsShapesUnlessSwitchedOff) {
   const char* env = std::getenv("APS_WINOGRAD");
   const bool on = env == nullptr || std::string(env) != "0";
@@ -264,7 +271,7 @@ TEST(ConvReference, WinogradTakesItsShapesUnlessSwitchedOff) {
     const int64_t tiles = s.n * ((s.outH() + 1) / 2) * ((s.outW() + 1) / 2);
     const bool fits = t.r == 3 && t.s == 3 && t.stride == 1 && t.dilation == 1 && t.groups == 1 && t.pad <= 2 &&
                       t.c >= 8 && t.c <= 64 && t.k >= 8 && t.k <= 64 && s.outH() >= 2 && s.outW() >= 2 &&
-                      tiles > 16 * std::max(t.c, t.k);
+                      tiles > (std::max(t.c, t.k) <= 16 ? 8 : 16) * std::max(t.c, t.k);
     EXPECT_EQ(aps::cpu::detail::winogradSupported(s), on && fits) << name(t);
     winograd += fits ? 1 : 0;
   }
