@@ -161,11 +161,24 @@ void GradientReducer::setStep(uint64_t step) {
 void GradientReducer::markReady(int param, int localRank) {
   APS_CHECK(param >= 0 && param < paramCount(), "comm reducer: markReady of unknown parameter {}", param);
   APS_CHECK(localRank >= 0 && localRank < local_, "comm reducer: markReady for unknown local rank {}", localRank);
+  mark(param, localRank,
+       static_cast<const float*>(grads_[static_cast<size_t>(localRank)][static_cast<size_t>(param)].data));
+}
+
+bool GradientReducer::markReadyFrom(int param, int localRank, const float* from) {
+  APS_CHECK(param >= 0 && param < paramCount(), "comm reducer: markReadyFrom of unknown parameter {}", param);
+  APS_CHECK(localRank >= 0 && localRank < local_, "comm reducer: markReadyFrom for unknown local rank {}", localRank);
+  if (sticky16_[static_cast<size_t>(layout_.bucketOf(param))] == 0 || localRank == 0) return false;
+  mark(param, localRank, from);
+  return true;
+}
+
+void GradientReducer::mark(int param, int localRank, const float* from) {
   const auto p = static_cast<size_t>(param);
   const int b = layout_.bucketOf(param);
   const bool keys = sticky16_[static_cast<size_t>(b)] != 0 && localRank > 0;
   const BufferView slot = keys ? BufferView{} : flatGradient(param, localRank);  // keys: not floats
-  const BufferView& grad = grads_[static_cast<size_t>(localRank)][p];
+  const int64_t count = grads_[static_cast<size_t>(localRank)][p].count;
   const bool fold = folds_[static_cast<size_t>(b)] != 0;
   bool foldNow = false;
   {
@@ -177,7 +190,7 @@ void GradientReducer::markReady(int param, int localRank) {
     foldNow = fold && nextFold_[p] == localRank;
   }
   if (foldNow) {  // its predecessor is folded: fold it from where backward left it
-    foldFrom(param, localRank, static_cast<const float*>(grad.data));
+    foldFrom(param, localRank, from);
     return;
   }
   // Copy outside the lock: hooks of different parameters may run concurrently. The copy
@@ -186,14 +199,16 @@ void GradientReducer::markReady(int param, int localRank) {
   if (keys) {
     auto* to = reinterpret_cast<uint16_t*>(flat_[static_cast<size_t>(b)][static_cast<size_t>(localRank)].data()) +
                layout_.offsetOf(param);
-    const auto* from = static_cast<const float*>(grad.data);
     bool subnormals = false;
-    maxAbsBits_[at] = precision::copyMaxAbsBitsSticky16(to, from, grad.count, &subnormals);
+    maxAbsBits_[at] = precision::copyMaxAbsBitsSticky16(to, from, count, &subnormals);
     wholeNow_[at] = subnormals ? 1 : 0;
-    if (subnormals) whole_[static_cast<size_t>(localRank)][p].assign(from, from + grad.count);
-  } else if (grad.data != slot.data) {
-    maxAbsBits_[at] =
-        precision::copyMaxAbsBits(static_cast<float*>(slot.data), static_cast<const float*>(grad.data), grad.count);
+    if (subnormals) {  // 0 + x, as the keys are (markReadyFrom's values may hold -0)
+      std::vector<float>& whole = whole_[static_cast<size_t>(localRank)][p];
+      whole.resize(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) whole[static_cast<size_t>(i)] = 0.0f + from[i];
+    }
+  } else if (from != slot.data) {
+    maxAbsBits_[at] = precision::copyMaxAbsBits(static_cast<float*>(slot.data), from, count);
   }
   bool queue = false;
   {

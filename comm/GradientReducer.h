@@ -159,6 +159,12 @@ class GradientReducer {
 
   // Thread-safe; each (param, localRank) once per step.
   void markReady(int param, int localRank = 0);
+  // markReady with the gradient's values read from `from` (its registered count of floats)
+  // rather than from its registered buffer, where this rank keeps its gradient as sticky keys
+  // (the simulator's ranks other than 0): they are made straight from `from`, treated as 0 +
+  // from (no -0), the registered buffer is neither read nor written. Returns false and marks
+  // nothing where the rank keeps floats: the caller then writes the buffer and calls markReady.
+  bool markReadyFrom(int param, int localRank, const float* from);
   // Blocks until every bucket of this step is reduced; rethrows a communication error.
   // Throws aps::Error naming a parameter that was never marked ready.
   StepCommStats wait();
@@ -182,6 +188,8 @@ class GradientReducer {
   void commLoop();
   void reduceBucket(int b);
   // Folds (param, localRank) from `src`, then every staged rank after it; mutex_ not held.
+  // markReady's work, the gradient's values read from `from`.
+  void mark(int param, int localRank, const float* from);
   void foldFrom(int param, int localRank, const float* src);
   // One (param, rank) gradient is in its bucket; queues a complete bucket. mutex_ held.
   bool arrivedLocked(int bucket);

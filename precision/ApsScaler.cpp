@@ -76,8 +76,9 @@ uint32_t copyMaxAbsBitsSticky16(uint16_t* dst, const float* src, int64_t n, bool
     const __m512i u = _mm512_loadu_si512(src + i);
     const __m512i a = _mm512_and_si512(u, magnitude);
     mx = _mm512_max_epu32(mx, a);
-    mn = _mm512_min_epu32(mn, _mm512_mask_mov_epi32(a, _mm512_cmpeq_epi32_mask(a, zero), magnitude));
-    __m512i key = _mm512_srli_epi32(u, 16);
+    const __mmask16 zeros = _mm512_cmpeq_epi32_mask(a, zero);
+    mn = _mm512_min_epu32(mn, _mm512_mask_mov_epi32(a, zeros, magnitude));
+    __m512i key = _mm512_maskz_srli_epi32(static_cast<__mmask16>(~zeros), u, 16);  // -0: the key of +0
     key = _mm512_mask_or_epi32(key, _mm512_test_epi32_mask(u, low), key, one);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(key));
   }
@@ -92,8 +93,8 @@ uint32_t copyMaxAbsBitsSticky16(uint16_t* dst, const float* src, int64_t n, bool
 #endif
   for (; i < n; ++i) {
     const auto u = std::bit_cast<uint32_t>(src[i]);
-    dst[i] = static_cast<uint16_t>((u >> 16) | ((u & 0xffffu) != 0 ? 1u : 0u));
     const uint32_t a = u & 0x7fffffffu;
+    dst[i] = a == 0 ? uint16_t{0} : static_cast<uint16_t>((u >> 16) | ((u & 0xffffu) != 0 ? 1u : 0u));
     maxBits = std::max(maxBits, a);
     // The smallest magnitude that is not zero (zero counts as the largest here).
     minNormalOrZero = std::min(minNormalOrZero, a == 0 ? 0x7fffffffu : a);

@@ -62,7 +62,8 @@ uint32_t copyMaxAbsBits(float* dst, const float* src, int64_t n);
 // A nonzero fp32 subnormal keeps fewer significant bits in its key, enough only at shifts
 // that still take it below half the format's smallest subnormal: the copier keeps such values
 // whole as well (*fp32Subnormals says whether src holds one).
-// dst[i] = key(src[i]); returns the largest kernels::absBits of src (the full values).
+// dst[i] = key(0 + src[i]) (-0 keys as +0); returns the largest kernels::absBits of src (the
+// full values).
 uint32_t copyMaxAbsBitsSticky16(uint16_t* dst, const float* src, int64_t n, bool* fp32Subnormals);
 // dst[i] = the fp32 whose top half is src[i] and bottom half zero.
 void widenSticky16(const uint16_t* src, float* dst, int64_t n);

@@ -28,6 +28,11 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& gradOutputs) {
     APS_CHECK(incoming.sizes() == leaf.sizes(), "backward: gradient of shape {} for a leaf of shape {}",
               incoming.shapeString(), leaf.shapeString());
     auto& slots = leaf_->autograd();
+    if (slots.grad && slots.gradZeroPending && slots.gradTaker && gradFormat() == ComputeFormat::Fp32 &&
+        incoming.isContiguous() && incoming.dtype() == DType::Float32 && slots.gradTaker(incoming)) {
+      slots.gradZeroPending = false;  // .grad holds nothing of this backward: the taker has it
+      return {};
+    }
     if (slots.grad && slots.gradZeroPending) {
       slots.gradZeroPending = false;
       Tensor grad(slots.grad);

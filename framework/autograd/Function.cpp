@@ -87,4 +87,10 @@ void addGradReadyHook(Tensor& leaf, std::function<void(Tensor&)> fn) {
   leaf.impl().autograd().gradReadyHooks.push_back(std::move(fn));
 }
 
+void setGradTaker(Tensor& leaf, std::function<bool(const Tensor&)> fn) {
+  APS_CHECK(leaf.isLeaf() && leaf.requiresGrad(), "setGradTaker: tensor of shape {} is not a leaf requiring grad",
+            leaf.shapeString());
+  leaf.impl().autograd().gradTaker = std::move(fn);
+}
+
 }  // namespace aps::autograd

@@ -48,4 +48,14 @@ Tensor& recordFunction(Tensor& output, const char* name, const std::vector<Tenso
 // (after accumulation into leaf.grad()). This is where data parallelism attaches.
 void addGradReadyHook(Tensor& leaf, std::function<void(Tensor&)> fn);
 
+// Lets fn take `leaf`'s gradient where it would be written over a zeroed .grad (the first one
+// of a backward after nn::Module::zeroGradBeforeBackward, fp32, contiguous): fn gets the
+// gradient g and returns whether it took it. A taken gradient is neither written to .grad
+// (whose buffer then holds nothing of this backward; it no longer reads as zeros) nor passed to
+// the ready hooks: fn stands for both, and must treat g as the bits .grad would have held,
+// 0 + g (no -0). Where fn declines, .grad and the hooks proceed as usual. Data parallelism uses
+// it to turn a simulated rank's gradient straight into what it sends, one pass instead of a
+// write to .grad and a read back (GradientSync).
+void setGradTaker(Tensor& leaf, std::function<bool(const Tensor&)> fn);
+
 }  // namespace aps::autograd

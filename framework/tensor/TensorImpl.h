@@ -28,6 +28,9 @@ struct AutogradSlots {
   uint32_t outputNr = 0;                                     // which output of gradFn this tensor is
   std::weak_ptr<autograd::Node> gradAccumulator;             // the leaf's unique AccumulateGrad node
   std::vector<std::function<void(Tensor&)>> gradReadyHooks;  // run once this leaf's grad is final
+  // May take the leaf's first gradient of a backward (autograd::setGradTaker) in place of
+  // .grad and the ready hooks; returns whether it did.
+  std::function<bool(const Tensor&)> gradTaker;
 };
 
 // The view (c10's TensorImpl): sizes, strides and offset in elements onto a shared Storage.

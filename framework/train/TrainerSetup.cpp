@@ -180,9 +180,14 @@ void Trainer::State::setupPrecisionAndComm() {
   sync = std::make_unique<GradientSync>(
       config, params, GradientSync::Ranks{transport, world, firstRank, localRanks},
       [this](const nlohmann::json& line) { log->write(line); }, copyParams);
-  sync->attach([this](int64_t param, int local, Tensor& grad) {
-    faults.poisonGradient(firstRank + local, globalStep, param, grad);
-  });
+  // Only injected faults look at a gradient before the reducer takes it.
+  GradientSync::BeforeReady poison;
+  if (!faults.empty()) {
+    poison = [this](int64_t param, int local, Tensor& grad) {
+      faults.poisonGradient(firstRank + local, globalStep, param, grad);
+    };
+  }
+  sync->attach(poison);
 }
 
 // Element-wise sums over the processes, in rank order, the same on every rank (int64 counts

@@ -106,6 +106,45 @@ TEST(Engine, GradReadyHookRunsOnceWithTheFinalGradient) {
   EXPECT_EQ(calls[1], (std::pair<std::string, float>{"w", 9.0f}));
 }
 
+// A gradient taker sees the leaf's gradient where it would be written over a zeroed .grad
+// (the first of a backward after zeroGradBeforeBackward): taking it leaves .grad's buffer as
+// it was (no longer reading as zeros) and runs no ready hook; declining it, or a .grad that is
+// not pending zero, goes the usual way.
+TEST(Engine, GradTakerTakesOnlyAGradientOverAZeroedGrad) {
+  Tensor w = Tensor::fromVector({1.0f, -2.0f}, {2}).setRequiresGrad();
+  w.setGrad(Tensor::fromVector({5.0f, 5.0f}, {2}));
+  bool take = true;
+  std::vector<std::vector<float>> seen;
+  int hooks = 0;
+  ag::setGradTaker(w, [&](const Tensor& g) {
+    seen.push_back(g.toFloatVector());
+    return take;
+  });
+  ag::addGradReadyHook(w, [&](Tensor&) { ++hooks; });
+  const auto pass = [&] { ag::backward(scale(w, 3), Tensor::fromVector({1.0f, 2.0f}, {2})); };
+
+  w.impl().autograd().gradZeroPending = true;  // what nn::Module::zeroGradBeforeBackward does
+  pass();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], (std::vector<float>{3.0f, 6.0f}));
+  EXPECT_EQ(hooks, 0);
+  EXPECT_FALSE(w.impl().autograd().gradZeroPending);
+  EXPECT_EQ(w.grad().toFloatVector(), (std::vector<float>{5.0f, 5.0f}));  // untouched, not zeros
+
+  take = false;  // declined: written over the zeros, hooks run
+  w.impl().autograd().gradZeroPending = true;
+  pass();
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_EQ(w.grad().toFloatVector(), (std::vector<float>{3.0f, 6.0f}));
+  EXPECT_EQ(hooks, 1);
+
+  take = true;  // not pending zero: accumulated as usual, the taker not asked
+  pass();
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_EQ(w.grad().toFloatVector(), (std::vector<float>{6.0f, 12.0f}));
+  EXPECT_EQ(hooks, 2);
+}
+
 TEST(Engine, AccumulatesInPlaceIntoAnExistingGradView) {
   Tensor flat = Tensor::zeros({4});
   Tensor w = Tensor::fromVector({1.0f, 1.0f}, {2}).setRequiresGrad();

@@ -47,10 +47,13 @@ struct Poison {
   float value = 0.0f;
 };
 
-// Two layers on `world` ranks: layer 0 tiny (1e-7 scale), layer 1 large (1e3 scale).
-// sticky16 false: the reducer keeps every rank's fp32 copy (ReducerOptions::sticky16Inputs).
+// Two layers on `world` ranks: layer 0 tiny (1e-7 scale), layer 1 large (1e3 scale), a zero
+// at value 7 (-0 on rank 0). sticky16 false: the reducer keeps every rank's fp32 copy (ReducerOptions::
+// sticky16Inputs). handOver: ranks 1, 2, ... hand their gradients over from buffers of their
+// own (markReadyFrom, as the trainer's gradient taker does), with -0 for the zero, while their
+// registered buffers hold NaN.
 Result reduce(int world, precision::ScalingMode mode, Poison poison = {}, bool watchInputs = false,
-              float tinyScale = 1e-7f, bool sticky16 = true) {
+              float tinyScale = 1e-7f, bool sticky16 = true, bool handOver = false) {
   const precision::FloatFormat e4m3 = precision::FloatFormat::preset("e4m3");
   SimTransport transport(world);
   Rng rng(11);
@@ -67,8 +70,17 @@ Result reduce(int world, precision::ScalingMode mode, Poison poison = {}, bool w
       g[i] = rng.normal() * scales[i < 300 ? 0 : 1];
       exact[i] += g[i];
     }
+    exact[7] -= g[7];
+    g[7] = k == 0 ? -0.0f : 0.0f;  // the sum starts at -0: only +0 (0 + g) added turns it +0
     if (k == poison.rank) g[poison.index] = poison.value;
     named[static_cast<size_t>(k)] = {{"a", {g.data(), 300}}, {"b", {g.data() + 300, 200}}};
+  }
+  std::vector<std::vector<float>> handed(static_cast<size_t>(world));
+  for (int k = 1; k < world && handOver; ++k) {
+    auto& g = r.grads[static_cast<size_t>(k)];
+    handed[static_cast<size_t>(k)] = g;
+    handed[static_cast<size_t>(k)][7] = -0.0f;
+    std::fill(g.begin(), g.end(), std::numeric_limits<float>::quiet_NaN());
   }
   auto codec = std::shared_ptr<const precision::Codec>(precision::makeCodec("e4m3"));
   auto algorithm = std::shared_ptr<const AllReduceAlgorithm>(makeAllReduce({}, codec));
@@ -92,6 +104,16 @@ Result reduce(int world, precision::ScalingMode mode, Poison poison = {}, bool w
   if (!sticky16) options.sticky16Inputs = nullptr;
   GradientReducer reducer(transport, std::move(named), {algorithm}, {}, options);
   for (int k = 0; k < world; ++k) {
+    if (handOver) {
+      // Only ranks kept as keys take a gradient handed over; rank 0 is marked as before.
+      const bool keys = k > 0 && reducer.keepsSticky16(0);
+      const float* from = k > 0 ? handed[static_cast<size_t>(k)].data() : r.grads[0].data();
+      EXPECT_EQ(reducer.markReadyFrom(1, k, from + 300), keys) << k;
+      if (!keys) reducer.markReady(1, k);
+      EXPECT_EQ(reducer.markReadyFrom(0, k, from), keys) << k;
+      if (!keys) reducer.markReady(0, k);
+      continue;
+    }
     reducer.markReady(1, k);
     reducer.markReady(0, k);
   }
@@ -160,7 +182,9 @@ TEST(BucketScaling, ShiftedInputsScaleOnlyWhatAShiftCovers) {
 // The simulator keeps ranks 1, 2, ... as sticky 16-bit keys under APS with E4M3 (half the
 // bytes): the reduction must give the bits of full fp32 copies, for both scaling modes, with a
 // NaN on some rank, and for a layer of fp32 subnormals (kept whole: the shift that lifts them
-// into E4M3's range is past 127, where a key would not round as its value).
+// into E4M3's range is past 127, where a key would not round as its value). The same where
+// those ranks hand their gradients over from buffers of their own, -0 where the copies hold
+// 0 + g = +0 (their registered buffers hold NaN and must not be read).
 TEST(BucketScaling, Sticky16CopiesReduceToTheBitsOfFullCopies) {
   for (int world : {2, 5, 8}) {
     for (auto mode : {precision::ScalingMode::Aps, precision::ScalingMode::Global}) {
@@ -168,13 +192,19 @@ TEST(BucketScaling, Sticky16CopiesReduceToTheBitsOfFullCopies) {
         for (const Poison& poison : {Poison{}, Poison{1, 310, std::numeric_limits<float>::quiet_NaN()}}) {
           const Result keys = reduce(world, mode, poison, false, tiny, true);
           const Result full = reduce(world, mode, poison, false, tiny, false);
+          const Result handed = reduce(world, mode, poison, false, tiny, true, true);
           ASSERT_TRUE(keys.sticky16);
           ASSERT_FALSE(full.sticky16);
+          ASSERT_TRUE(handed.sticky16);
           EXPECT_EQ(keys.nonFinite, full.nonFinite);
+          EXPECT_EQ(handed.nonFinite, full.nonFinite);
           for (size_t i = 0; i < full.grads[0].size(); ++i) {
             ASSERT_EQ(std::bit_cast<uint32_t>(keys.grads[0][i]), std::bit_cast<uint32_t>(full.grads[0][i]))
                 << "world " << world << " mode " << precision::scalingModeName(mode) << " tiny " << tiny << " value "
                 << i;
+            ASSERT_EQ(std::bit_cast<uint32_t>(handed.grads[0][i]), std::bit_cast<uint32_t>(full.grads[0][i]))
+                << "handed over: world " << world << " mode " << precision::scalingModeName(mode) << " tiny " << tiny
+                << " value " << i;
           }
         }
       }

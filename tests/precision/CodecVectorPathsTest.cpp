@@ -289,8 +289,9 @@ TEST(CodecVectorPaths, DecodeAddAndRoundTripIntoAreAlikeAtEveryCut) {
 // The simulator keeps its ranks' gradient copies as sticky 16-bit keys where the codec says
 // they round exactly: widened and scaled by any power of two, the key of any value but an
 // fp32 subnormal (which the copier keeps whole, and flags) must round trip to the bits the
-// full value does, for every qualifying format, NaNs and infinities included; and the copy
-// measures the full values' maximum.
+// full value plus zero does (-0 keys as +0, as a gradient written over a zeroed .grad is 0 + g),
+// for every qualifying format, NaNs and infinities included; and the copy measures the full
+// values' maximum.
 TEST(CodecVectorPaths, Sticky16KeysRoundLikeTheirValuesAtEveryShift) {
   std::vector<float> xs;
   for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 65537) {
@@ -318,8 +319,18 @@ TEST(CodecVectorPaths, Sticky16KeysRoundLikeTheirValuesAtEveryShift) {
     EXPECT_TRUE(subnormals) << at;
   }
   copyMaxAbsBitsSticky16(keys.data(), xs.data(), n, &subnormals);
-  std::vector<float> widened(xs.size());
+  std::vector<float> widened(xs.size()), plusZero(xs.size());
   widenSticky16(keys.data(), widened.data(), n);
+  for (size_t i = 0; i < xs.size(); ++i) plusZero[i] = 0.0f + xs[i];
+  // -0 among 16 values a step (the vector path) and in the rest (scalar) keys as +0.
+  for (size_t at : {size_t{3}, size_t{33}}) {
+    std::vector<float> some(40, -1.5f);
+    some[at] = -0.0f;
+    copyMaxAbsBitsSticky16(keys.data(), some.data(), 40, &subnormals);
+    EXPECT_EQ(keys[at], 0) << at;
+    EXPECT_EQ(keys[at + 1], 0xbfc0) << at;
+  }
+  copyMaxAbsBitsSticky16(keys.data(), xs.data(), n, &subnormals);
   int exact = 0;
   for (const auto& f : vectorPathFormats()) {
     for (auto mode : {RoundingMode::NearestEven, RoundingMode::Stochastic, RoundingMode::TowardZero}) {
@@ -329,7 +340,7 @@ TEST(CodecVectorPaths, Sticky16KeysRoundLikeTheirValuesAtEveryShift) {
       std::vector<float> a(xs.size()), b(xs.size()), ra(xs.size()), rb(xs.size());
       std::vector<uint8_t> scratch(codec.encodedBytes(n));
       for (int shift : {-140, -126, -60, -9, -1, 0, 1, 7, 30, 100, 127, 140}) {
-        scaleByPowerOfTwo(xs.data(), a.data(), n, shift);
+        scaleByPowerOfTwo(plusZero.data(), a.data(), n, shift);
         scaleByPowerOfTwo(widened.data(), b.data(), n, shift);
         codec.roundTripInto(a.data(), n, ra.data(), false, scratch.data());
         codec.roundTripInto(b.data(), n, rb.data(), false, scratch.data());
