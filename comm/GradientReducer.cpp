@@ -168,7 +168,8 @@ void GradientReducer::markReady(int param, int localRank) {
 bool GradientReducer::markReadyFrom(int param, int localRank, const float* from) {
   APS_CHECK(param >= 0 && param < paramCount(), "comm reducer: markReadyFrom of unknown parameter {}", param);
   APS_CHECK(localRank >= 0 && localRank < local_, "comm reducer: markReadyFrom for unknown local rank {}", localRank);
-  if (sticky16_[static_cast<size_t>(layout_.bucketOf(param))] == 0 || localRank == 0) return false;
+  const auto b = static_cast<size_t>(layout_.bucketOf(param));
+  if ((sticky16_[b] == 0 && folds_[b] == 0) || localRank == 0) return false;
   mark(param, localRank, from);
   return true;
 }

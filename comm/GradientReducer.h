@@ -160,10 +160,12 @@ class GradientReducer {
   // Thread-safe; each (param, localRank) once per step.
   void markReady(int param, int localRank = 0);
   // markReady with the gradient's values read from `from` (its registered count of floats)
-  // rather than from its registered buffer, where this rank keeps its gradient as sticky keys
-  // (the simulator's ranks other than 0): they are made straight from `from`, treated as 0 +
-  // from (no -0), the registered buffer is neither read nor written. Returns false and marks
-  // nothing where the rank keeps floats: the caller then writes the buffer and calls markReady.
+  // rather than from its registered buffer, for the simulator's ranks other than 0 where they
+  // keep their gradients as sticky keys (made straight from `from`, as keys of 0 + from) or
+  // their bucket folds (`from` folded, or staged in the rank's own buffer; a -0 in it adds as
+  // +0 would to a sum that starts from rank 0's 0 + g); the registered buffer is neither read
+  // nor written. Returns false and marks nothing otherwise: the caller then writes the buffer
+  // and calls markReady.
   bool markReadyFrom(int param, int localRank, const float* from);
   // Blocks until every bucket of this step is reduced; rethrows a communication error.
   // Throws aps::Error naming a parameter that was never marked ready.

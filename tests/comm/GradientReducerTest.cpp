@@ -151,7 +151,9 @@ TEST(GradientReducer, ReducesEveryBucketLikeOneAllReduceOfTheFlatBuffer) {
 // in turn (copy c: ranks c, c + 2, ...), as comm.sim_workers does, each marking its
 // gradients from its own thread in backward's order, so ranks arrive out of order and are
 // staged. The folded sums must be the bits of the unfolded reduction: -0 sums stay -0, a
-// NaN is flagged, and the bytes counted are the same.
+// NaN is flagged, and the bytes counted are the same. The same where ranks 1, 2, ... hand
+// their gradients over from buffers of their own (markReadyFrom, the trainer's gradient
+// taker) while the copies' registered buffers hold NaN.
 TEST(GradientReducer, FoldedSumsAreTheBitsOfTheUnfoldedOnes) {
   const int ranks = 8, copies = 2;
   const std::vector<int64_t> sizes{300, 7, 1000, 64, 5, 0};
@@ -172,7 +174,7 @@ TEST(GradientReducer, FoldedSumsAreTheBitsOfTheUnfoldedOnes) {
       std::vector<StepCommStats> stats;
       std::vector<bool> folds;
     };
-    const auto run = [&](bool hooks) {
+    const auto run = [&](bool hooks, bool handOver = false) {
       SimTransport sim(ranks);
       Model copyGrads(copies, sizes, 0);
       std::vector<std::vector<NamedGradient>> named;
@@ -190,9 +192,21 @@ TEST(GradientReducer, FoldedSumsAreTheBitsOfTheUnfoldedOnes) {
         for (int c = 0; c < copies; ++c) {
           workers.emplace_back([&, c] {
             for (int r = c; r < ranks; r += copies) {
-              for (size_t p = 0; p < sizes.size(); ++p) copyGrads.grads[static_cast<size_t>(c)][p] = grads[r][p];
+              for (size_t p = 0; p < sizes.size(); ++p) {
+                auto& registered = copyGrads.grads[static_cast<size_t>(c)][p];
+                if (handOver && r > 0) {
+                  std::fill(registered.begin(), registered.end(), std::numeric_limits<float>::quiet_NaN());
+                } else {
+                  registered = grads[r][p];
+                }
+              }
               for (int p = static_cast<int>(sizes.size()) - 1; p >= 0; --p) {
                 if ((r + p) % 3 == 0) std::this_thread::yield();
+                if (handOver) {
+                  const bool taken = reducer.markReadyFrom(p, r, grads[r][static_cast<size_t>(p)].data());
+                  EXPECT_EQ(taken, r > 0);
+                  if (taken) continue;
+                }
                 reducer.markReady(p, r);
               }
             }
@@ -204,7 +218,7 @@ TEST(GradientReducer, FoldedSumsAreTheBitsOfTheUnfoldedOnes) {
       out.result = copyGrads.grads;
       return out;
     };
-    const Run folded = run(false), plain = run(true);
+    const Run folded = run(false), plain = run(true), handed = run(false, true);
     ASSERT_FALSE(folded.folds.empty());
     for (size_t b = 0; b < folded.folds.size(); ++b) {
       EXPECT_TRUE(folded.folds[b]) << spec << " bucket " << b;
@@ -214,14 +228,20 @@ TEST(GradientReducer, FoldedSumsAreTheBitsOfTheUnfoldedOnes) {
       EXPECT_EQ(folded.stats[step].nonFinite, step == 1) << spec;
       EXPECT_EQ(plain.stats[step].nonFinite, step == 1) << spec;
       EXPECT_EQ(folded.stats[step].bytesSent, plain.stats[step].bytesSent) << spec;
+      EXPECT_EQ(handed.stats[step].nonFinite, step == 1) << spec;
+      EXPECT_EQ(handed.stats[step].bytesSent, plain.stats[step].bytesSent) << spec;
     }
     for (int c = 0; c < copies; ++c) {
       for (size_t p = 0; p < sizes.size(); ++p) {
         const auto& got = folded.result[static_cast<size_t>(c)][p];
         const auto& want = plain.result[static_cast<size_t>(c)][p];
+        const auto& gotHanded = handed.result[static_cast<size_t>(c)][p];
         ASSERT_EQ(got.size(), want.size());
+        ASSERT_EQ(gotHanded.size(), want.size());
         EXPECT_EQ(0, got.empty() ? 0 : std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
             << spec << " copy " << c << " param " << p;
+        EXPECT_EQ(0, got.empty() ? 0 : std::memcmp(gotHanded.data(), want.data(), got.size() * sizeof(float)))
+            << spec << " handed over: copy " << c << " param " << p;
       }
       EXPECT_TRUE(std::signbit(folded.result[static_cast<size_t>(c)][2][11])) << spec << ": a sum of -0 is -0";
     }
