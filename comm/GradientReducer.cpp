@@ -162,19 +162,18 @@ void GradientReducer::markReady(int param, int localRank) {
   APS_CHECK(param >= 0 && param < paramCount(), "comm reducer: markReady of unknown parameter {}", param);
   APS_CHECK(localRank >= 0 && localRank < local_, "comm reducer: markReady for unknown local rank {}", localRank);
   mark(param, localRank,
-       static_cast<const float*>(grads_[static_cast<size_t>(localRank)][static_cast<size_t>(param)].data));
+       static_cast<const float*>(grads_[static_cast<size_t>(localRank)][static_cast<size_t>(param)].data), false);
 }
 
 bool GradientReducer::markReadyFrom(int param, int localRank, const float* from) {
   APS_CHECK(param >= 0 && param < paramCount(), "comm reducer: markReadyFrom of unknown parameter {}", param);
   APS_CHECK(localRank >= 0 && localRank < local_, "comm reducer: markReadyFrom for unknown local rank {}", localRank);
-  const auto b = static_cast<size_t>(layout_.bucketOf(param));
-  if ((sticky16_[b] == 0 && folds_[b] == 0) || localRank == 0) return false;
-  mark(param, localRank, from);
+  if (localRank == 0) return false;
+  mark(param, localRank, from, true);
   return true;
 }
 
-void GradientReducer::mark(int param, int localRank, const float* from) {
+void GradientReducer::mark(int param, int localRank, const float* from, bool handed) {
   const auto p = static_cast<size_t>(param);
   const int b = layout_.bucketOf(param);
   const bool keys = sticky16_[static_cast<size_t>(b)] != 0 && localRank > 0;
@@ -208,6 +207,8 @@ void GradientReducer::mark(int param, int localRank, const float* from) {
       whole.resize(static_cast<size_t>(count));
       for (int64_t i = 0; i < count; ++i) whole[static_cast<size_t>(i)] = 0.0f + from[i];
     }
+  } else if (handed && !fold) {  // 0 + g, what the registered buffer would have held
+    maxAbsBits_[at] = precision::copyPlusZeroMaxAbsBits(static_cast<float*>(slot.data), from, count);
   } else if (from != slot.data) {
     maxAbsBits_[at] = precision::copyMaxAbsBits(static_cast<float*>(slot.data), from, count);
   }

@@ -159,13 +159,14 @@ class GradientReducer {
 
   // Thread-safe; each (param, localRank) once per step.
   void markReady(int param, int localRank = 0);
-  // markReady with the gradient's values read from `from` (its registered count of floats)
-  // rather than from its registered buffer, for the simulator's ranks other than 0 where they
-  // keep their gradients as sticky keys (made straight from `from`, as keys of 0 + from) or
-  // their bucket folds (`from` folded, or staged in the rank's own buffer; a -0 in it adds as
-  // +0 would to a sum that starts from rank 0's 0 + g); the registered buffer is neither read
-  // nor written. Returns false and marks nothing otherwise: the caller then writes the buffer
-  // and calls markReady.
+  // markReady with the gradient's values g read from `from` (its registered count of floats)
+  // rather than from its registered buffer, which is neither read nor written: the simulator's
+  // ranks other than 0 hand over backward's gradient (autograd::setGradTaker), which would
+  // have been written over a zeroed buffer as 0 + g. Keys are made as keys of 0 + g, copies
+  // into the rank's bucket buffer are 0 + g, and a folded bucket folds or stages g itself (a -0
+  // adds as +0 would to a sum that starts from rank 0's 0 + g). Returns false and marks
+  // nothing for local rank 0, whose buffer may be the bucket's: the caller then writes the
+  // buffer and calls markReady.
   bool markReadyFrom(int param, int localRank, const float* from);
   // Blocks until every bucket of this step is reduced; rethrows a communication error.
   // Throws aps::Error naming a parameter that was never marked ready.
@@ -190,8 +191,8 @@ class GradientReducer {
   void commLoop();
   void reduceBucket(int b);
   // Folds (param, localRank) from `src`, then every staged rank after it; mutex_ not held.
-  // markReady's work, the gradient's values read from `from`.
-  void mark(int param, int localRank, const float* from);
+  // markReady's work, the gradient's values read from `from` (handed: markReadyFrom's).
+  void mark(int param, int localRank, const float* from, bool handed);
   void foldFrom(int param, int localRank, const float* src);
   // One (param, rank) gradient is in its bucket; queues a complete bucket. mutex_ held.
   bool arrivedLocked(int bucket);

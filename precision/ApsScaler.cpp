@@ -64,6 +64,16 @@ uint32_t copyMaxAbsBits(float* dst, const float* src, int64_t n) {
   return maxBits;
 }
 
+uint32_t copyPlusZeroMaxAbsBits(float* dst, const float* src, int64_t n) {
+  uint32_t maxBits = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = 0.0f + src[i];
+    dst[i] = v;
+    maxBits = std::max(maxBits, kernels::absBits(v));
+  }
+  return maxBits;
+}
+
 uint32_t copyMaxAbsBitsSticky16(uint16_t* dst, const float* src, int64_t n, bool* fp32Subnormals) {
   uint32_t maxBits = 0, minNormalOrZero = 0x7fffffffu;
   int64_t i = 0;

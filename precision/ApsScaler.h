@@ -49,6 +49,9 @@ uint32_t maxAbsBits(const float* x, int64_t n);
 // dst = src (n values) and the largest kernels::absBits of them: the copy that measures what
 // APS's exponent needs on the way (above 0x7f800000 - 1: an inf or a NaN among them).
 uint32_t copyMaxAbsBits(float* dst, const float* src, int64_t n);
+// The same with dst = 0 + src (-0 becomes +0, a signalling NaN quiet), measured after the add:
+// what a gradient written over a zeroed buffer (0 + g) would give copyMaxAbsBits.
+uint32_t copyPlusZeroMaxAbsBits(float* dst, const float* src, int64_t n);
 
 // Sticky 16-bit keys: a value's top 16 fp32 bits (sign, exponent, 7 mantissa bits) with the
 // lowest one OR-ed with the 16 bits dropped. Widened back (the key in the top half, zeros

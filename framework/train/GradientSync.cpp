@@ -125,9 +125,9 @@ void GradientSync::attach(BeforeReady beforeReady) {
         if (beforeReady) beforeReady(static_cast<int64_t>(i), local, leaf);
         reducer_->markReady(static_cast<int>(i), local);
       });
-      // Without a hook that must see .grad first, a simulated rank that keeps its gradient as
-      // keys makes them straight from backward's gradient: no write to .grad and read back
-      // (a pass over the model's gradient per simulated rank and step).
+      // Without a hook that must see .grad first, simulated ranks other than 0 hand backward's
+      // gradient straight to the reducer: no write to .grad and read back (a pass over the
+      // model's gradient per simulated rank and step).
       if (!beforeReady) {
         autograd::setGradTaker(params[i].tensor, [this, i, c](const Tensor& g) {
           return reducer_->markReadyFrom(static_cast<int>(i), currentLocal_[c], static_cast<const float*>(g.rawData()));

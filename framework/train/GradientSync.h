@@ -56,9 +56,9 @@ class GradientSync {
   GradientSync& operator=(const GradientSync&) = delete;
 
   // Installs the gradient-ready hooks: each calls beforeReady(param, localRank, grad) (fault
-  // injection; may be empty), then hands the gradient to the reducer. Without beforeReady, a
-  // simulated rank that keeps its gradient as sticky keys also hands it over as backward makes
-  // it (autograd::setGradTaker, GradientReducer::markReadyFrom), without writing .grad.
+  // injection; may be empty), then hands the gradient to the reducer. Without beforeReady,
+  // simulated ranks other than 0 hand their gradients over as backward makes them
+  // (autograd::setGradTaker, GradientReducer::markReadyFrom), without writing .grad.
   using BeforeReady = std::function<void(int64_t param, int localRank, Tensor& grad)>;
   void attach(BeforeReady beforeReady);
 

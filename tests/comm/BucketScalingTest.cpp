@@ -105,13 +105,12 @@ Result reduce(int world, precision::ScalingMode mode, Poison poison = {}, bool w
   GradientReducer reducer(transport, std::move(named), {algorithm}, {}, options);
   for (int k = 0; k < world; ++k) {
     if (handOver) {
-      // Only ranks kept as keys take a gradient handed over; rank 0 is marked as before.
-      const bool keys = k > 0 && reducer.keepsSticky16(0);
+      // Ranks 1, 2, ... take a gradient handed over; rank 0 is marked as before.
       const float* from = k > 0 ? handed[static_cast<size_t>(k)].data() : r.grads[0].data();
-      EXPECT_EQ(reducer.markReadyFrom(1, k, from + 300), keys) << k;
-      if (!keys) reducer.markReady(1, k);
-      EXPECT_EQ(reducer.markReadyFrom(0, k, from), keys) << k;
-      if (!keys) reducer.markReady(0, k);
+      EXPECT_EQ(reducer.markReadyFrom(1, k, from + 300), k > 0) << k;
+      if (k == 0) reducer.markReady(1, k);
+      EXPECT_EQ(reducer.markReadyFrom(0, k, from), k > 0) << k;
+      if (k == 0) reducer.markReady(0, k);
       continue;
     }
     reducer.markReady(1, k);
@@ -183,8 +182,8 @@ TEST(BucketScaling, ShiftedInputsScaleOnlyWhatAShiftCovers) {
 // bytes): the reduction must give the bits of full fp32 copies, for both scaling modes, with a
 // NaN on some rank, and for a layer of fp32 subnormals (kept whole: the shift that lifts them
 // into E4M3's range is past 127, where a key would not round as its value). The same where
-// those ranks hand their gradients over from buffers of their own, -0 where the copies hold
-// 0 + g = +0 (their registered buffers hold NaN and must not be read).
+// those ranks hand their gradients over from buffers of their own, as keys or as full copies,
+// -0 where the registered buffers would hold 0 + g = +0 (they hold NaN and must not be read).
 TEST(BucketScaling, Sticky16CopiesReduceToTheBitsOfFullCopies) {
   for (int world : {2, 5, 8}) {
     for (auto mode : {precision::ScalingMode::Aps, precision::ScalingMode::Global}) {
@@ -193,11 +192,14 @@ TEST(BucketScaling, Sticky16CopiesReduceToTheBitsOfFullCopies) {
           const Result keys = reduce(world, mode, poison, false, tiny, true);
           const Result full = reduce(world, mode, poison, false, tiny, false);
           const Result handed = reduce(world, mode, poison, false, tiny, true, true);
+          const Result handedFull = reduce(world, mode, poison, false, tiny, false, true);
           ASSERT_TRUE(keys.sticky16);
           ASSERT_FALSE(full.sticky16);
           ASSERT_TRUE(handed.sticky16);
+          ASSERT_FALSE(handedFull.sticky16);
           EXPECT_EQ(keys.nonFinite, full.nonFinite);
           EXPECT_EQ(handed.nonFinite, full.nonFinite);
+          EXPECT_EQ(handedFull.nonFinite, full.nonFinite);
           for (size_t i = 0; i < full.grads[0].size(); ++i) {
             ASSERT_EQ(std::bit_cast<uint32_t>(keys.grads[0][i]), std::bit_cast<uint32_t>(full.grads[0][i]))
                 << "world " << world << " mode " << precision::scalingModeName(mode) << " tiny " << tiny << " value "
@@ -205,6 +207,9 @@ TEST(BucketScaling, Sticky16CopiesReduceToTheBitsOfFullCopies) {
             ASSERT_EQ(std::bit_cast<uint32_t>(handed.grads[0][i]), std::bit_cast<uint32_t>(full.grads[0][i]))
                 << "handed over: world " << world << " mode " << precision::scalingModeName(mode) << " tiny " << tiny
                 << " value " << i;
+            ASSERT_EQ(std::bit_cast<uint32_t>(handedFull.grads[0][i]), std::bit_cast<uint32_t>(full.grads[0][i]))
+                << "handed over, full copies: world " << world << " mode " << precision::scalingModeName(mode)
+                << " tiny " << tiny << " value " << i;
           }
         }
       }
