@@ -130,7 +130,9 @@ void GradientSync::attach(BeforeReady beforeReady) {
       // model's gradient per simulated rank and step).
       if (!beforeReady) {
         autograd::setGradTaker(params[i].tensor, [this, i, c](const Tensor& g) {
-          return reducer_->markReadyFrom(static_cast<int>(i), currentLocal_[c], static_cast<const float*>(g.rawData()));
+          // The reducer reads host memory: a gradient elsewhere goes through .grad.
+          return g.device().isCpu() &&
+                 reducer_->markReadyFrom(static_cast<int>(i), currentLocal_[c], static_cast<const float*>(g.rawData()));
         });
       }
     }
