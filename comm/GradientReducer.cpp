@@ -205,7 +205,7 @@ void GradientReducer::mark(int param, int localRank, const float* from, bool han
     if (subnormals) {  // 0 + x, as the keys are (markReadyFrom's values may hold -0)
       std::vector<float>& whole = whole_[static_cast<size_t>(localRank)][p];
       whole.resize(static_cast<size_t>(count));
-      for (int64_t i = 0; i < count; ++i) whole[static_cast<size_t>(i)] = 0.0f + from[i];
+      precision::copyPlusZeroMaxAbsBits(whole.data(), from, count);  // the maximum is the keys'
     }
   } else if (handed && !fold) {  // 0 + g, what the registered buffer would have held
     maxAbsBits_[at] = precision::copyPlusZeroMaxAbsBits(static_cast<float*>(slot.data), from, count);

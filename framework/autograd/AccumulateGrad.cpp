@@ -28,13 +28,13 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& gradOutputs) {
     APS_CHECK(incoming.sizes() == leaf.sizes(), "backward: gradient of shape {} for a leaf of shape {}",
               incoming.shapeString(), leaf.shapeString());
     auto& slots = leaf_->autograd();
-    if (slots.grad && slots.gradZeroPending && slots.gradTaker && gradFormat() == ComputeFormat::Fp32 &&
-        incoming.isContiguous() && incoming.dtype() == DType::Float32 && slots.gradTaker(incoming)) {
-      slots.gradZeroPending = false;  // .grad holds nothing of this backward: the taker has it
-      return {};
-    }
     if (slots.grad && slots.gradZeroPending) {
       slots.gradZeroPending = false;
+      // A taker that takes the gradient stands for .grad (which then holds nothing of this
+      // backward) and the ready hooks.
+      if (slots.gradTaker && gradFormat() == ComputeFormat::Fp32 && incoming.isContiguous() &&
+          incoming.dtype() == DType::Float32 && slots.gradTaker(incoming))
+        return {};
       Tensor grad(slots.grad);
       assignZeroPlus(grad, incoming);  // the bits of zero() then addInto
       roundInPlace(grad, gradFormat());
