@@ -35,6 +35,9 @@ std::shared_ptr<const Dataset> segmentation(std::shared_ptr<const ExampleSource>
 
 std::shared_ptr<const Dataset> makeDataset(const DatasetSpec& spec) {
   const std::string& name = spec.name;
+  APS_CHECK(spec.maxImagePixels <= kMaxImagePixels, "dataset {}: maxImagePixels {} is above the decoder's limit {}",
+            name, spec.maxImagePixels, kMaxImagePixels);
+  const uint64_t maxPixels = spec.maxImagePixels > 0 ? spec.maxImagePixels : kMaxImagePixels;
   APS_CHECK(spec.cropSize >= 0, "dataset {}: cropSize must be >= 0, got {}", name, spec.cropSize);
   if (name == "fashion_mnist" || name == "mnist") {
     const bool fashion = name == "fashion_mnist";
@@ -76,18 +79,18 @@ std::shared_ptr<const Dataset> makeDataset(const DatasetSpec& spec) {
       t = {std::make_shared<Resize>(size * 8 / 7), std::make_shared<CenterCrop>(size)};
     }
     const std::string folder = (std::filesystem::path(spec.root) / spec.split).string();
-    return std::make_shared<TransformedDataset>(std::make_shared<ImageFolderSource>(folder), t, imageNetNorm());
+    return std::make_shared<TransformedDataset>(std::make_shared<ImageFolderSource>(folder, maxPixels), t, imageNetNorm());
   }
   if (name == "cityscapes") {
     APS_CHECK(!spec.root.empty(), "dataset cityscapes needs a root folder");
     const int h = spec.cropSize > 0 ? spec.cropSize : 512;
     const int w = spec.cropSize > 0 ? spec.cropSize : 1024;
-    return segmentation(openCityscapes(spec.root, spec.split), spec, h, w, false);
+    return segmentation(openCityscapes(spec.root, spec.split, maxPixels), spec, h, w, false);
   }
   if (name == "voc") {
     APS_CHECK(!spec.root.empty(), "dataset voc needs a root folder (VOCdevkit/VOC2012)");
     const int size = spec.cropSize > 0 ? spec.cropSize : (spec.augment ? 480 : 512);
-    return segmentation(openPascalVoc(spec.root, spec.split), spec, size, size, true);
+    return segmentation(openPascalVoc(spec.root, spec.split, maxPixels), spec, size, size, true);
   }
   if (name == "fashion_mnist_seg") {
     auto base = openFashionMnist(spec.split, spec.root.empty() ? kFashionMnistDir : spec.root);

@@ -20,6 +20,7 @@ struct DatasetSpec {
   int cropSize = 0;             // 0: the recipe's size (224 ImageNet, 512x1024 Cityscapes, 480 VOC)
   uint64_t seed = 0;            // fashion_mnist_seg: which synthetic set
   int64_t size = 0;             // fashion_mnist_seg: number of examples (0: as many as base items)
+  uint64_t maxImagePixels = 0;  // imagenet / cityscapes / voc: the largest image decoded (0: kMaxImagePixels)
 };
 
 // Builds the dataset with the pipeline its usual recipe uses:

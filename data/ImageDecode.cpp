@@ -37,28 +37,32 @@ struct VocColourTable {
   }
 };
 
-// Images larger than this are refused before decoding: a few header bytes can otherwise make
-// the decoder allocate gigabytes (found by fuzzing). 2^26 pixels is 8192 x 8192, 32 times a
-// Cityscapes frame; decoding one (16-bit PNG or progressive JPEG, then the RGB copy) peaks
-// below 1 GiB, where 2^28 pixels peaked near the fuzzers' 2 GiB limit.
-constexpr uint64_t kMaxPixels = uint64_t{1} << 26;
-
 uint32_t bigEndian(const uint8_t* p, int bytes) {
   uint32_t v = 0;
   for (int i = 0; i < bytes; ++i) v = (v << 8) | p[i];
   return v;
 }
 
+// What an image's header declares.
+struct Header {
+  uint64_t width = 0, height = 0;
+  uint64_t pngBitsPerPixel = 0;  // PNG: bit depth x channels (0 for a colour type PNG does not define)
+};
+
 // Width and height from a PNG's IHDR chunk (ISO/IEC 15948, 11.2.2) or a JPEG's first SOFn
 // frame header (ITU-T T.81, B.2.2); false when the header does not say. Bytes between JPEG
 // segments that are not a marker are skipped, as libjpeg skips them (with a warning), so that
 // such bytes cannot hide the frame header from this check but not from the decoder.
-bool headerSize(const std::vector<uint8_t>& bytes, bool png, uint64_t& width, uint64_t& height) {
+bool readHeader(const std::vector<uint8_t>& bytes, bool png, Header& h) {
   const size_t n = bytes.size();
   if (png) {
-    if (n < 24) return false;
-    width = bigEndian(&bytes[16], 4);
-    height = bigEndian(&bytes[20], 4);
+    if (n < 26) return false;
+    h.width = bigEndian(&bytes[16], 4);
+    h.height = bigEndian(&bytes[20], 4);
+    // Samples per pixel by colour type (ISO/IEC 15948, 6.1): grey, -, RGB, palette, grey + alpha, -, RGBA.
+    static constexpr uint64_t kChannels[7] = {1, 0, 3, 1, 2, 0, 4};
+    const uint8_t depth = bytes[24], colourType = bytes[25];
+    h.pngBitsPerPixel = colourType < 7 ? depth * kChannels[colourType] : 0;
     return true;
   }
   for (size_t at = 2; at + 4 <= n;) {
@@ -75,8 +79,8 @@ bool headerSize(const std::vector<uint8_t>& bytes, bool png, uint64_t& width, ui
     const bool frame = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 && marker != 0xC8 && marker != 0xCC;
     if (frame) {
       if (at + 9 > n) return false;
-      height = bigEndian(&bytes[at + 5], 2);
-      width = bigEndian(&bytes[at + 7], 2);
+      h.height = bigEndian(&bytes[at + 5], 2);
+      h.width = bigEndian(&bytes[at + 7], 2);
       return true;
     }
     if (length < 2) return false;
@@ -85,11 +89,33 @@ bool headerSize(const std::vector<uint8_t>& bytes, bool png, uint64_t& width, ui
   return false;
 }
 
+// The most pixels a file of n bytes can hold, from the entropy coders' own limits, so that a
+// header cannot make the decoder do work out of all proportion to its input (libjpeg fills a
+// short scan with zeros and decodes every declared block: 291 bytes declaring 10859 x 4589
+// progressive pixels took 20 s under the sanitizers).
+//  - JPEG: every 8x8 block of a full-resolution component has a DC coefficient, coded with a
+//    Huffman code of at least one bit (ITU-T T.81, F.1.2.1; progressive DC scans too, G.1.2.1),
+//    so n bytes hold at most 8n blocks: 512 pixels a byte. A blank 4:2:0 baseline JPEG needs
+//    about 3 bits a block (170 pixels a byte) and photographs 1 to 3 bits a pixel, so no real
+//    file comes near. Arithmetic coding (SOF9 and up, rare in datasets) could compress a blank
+//    image further; such a file past the bound is refused like any other.
+//  - PNG: the image data is a zlib stream whose deflate codes emit at most 258 bytes for two
+//    bits (RFC 1951: the longest match, the shortest length and distance codes), 1032 bytes a
+//    byte, so the scanlines (one filter byte plus the packed samples a row) hold at most 1032n
+//    bytes; a 1-bit PNG is then bounded by about 8000 pixels a byte, an 8-bit label map by 1000.
+// Called after the pixel limit, which keeps the products below 2^40.
+bool inProportion(const Header& h, bool png, uint64_t n) {
+  if (!png) return h.width * h.height <= 512 * n;
+  if (h.pngBitsPerPixel == 0) return true;  // libpng refuses the colour type itself
+  const uint64_t rowBytes = 1 + (h.width * h.pngBitsPerPixel + 7) / 8;
+  return h.height * rowBytes <= 1032 * n;
+}
+
 // The bytes of an image file, checked to be complete: OpenCV's JPEG decoder returns a partly
 // grey image for a truncated file (libjpeg only warns), so a JPEG must contain its EOI marker
 // (FF D9, which cannot occur inside entropy-coded data: ITU-T T.81, B.1.1.5) and a PNG its IEND
 // chunk (ISO/IEC 15948, 5.6) near the end.
-cv::Mat decodeCompleteFile(const std::string& path, int flags, const char* what) {
+cv::Mat decodeCompleteFile(const std::string& path, int flags, const char* what, uint64_t maxPixels) {
   requirePath(path, what);
   const std::vector<uint8_t> bytes = readFileBytes(path);
   const size_t n = bytes.size();
@@ -110,13 +136,16 @@ cv::Mat decodeCompleteFile(const std::string& path, int flags, const char* what)
   } else {
     APS_CHECK(tailHas({'I', 'E', 'N', 'D'}), "{}: truncated PNG file (no IEND chunk)", path);
   }
-  uint64_t width = 0, height = 0;
+  Header h;
   // A JPEG without a frame header cannot be decoded either; refusing it here keeps the size
-  // check from being bypassed.
-  APS_CHECK(headerSize(bytes, png, width, height), "cannot decode {} {}: no {} header", what, path,
-            png ? "IHDR" : "frame (SOFn)");
-  APS_CHECK(width * height <= kMaxPixels, "{}: image size {}x{} exceeds the {}-pixel limit", path, width, height,
-            kMaxPixels);
+  // checks from being bypassed. Both checks come before OpenCV allocates or decodes anything.
+  APS_CHECK(readHeader(bytes, png, h), "cannot decode {} {}: no {} header", what, path, png ? "IHDR" : "frame (SOFn)");
+  APS_CHECK(h.width * h.height <= std::min(maxPixels, kMaxImagePixels), "{}: image size {}x{} exceeds the {}-pixel limit",
+            path, h.width, h.height, std::min(maxPixels, kMaxImagePixels));
+  APS_CHECK(inProportion(h, png, n),
+            "{}: image size {}x{} is out of proportion to the file's {} bytes (more pixels than {} coding can "
+            "hold; the file is corrupt or crafted)",
+            path, h.width, h.height, n, png ? "PNG's deflate" : "JPEG's Huffman");
   const cv::Mat raw(1, static_cast<int>(n), CV_8UC1, const_cast<uint8_t*>(bytes.data()));
   cv::Mat decoded;
   try {
@@ -143,16 +172,17 @@ void vocPaletteColour(int index, uint8_t rgb[3]) {
   rgb[2] = static_cast<uint8_t>(b);
 }
 
-void decodeImageFile(const std::string& path, Image& out) {
-  const cv::Mat bgr = decodeCompleteFile(path, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION, "image");
+void decodeImageFile(const std::string& path, Image& out, uint64_t maxPixels) {
+  const cv::Mat bgr = decodeCompleteFile(path, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION, "image", maxPixels);
   APS_CHECK(bgr.type() == CV_8UC3, "{}: unexpected decoded type {}", path, bgr.type());
   out.reshape(bgr.rows, bgr.cols, 3);
   cv::Mat rgb(bgr.rows, bgr.cols, CV_8UC3, out.pixels.data());
   cv::cvtColor(bgr, rgb, cv::COLOR_BGR2RGB);
 }
 
-void decodeLabelFile(const std::string& path, LabelEncoding encoding, int64_t numClasses, LabelMap& out) {
-  const cv::Mat raw = decodeCompleteFile(path, cv::IMREAD_UNCHANGED, "label image");
+void decodeLabelFile(const std::string& path, LabelEncoding encoding, int64_t numClasses, LabelMap& out,
+                     uint64_t maxPixels) {
+  const cv::Mat raw = decodeCompleteFile(path, cv::IMREAD_UNCHANGED, "label image", maxPixels);
   APS_CHECK(raw.depth() == CV_8U, "{}: label images must have 8-bit channels", path);
   out.reshape(raw.rows, raw.cols);
   uint8_t* labels = out.labels.data();

@@ -22,7 +22,7 @@ bool isImageFile(const fs::path& path) {
 
 }  // namespace
 
-ImageFolderSource::ImageFolderSource(const std::string& root) : root_(root) {
+ImageFolderSource::ImageFolderSource(const std::string& root, uint64_t maxPixels) : root_(root), maxPixels_(maxPixels) {
   requirePath(root, "image folder");
   APS_CHECK(fs::is_directory(root), "image folder {} is not a directory", root);
   for (const auto& entry : fs::directory_iterator(root)) {
@@ -49,7 +49,7 @@ std::string ImageFolderSource::path(int64_t index) const {
 }
 
 void ImageFolderSource::read(int64_t index, Example& out) const {
-  decodeImageFile(path(index), out.image);
+  decodeImageFile(path(index), out.image, maxPixels_);
   out.mask.reshape(0, 0);
   out.label = labelOf(index);
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "data/ExampleSource.h"
+#include "data/ImageDecode.h"
 
 #include <string>
 #include <vector>
@@ -14,7 +15,8 @@ namespace aps::data {
 // read(), so the loader's worker threads share it.
 class ImageFolderSource final : public ExampleSource {
  public:
-  explicit ImageFolderSource(const std::string& root);
+  // maxPixels: the largest image accepted (decodeImageFile).
+  explicit ImageFolderSource(const std::string& root, uint64_t maxPixels = kMaxImagePixels);
 
   int64_t size() const override { return static_cast<int64_t>(files_.size()); }
   int64_t numClasses() const override { return static_cast<int64_t>(classNames_.size()); }
@@ -32,6 +34,7 @@ class ImageFolderSource final : public ExampleSource {
     int64_t label = 0;
   };
   std::string root_;
+  uint64_t maxPixels_ = kMaxImagePixels;
   std::vector<std::string> classNames_;
   std::vector<Entry> files_;
 };

@@ -11,8 +11,9 @@ namespace aps::data {
 
 namespace fs = std::filesystem;
 
-SegmentationPairSource::SegmentationPairSource(std::vector<Pair> pairs, int64_t numClasses, LabelEncoding encoding)
-    : pairs_(std::move(pairs)), numClasses_(numClasses), encoding_(encoding) {
+SegmentationPairSource::SegmentationPairSource(std::vector<Pair> pairs, int64_t numClasses, LabelEncoding encoding,
+                                               uint64_t maxPixels)
+    : pairs_(std::move(pairs)), numClasses_(numClasses), encoding_(encoding), maxPixels_(maxPixels) {
   APS_CHECK(numClasses > 0 && numClasses < kIgnoreLabel, "segmentation: numClasses must be in [1, 255), got {}",
             numClasses);
 }
@@ -20,8 +21,8 @@ SegmentationPairSource::SegmentationPairSource(std::vector<Pair> pairs, int64_t 
 void SegmentationPairSource::read(int64_t index, Example& out) const {
   APS_CHECK(index >= 0 && index < size(), "segmentation pair index {} out of range [0, {})", index, size());
   const Pair& p = pair(index);
-  decodeImageFile(p.image, out.image);
-  decodeLabelFile(p.labels, encoding_, numClasses_, out.mask);
+  decodeImageFile(p.image, out.image, maxPixels_);
+  decodeLabelFile(p.labels, encoding_, numClasses_, out.mask, maxPixels_);
   APS_CHECK(out.image.height == out.mask.height && out.image.width == out.mask.width,
             "segmentation pair size mismatch: {} is {}x{} but {} is {}x{}", p.image, out.image.width, out.image.height,
             p.labels, out.mask.width, out.mask.height);
@@ -33,7 +34,8 @@ std::string SegmentationPairSource::describe(int64_t index) const {
   return p.image + " / " + p.labels;
 }
 
-std::shared_ptr<SegmentationPairSource> openCityscapes(const std::string& root, const std::string& split) {
+std::shared_ptr<SegmentationPairSource> openCityscapes(const std::string& root, const std::string& split,
+                                                       uint64_t maxPixels) {
   constexpr int64_t kCityscapesTrainClasses = 19;
   const std::string kImageSuffix = "_leftImg8bit.png";
   const fs::path imageRoot = fs::path(root) / "leftImg8bit" / split;
@@ -63,10 +65,12 @@ std::shared_ptr<SegmentationPairSource> openCityscapes(const std::string& root, 
     }
   }
   APS_CHECK(!pairs.empty(), "no *_leftImg8bit.png images under {}", imageRoot.string());
-  return std::make_shared<SegmentationPairSource>(std::move(pairs), kCityscapesTrainClasses, LabelEncoding::kIndex);
+  return std::make_shared<SegmentationPairSource>(std::move(pairs), kCityscapesTrainClasses, LabelEncoding::kIndex,
+                                                  maxPixels);
 }
 
-std::shared_ptr<SegmentationPairSource> openPascalVoc(const std::string& root, const std::string& split) {
+std::shared_ptr<SegmentationPairSource> openPascalVoc(const std::string& root, const std::string& split,
+                                                      uint64_t maxPixels) {
   constexpr int64_t kVocClasses = 21;  // background + 20 object classes
   const fs::path listPath = fs::path(root) / "ImageSets" / "Segmentation" / (split + ".txt");
   requirePath(listPath.string(), "Pascal VOC split list");
@@ -82,7 +86,7 @@ std::shared_ptr<SegmentationPairSource> openPascalVoc(const std::string& root, c
     pairs.push_back({image, labels});
   }
   APS_CHECK(!pairs.empty(), "Pascal VOC split list {} names no images", listPath.string());
-  return std::make_shared<SegmentationPairSource>(std::move(pairs), kVocClasses, LabelEncoding::kVocPalette);
+  return std::make_shared<SegmentationPairSource>(std::move(pairs), kVocClasses, LabelEncoding::kVocPalette, maxPixels);
 }
 
 }  // namespace aps::data

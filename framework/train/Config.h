@@ -18,7 +18,8 @@ struct TrainConfig {
   };
   struct Data {
     std::string dataset, path;
-    int64_t batchSize = 0, testBatchSize = 0, workers = 0, prefetch = 0, trainSamples = 0, testSamples = 0;
+    int64_t batchSize = 0, testBatchSize = 0, workers = 0, prefetch = 0, trainSamples = 0, testSamples = 0,
+            maxImagePixels = 0;
     bool augment = false;
   };
   struct Optimizer {

@@ -83,6 +83,9 @@ std::vector<ConfigKey> dataKeys() {
        "use only the first N training samples; 0: all", APS_FIELD(data.trainSamples)},
       {"data.test_samples", K::Int, "0", 0, 1e9, {},
        "evaluate on the first N test samples; 0: all", APS_FIELD(data.testSamples)},
+      {"data.max_image_pixels", K::Int, "0", 0, 67108864, {},
+       "image datasets: refuse a file declaring more pixels; 0: the decoder's limit 67108864 (8192 x 8192)",
+       APS_FIELD(data.maxImagePixels)},
   };
 }
 

@@ -103,8 +103,9 @@ void Trainer::State::setupModel() {
 
 void Trainer::State::setupData() {
   const auto& d = config.data;
-  data::DatasetSpec train{recipeName(d.dataset), d.path, "train", d.augment, 0, config.seed, 0};
-  data::DatasetSpec test{recipeName(d.dataset), d.path, testSplit(d.dataset), false, 0, config.seed + 1, 0};
+  const auto maxPixels = static_cast<uint64_t>(d.maxImagePixels);
+  data::DatasetSpec train{recipeName(d.dataset), d.path, "train", d.augment, 0, config.seed, 0, maxPixels};
+  data::DatasetSpec test{recipeName(d.dataset), d.path, testSplit(d.dataset), false, 0, config.seed + 1, 0, maxPixels};
   trainSet = data::makeDataset(train);
   testSet = data::makeDataset(test);
   APS_CHECK(trainSet->numClasses() == config.model.numClasses, "model.num_classes = {} but dataset '{}' has {} classes",
