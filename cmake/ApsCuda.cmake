@@ -2,6 +2,15 @@
 # found (e.g. under /usr/local/cuda). The CUDA code compiles on machines without a GPU;
 # tests labelled 'cuda' skip at run time when no device is present.
 set(APS_CUDA_ENABLED OFF)
+# APS_CUDA_EMULATION=ON replaces the toolkit: the runtime, kernels, cuDNN/cuBLAS wrappers and
+# optimizer updates of framework/*/cuda are served by the host (*/cuda/emu), so every device
+# path runs in CI. APS_CUDA_BACKEND is ON when either provides the aps::cuda interfaces.
+if(APS_CUDA_EMULATION)
+  if(APS_WITH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "APS_CUDA_EMULATION=ON and APS_WITH_CUDA=ON exclude each other: the emulation replaces the toolkit")
+  endif()
+  set(APS_WITH_CUDA OFF)
+endif()
 if(NOT APS_WITH_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
@@ -34,4 +43,8 @@ if(NOT APS_WITH_CUDA STREQUAL "OFF")
     message(FATAL_ERROR "APS_WITH_CUDA=ON but the CUDA toolkit with cuDNN, cuBLAS and NCCL was not found "
                         "(looked for nvcc at CMAKE_CUDA_COMPILER or /usr/local/cuda/bin/nvcc)")
   endif()
+endif()
+set(APS_CUDA_BACKEND OFF)
+if(APS_CUDA_ENABLED OR APS_CUDA_EMULATION)
+  set(APS_CUDA_BACKEND ON)
 endif()

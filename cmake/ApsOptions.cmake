@@ -1,6 +1,7 @@
 # Build options and compiler flags shared by every target.
 set(APS_WITH_CUDA "AUTO" CACHE STRING "Build the CUDA backend: AUTO (when the toolkit with cuDNN, cuBLAS and NCCL is found), ON, OFF")
 set_property(CACHE APS_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
+option(APS_CUDA_EMULATION "Test build: serve device: cuda from a host-emulated CUDA device (framework/tensor/cuda/emu) instead of the CUDA toolkit; never for training" OFF)
 option(APS_BUILD_TESTS "Build the tests" ON)
 option(APS_WERROR "Treat warnings as errors" OFF)
 option(APS_NATIVE "Compile for the host CPU (-march=native)" ON)

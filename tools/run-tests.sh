@@ -3,7 +3,8 @@
 # builds, and runs every test not labelled 'slow' (ctest prints the summary). Then the
 # sanitizer tree (tools/build-san.sh: clang, AddressSanitizer + UndefinedBehaviorSanitizer,
 # -O1): the unit tests under the sanitizers and a short libFuzzer run of every parser of
-# outside input (label 'fuzz').
+# outside input (label 'fuzz'). Last the emulated-device tree (tools/build-emu.sh): the tests
+# labelled cuda and cuda_emu, every device path served by the host-emulated CUDA device.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
@@ -25,3 +26,9 @@ export LSAN_OPTIONS=suppressions=$PWD/tools/sanitizer/lsan.supp
 ctest --test-dir build-san -L 'unit|fuzz' -LE 'slow|mpi|tools' -E '^(TrainerTest|HardeningTrainerTest|ModelTraining|Preemption|RunDirectory)\.' \
   --output-on-failure -j 2 --timeout 1200
 echo "run-tests.sh: sanitizer tree built in $((built - start)) s, tested in $(($(date +%s) - built)) s"
+
+start=$(date +%s)
+bash tools/build-emu.sh
+built=$(date +%s)
+ctest --test-dir build-emu -L cuda --output-on-failure -j 2 --timeout 900
+echo "run-tests.sh: emulated-device tree built in $((built - start)) s, tested in $(($(date +%s) - built)) s"

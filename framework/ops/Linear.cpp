@@ -5,37 +5,9 @@
 #include "framework/core/Profile.h"
 #include "framework/ops/Autocast.h"
 #include "framework/ops/Checks.h"
-
-#include <Eigen/Core>
-
-#include <algorithm>
+#include "framework/ops/cpu/Kernels.h"
 
 namespace aps::ops {
-
-namespace {
-using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMap = Eigen::Map<const Matrix>;
-using Map = Eigen::Map<Matrix>;
-
-ConstMap asMatrix(const Tensor& t) { return ConstMap(t.data<float>(), t.size(0), t.size(1)); }
-Map asMatrix(Tensor& t) { return Map(t.data<float>(), t.size(0), t.size(1)); }
-
-// Column sums of g (N, out), each summed over n in order (bias gradient).
-Tensor columnSums(const Tensor& g) {
-  const int64_t n = g.size(0), m = g.size(1);
-  Tensor out = Tensor::empty({m});
-  const float* p = g.data<float>();
-  float* o = out.data<float>();
-  parallelFor(m, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
-    for (int64_t j = begin; j < end; ++j) {
-      float s = 0.0f;
-      for (int64_t i = 0; i < n; ++i) s += p[i * m + j];
-      o[j] = s;
-    }
-  });
-  return out;
-}
-}  // namespace
 
 Tensor linear(const Tensor& xIn, const Tensor& weightIn, const Tensor& biasIn) {
   const Tensor x = autocastInput(xIn), weight = autocastInput(weightIn), bias = autocastInput(biasIn);
@@ -57,12 +29,9 @@ Tensor linear(const Tensor& xIn, const Tensor& weightIn, const Tensor& biasIn) {
   const double bytes = 4.0 * static_cast<double>(cx.numel() + cw.numel() + out.numel());
   {
     const profile::Scope scope("linear.forward", flops, bytes);
-    auto y = asMatrix(out);
-    y.noalias() = asMatrix(cx) * asMatrix(cw).transpose();
-    if (bias.defined()) {
-      const Tensor cb = bias.contiguous();
-      y.rowwise() += Eigen::Map<const Eigen::RowVectorXf>(cb.data<float>(), cb.numel());
-    }
+    const Tensor cb = bias.defined() ? bias.contiguous() : Tensor();
+    cpu::linearForward(out.data<float>(), cx.data<float>(), cw.data<float>(), cb.defined() ? cb.data<float>() : nullptr,
+                       x.size(0), weight.size(1), weight.size(0));
   }
   const bool gx = x.requiresGrad(), gw = weight.requiresGrad(), gb = bias.defined() && bias.requiresGrad();
   std::vector<Tensor> inputs{x, weight};
@@ -72,15 +41,12 @@ Tensor linear(const Tensor& xIn, const Tensor& weightIn, const Tensor& biasIn) {
     const Tensor g = gIn.contiguous();
     const profile::Scope scope("linear.backward", (gx ? flops : 0.0) + (gw ? flops : 0.0), bytes);
     std::vector<Tensor> grads(hasBias ? 3 : 2);
-    if (gx) {
-      grads[0] = Tensor::empty(cx.sizes());
-      asMatrix(grads[0]).noalias() = asMatrix(g) * asMatrix(cw);
-    }
-    if (gw) {
-      grads[1] = Tensor::empty(cw.sizes());
-      asMatrix(grads[1]).noalias() = asMatrix(g).transpose() * asMatrix(cx);
-    }
-    if (gb) grads[2] = columnSums(g);
+    if (gx) grads[0] = Tensor::empty(cx.sizes());
+    if (gw) grads[1] = Tensor::empty(cw.sizes());
+    if (gb) grads[2] = Tensor::empty({cw.size(0)});
+    auto ptr = [](Tensor& t) { return t.defined() ? t.data<float>() : nullptr; };
+    cpu::linearBackward(ptr(grads[0]), ptr(grads[1]), hasBias ? ptr(grads[2]) : nullptr, g.data<float>(),
+                        cx.data<float>(), cw.data<float>(), cx.size(0), cw.size(1), cw.size(0));
     return grads;
   });
 }
@@ -94,19 +60,15 @@ Tensor matmul(const Tensor& aIn, const Tensor& bIn) {
   APS_CHECK(a.size(1) == b.size(0), "matmul: shapes {} and {} do not match", a.shapeString(), b.shapeString());
   const Tensor ca = a.contiguous().detach(), cb = b.contiguous().detach();
   Tensor out = Tensor::empty({a.size(0), b.size(1)});
-  asMatrix(out).noalias() = asMatrix(ca) * asMatrix(cb);
+  cpu::matmul(out.data<float>(), ca.data<float>(), cb.data<float>(), a.size(0), a.size(1), b.size(1));
   const bool ga = a.requiresGrad(), gb = b.requiresGrad();
   return autograd::recordFunction(out, "MatmulBackward", {a, b}, [=](const Tensor& gIn) {
     const Tensor g = gIn.contiguous();
     std::vector<Tensor> grads(2);
-    if (ga) {
-      grads[0] = Tensor::empty(ca.sizes());
-      asMatrix(grads[0]).noalias() = asMatrix(g) * asMatrix(cb).transpose();
-    }
-    if (gb) {
-      grads[1] = Tensor::empty(cb.sizes());
-      asMatrix(grads[1]).noalias() = asMatrix(ca).transpose() * asMatrix(g);
-    }
+    if (ga) grads[0] = Tensor::empty(ca.sizes());
+    if (gb) grads[1] = Tensor::empty(cb.sizes());
+    cpu::matmulBackward(ga ? grads[0].data<float>() : nullptr, gb ? grads[1].data<float>() : nullptr, g.data<float>(),
+                        ca.data<float>(), cb.data<float>(), ca.size(0), ca.size(1), cb.size(1));
     return grads;
   });
 }

@@ -2,6 +2,7 @@
 // over values (or bytes of two 4-bit values) and one max reduction per block. No fmt here
 // (nvcc cannot compile it): errors go through APS_CUDA_CHECK.
 #include "precision/cuda/CodecKernels.h"
+#include "precision/cuda/CodecElements.h"
 
 #include "framework/core/Philox.h"
 #include "framework/tensor/cuda/CudaCheck.h"
@@ -31,96 +32,21 @@ int64_t blockCount(const Params& p, int64_t n) { return (n + blockLength(p, n) -
 using aps::cuda::launch::firstIndex;
 using aps::cuda::launch::gridStride;
 
-// The element format's wire value of element i (FloatCodec's packing).
-__device__ inline float elementValue(const kernels::CodeDecodeParams& d, int32_t width, const uint8_t* in, int64_t i) {
-  if (width == 0) {
-    const uint32_t byte = in[i / 2];
-    return kernels::decodeCode((i & 1) ? byte >> 4 : byte & 15u, d);
-  }
-  if (width == 1) return kernels::decodeCode(in[i], d);
-  if (width == 2) return kernels::decodeCode(uint32_t{in[2 * i]} | (uint32_t{in[2 * i + 1]} << 8), d);
-  const uint8_t* b = in + 4 * i;
-  return bitCast<float>(uint32_t{b[0]} | (uint32_t{b[1]} << 8) | (uint32_t{b[2]} << 16) | (uint32_t{b[3]} << 24));
-}
+using elements::Plain;
+using elements::Rounding;
+using elements::roundingOf;
+using elements::Scaled;
+using elements::Sum;
 
-struct Rounding {
-  kernels::RoundingParams params;
-  RoundingMode mode;
-  int32_t width;
-  uint64_t seed, stream;
-  int64_t offset;
-};
-
-__device__ inline uint32_t code(const Rounding& r, float x, int64_t i) {
-  const uint32_t bits =
-      r.mode == RoundingMode::Stochastic ? randomBits32(r.seed, r.stream, static_cast<uint64_t>(r.offset + i)) : 0u;
-  return kernels::roundCode(x, r.mode, bits, r.params);
-}
-
-// Where the values to encode come from: an fp32 buffer, a block-scaled fp32 buffer, or the
-// sum of two encoded buffers (the fused decodeAddEncode of the float codec).
-struct Plain {
-  const float* in;
-  __device__ float operator()(int64_t i) const { return in[i]; }
-};
-struct Scaled {
-  const float* in;
-  const uint32_t* maxBits;  // per block
-  int64_t len;
-  int32_t emax;
-  __device__ float operator()(int64_t i) const {
-    return kernels::blockScaledInput(in[i], kernels::blockScaleCode(maxBits[i / len], emax));
-  }
-};
-struct Sum {
-  kernels::CodeDecodeParams decode;
-  int32_t width;
-  const uint8_t* a;
-  const uint8_t* b;
-  __device__ float operator()(int64_t i) const {
-    return addAsX86(elementValue(decode, width, a, i), elementValue(decode, width, b, i));
-  }
-};
-
-// One unit per thread step: a value's bytes, or one byte of two 4-bit values (so threads never
-// share a byte, and out may alias the inputs of Sum).
 template <class Source>
 __global__ void encodeElementsKernel(Rounding r, Source src, int64_t n, uint8_t* out) {
   const int64_t units = r.width == 0 ? (n + 1) / 2 : n;
-  for (int64_t u = firstIndex(); u < units; u += gridStride()) {
-    if (r.width == 0) {
-      const int64_t i = 2 * u;
-      uint32_t byte = code(r, src(i), i);
-      if (i + 1 < n) byte |= code(r, src(i + 1), i + 1) << 4;
-      out[u] = static_cast<uint8_t>(byte);
-    } else if (r.width == 1) {
-      out[u] = static_cast<uint8_t>(code(r, src(u), u));
-    } else if (r.width == 2) {
-      const uint32_t c = code(r, src(u), u);
-      out[2 * u] = static_cast<uint8_t>(c);
-      out[2 * u + 1] = static_cast<uint8_t>(c >> 8);
-    } else {
-      const uint32_t bits =
-          r.mode == RoundingMode::Stochastic ? randomBits32(r.seed, r.stream, static_cast<uint64_t>(r.offset + u)) : 0u;
-      const uint32_t v = bitCast<uint32_t>(kernels::roundValue(src(u), r.mode, bits, r.params));
-      for (int k = 0; k < 4; ++k) out[4 * u + k] = static_cast<uint8_t>(v >> (8 * k));
-    }
-  }
+  for (int64_t u = firstIndex(); u < units; u += gridStride()) elements::encodeUnit(r, src, n, u, out);
 }
 
-// out[i] = (or +=) the element's value, times its block's scale when `scales` is given.
 __global__ void decodeElementsKernel(kernels::CodeDecodeParams d, int32_t width, const uint8_t* in, int64_t n,
                                      const uint8_t* scales, int64_t len, float* out, bool add) {
-  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
-    float v = elementValue(d, width, in, i);
-    if (scales) v = kernels::blockScaledOutput(v, scales[i / len]);
-    // A float codec's decode-add keeps a decoded NaN, as FloatCodec's does (addDecoded).
-    if (add) {
-      out[i] = scales ? addAsX86(out[i], v) : addDecoded(out[i], v);
-    } else {
-      out[i] = v;
-    }
-  }
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) elements::decodeElement(d, width, in, i, scales, len, out, add);
 }
 
 // out[b] = max over block b (blocks of len values) of kernels::absBits; out zeroed before.
@@ -154,22 +80,13 @@ __global__ void writeScalesKernel(const uint32_t* maxBits, int64_t blocks, int32
   }
 }
 
-// Dettmers: block b's wire bytes start at b * (len + 4): its fp32 absmax, then one code a value.
 __global__ void dettmersEncodeKernel(Params p, const float* in, int64_t n, int64_t len, const uint32_t* maxBits,
                                      uint8_t* out) {
   __shared__ float midpoints[256];
   for (int k = threadIdx.x; k < 256; k += blockDim.x) midpoints[k] = p.midpoints[k];
   __syncthreads();
   for (int64_t i = firstIndex(); i < n; i += gridStride()) {
-    const int64_t b = i / len;
-    const uint32_t absmaxBits = maxBits[b];
-    const float inv = kernels::dettmersInverse(bitCast<float>(absmaxBits));
-    uint8_t* block = out + b * (len + 4);
-    if (i == b * len) {
-      for (int k = 0; k < 4; ++k) block[k] = static_cast<uint8_t>(absmaxBits >> (8 * k));
-    }
-    block[4 + (i - b * len)] =
-        static_cast<uint8_t>(kernels::dettmersNearestCode(in[i] * inv, midpoints, p.dettmersTop));
+    elements::dettmersEncodeElement(midpoints, p.dettmersTop, in, i, len, maxBits, out);
   }
 }
 
@@ -177,18 +94,7 @@ __global__ void dettmersDecodeKernel(Params p, const uint8_t* in, int64_t n, int
   __shared__ float book[256];
   for (int k = threadIdx.x; k < 256; k += blockDim.x) book[k] = p.codeBook[k];
   __syncthreads();
-  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
-    const int64_t b = i / len;
-    const uint8_t* block = in + b * (len + 4);
-    const float absmax = bitCast<float>(uint32_t{block[0]} | (uint32_t{block[1]} << 8) | (uint32_t{block[2]} << 16) |
-                                        (uint32_t{block[3]} << 24));
-    const float v = kernels::dettmersDecode(book[block[4 + (i - b * len)]], absmax);
-    out[i] = add ? addAsX86(out[i], v) : v;
-  }
-}
-
-Rounding roundingOf(const Params& p, const EncodeContext& ctx) {
-  return Rounding{p.rounding, p.mode, p.width, ctx.seed, ctx.stream, ctx.offset};
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) elements::dettmersDecodeElement(book, in, i, len, out, add);
 }
 
 // Per-block maxima of in (blocks of len values) into a fresh device buffer of `blocks` words.

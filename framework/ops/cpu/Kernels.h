@@ -84,6 +84,20 @@ void upsampleBilinearForward(float* out, const float* in, int64_t n, int64_t c, 
 void upsampleBilinearBackward(float* gradIn, const float* gradOut, int64_t n, int64_t c, int64_t h, int64_t w,
                               int64_t outH, int64_t outW);
 
+// Row-major float32 matrix products (Gemm.cpp), one thread each.
+// out (m, n) <- a (m, k) * b (k, n)
+void matmul(float* out, const float* a, const float* b, int64_t m, int64_t k, int64_t n);
+// gradA (m, k) <- gradOut * b^T, gradB (k, n) <- a^T * gradOut; either may be null.
+void matmulBackward(float* gradA, float* gradB, const float* gradOut, const float* a, const float* b, int64_t m,
+                    int64_t k, int64_t n);
+// out (rows, outFeatures) <- in (rows, inFeatures) * weight (outFeatures, inFeatures)^T + bias [may be null]
+void linearForward(float* out, const float* in, const float* weight, const float* bias, int64_t rows,
+                   int64_t inFeatures, int64_t outFeatures);
+// gradIn <- gradOut * weight, gradWeight <- gradOut^T * in, gradBias <- column sums of gradOut
+// (each summed over the rows in order); each may be null.
+void linearBackward(float* gradIn, float* gradWeight, float* gradBias, const float* gradOut, const float* in,
+                    const float* weight, int64_t rows, int64_t inFeatures, int64_t outFeatures);
+
 struct CrossEntropyShape {
   int64_t n = 1, c = 1, spatial = 1;  // logits (N, C, spatial); spatial = H*W for per-pixel, 1 for (N, C)
 };

@@ -14,7 +14,6 @@
 #include "framework/tensor/cuda/CudaRuntime.h"
 #include "tests/common/RandomVector.h"
 
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,27 +28,25 @@ namespace {
 using aps::NamedTensors;
 using aps::Tensor;
 
-void check(cudaError_t status) {
-  if (status != cudaSuccess) throw std::runtime_error(cudaGetErrorString(status));
-}
-
-// A device copy of a host vector; download() brings it back after the stream finished.
+// A device copy of a host vector (through aps's runtime, so the emulated device serves it
+// too); download() brings it back after the device finished.
 template <class T>
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(const std::vector<T>& host) : size_(host.size()) {
-    check(cudaMalloc(reinterpret_cast<void**>(&data_), std::max<size_t>(size_, 1) * sizeof(T)));
-    if (size_ > 0) check(cudaMemcpy(data_, host.data(), size_ * sizeof(T), cudaMemcpyHostToDevice));
+    data_ = static_cast<T*>(aps::cuda::rawMalloc(std::max<size_t>(size_, 1) * sizeof(T), 0));
+    if (data_ == nullptr) throw std::runtime_error("out of device memory");
+    if (size_ > 0) aps::cuda::copySync(data_, host.data(), size_ * sizeof(T), aps::cuda::CopyKind::HostToDevice);
   }
   explicit DeviceBuffer(size_t size) : DeviceBuffer(std::vector<T>(size)) {}
-  ~DeviceBuffer() { cudaFree(data_); }
+  ~DeviceBuffer() { aps::cuda::rawFree(data_, 0); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   T* get() const { return data_; }
   std::vector<T> download() const {
-    check(cudaDeviceSynchronize());
+    aps::cuda::synchronize(0);
     std::vector<T> host(size_);
-    if (size_ > 0) check(cudaMemcpy(host.data(), data_, size_ * sizeof(T), cudaMemcpyDeviceToHost));
+    if (size_ > 0) aps::cuda::copySync(host.data(), data_, size_ * sizeof(T), aps::cuda::CopyKind::DeviceToHost);
     return host;
   }
 

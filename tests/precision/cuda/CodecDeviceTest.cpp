@@ -9,7 +9,6 @@
 #include "precision/cuda/DeviceCodec.h"
 #include "precision/kernels/Scaling.h"
 
-#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,11 +23,12 @@
 namespace aps::precision {
 namespace {
 
-// A device buffer of bytes, freed on scope exit.
+// A device buffer of bytes (through aps's runtime, so the emulated device serves it too),
+// freed on scope exit.
 struct DeviceBuffer {
   void* ptr = nullptr;
-  explicit DeviceBuffer(size_t bytes) { cudaMalloc(&ptr, bytes < 1 ? 1 : bytes); }
-  ~DeviceBuffer() { cudaFree(ptr); }
+  explicit DeviceBuffer(size_t bytes) : ptr(aps::cuda::rawMalloc(bytes < 1 ? 1 : bytes, 0)) {}
+  ~DeviceBuffer() { aps::cuda::rawFree(ptr, 0); }
   template <typename T>
   T* as() const {
     return static_cast<T*>(ptr);
@@ -37,14 +37,15 @@ struct DeviceBuffer {
 
 template <typename T>
 void upload(const DeviceBuffer& d, const std::vector<T>& h) {
-  ASSERT_EQ(cudaMemcpy(d.ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_NE(d.ptr, nullptr);
+  aps::cuda::copySync(d.ptr, h.data(), h.size() * sizeof(T), aps::cuda::CopyKind::HostToDevice);
 }
 
 template <typename T>
 std::vector<T> download(const DeviceBuffer& d, size_t count) {
   std::vector<T> h(count);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(h.data(), d.ptr, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  aps::cuda::synchronize(0);
+  aps::cuda::copySync(h.data(), d.ptr, count * sizeof(T), aps::cuda::CopyKind::DeviceToHost);
   return h;
 }
 
