@@ -29,7 +29,10 @@ std::string listing(const std::string& what, const std::vector<std::string>& ite
 
 void saveWeights(const nn::Module& model, const std::string& path) {
   // "format": "pt" is what safetensors.torch.save_file writes; PyTorch-side loaders expect it.
-  io::saveSafetensors(path, model.stateDict(), {{"format", "pt"}});
+  // A model on a GPU writes the same file, from host copies.
+  NamedTensors state = model.stateDict();
+  for (auto& entry : state) entry.tensor = entry.tensor.to(Device::cpu());
+  io::saveSafetensors(path, state, {{"format", "pt"}});
 }
 
 void loadState(nn::Module& model, const NamedTensors& state, const std::string& source) {

@@ -78,7 +78,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& gradR
     Tensor grad;
     if (gradRoots.empty()) {
       APS_CHECK(root.numel() == 1, "backward: root of shape {} is not a scalar; pass its gradient", root.shapeString());
-      grad = Tensor::ones(root.sizes());
+      grad = Tensor::ones(root.sizes()).to(root.device());
     } else {
       grad = gradRoots[i].clone();  // closures may pass it on, and gradients are rounded in place
       APS_CHECK(grad.sizes() == root.sizes(), "backward: gradient of shape {} for a root of shape {}",

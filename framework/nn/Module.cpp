@@ -73,6 +73,19 @@ NamedTensors Module::stateDict() const {
   return out;
 }
 
+void Module::to(Device device) {
+  autograd::NoGradGuard noGrad;
+  for (auto& entry : stateDict()) {
+    Tensor& t = entry.tensor;
+    // Integer buffers (BatchNorm2d's num_batches_tracked) are the host's bookkeeping, which no
+    // kernel reads: they stay there, so counting a step costs no device round trip.
+    if (t.device() == device || t.dtype() != DType::Float32) continue;
+    t.setGrad(Tensor());
+    const Tensor moved = t.contiguous().to(device);
+    t.impl().rebase(moved.impl());
+  }
+}
+
 void Module::loadStateDict(const NamedTensors& state, bool strict) {
   std::map<std::string, const Tensor*> given;
   for (const auto& entry : state) given[entry.name] = &entry.tensor;

@@ -38,6 +38,11 @@ class Module {
   std::vector<std::pair<std::string, Module*>> namedModules();  // includes this one as ""
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> namedChildren() const { return children_; }
 
+  // Moves every float parameter and buffer to `device` in place (torch's Module.to): the
+  // layers' handles follow, gradients are dropped; integer buffers (step counters) stay on
+  // the host. An optimizer is made after the move.
+  void to(Device device);
+
   void train(bool on = true);
   void eval() { train(false); }
   bool isTraining() const { return training_; }

@@ -4,6 +4,7 @@
 #include "framework/autograd/Function.h"
 #include "framework/autograd/GradAccumulation.h"
 #include "framework/core/Parallel.h"
+#include "framework/ops/Backend.h"
 #include "framework/ops/Checks.h"
 #include "framework/ops/Elementwise.h"
 #include "framework/ops/cpu/Kernels.h"
@@ -75,13 +76,16 @@ Tensor batchNormOp(const Tensor& x, const Tensor& gamma, const Tensor& beta, Ten
     APS_CHECK(s.n * s.hw > 1, "batchNorm2d: training needs more than one value per channel, got input shape {}",
               x.shapeString());
   }
+  const Backend& backend = backendFor("batchNorm2d", {&x, &gamma, &beta, &runningMean, &runningVar, &residual});
+  APS_ASSERT(backend.fusedBatchNorm() || !relu);
   const Tensor cx = x.contiguous().detach(), cg = gamma.detach(), cb = beta.detach();
   const Tensor cr = residual.defined() ? residual.contiguous().detach() : Tensor();
+  const Device device = x.device();
   const bool gx = x.requiresGrad(), gg = gamma.requiresGrad(), gb = beta.requiresGrad();
   const bool gr = residual.defined() && residual.requiresGrad();
   std::vector<Tensor> inputs{x, gamma, beta};
   if (residual.defined()) inputs.push_back(residual);
-  Tensor out = Tensor::empty(x.sizes());
+  Tensor out = Tensor::empty(x.sizes(), DType::Float32, device);
   if (training) {
     // ReLU's backward needs only its mask, out > 0, a bit per value.
     const autograd::ComputePrecision precision = autograd::ComputePrecision::current();
@@ -90,23 +94,24 @@ Tensor batchNormOp(const Tensor& x, const Tensor& gamma, const Tensor& beta, Ten
     // A 16-bit compute precision rounds the output after the kernel: the mask is taken then.
     const cpu::BatchNormEpilogue epilogue{cr.defined() ? cr.data<float>() : nullptr, relu,
                                           precision.isFp32() ? mask.get() : nullptr};
-    Tensor saveMean = Tensor::empty({c}), saveInvStd = Tensor::empty({c});
-    cpu::batchNormForwardTrain(out.data<float>(), saveMean.data<float>(), saveInvStd.data<float>(),
+    Tensor saveMean = Tensor::empty({c}, DType::Float32, device), saveInvStd = Tensor::empty({c}, DType::Float32, device);
+    backend.batchNormForwardTrain(out.data<float>(), saveMean.data<float>(), saveInvStd.data<float>(),
                                runningMean.data<float>(), runningVar.data<float>(), cx.data<float>(), cg.data<float>(),
                                cb.data<float>(), s, momentum, eps, epilogue);
     const size_t gradients = inputs.size();
     autograd::recordFunction(
-        out, relu ? "BatchNorm2dReluBackward" : "BatchNorm2dBackward", inputs, [=](const Tensor& gIn) {
+        out, relu ? "BatchNorm2dReluBackward" : "BatchNorm2dBackward", inputs, [=, &backend](const Tensor& gIn) {
           // The residual's gradient is gIn under the ReLU's mask: where nothing else sees gIn,
           // the kernel masks it in place and it is handed on, not copied into a new tensor.
           const bool maskInPlace = gr && autograd::writableInPlace(gIn);
           const Tensor g = gIn.contiguous();
-          std::vector<Tensor> grads{gx ? Tensor::empty(cx.sizes()) : Tensor(), gg ? Tensor::empty({c}) : Tensor(),
-                                    gb ? Tensor::empty({c}) : Tensor()};
+          auto empty = [&](const Shape& shape) { return Tensor::empty(shape, DType::Float32, device); };
+          std::vector<Tensor> grads{gx ? empty(cx.sizes()) : Tensor(), gg ? empty({c}) : Tensor(),
+                                    gb ? empty({c}) : Tensor()};
           grads.resize(gradients);
-          if (gr) grads[3] = maskInPlace ? g : Tensor::empty(cx.sizes());
+          if (gr) grads[3] = maskInPlace ? g : empty(cx.sizes());
           const cpu::BatchNormGradEpilogue gradEpilogue{mask.get(), gr ? grads[3].data<float>() : nullptr};
-          cpu::batchNormBackward(gx ? grads[0].data<float>() : nullptr, gg ? grads[1].data<float>() : nullptr,
+          backend.batchNormBackward(gx ? grads[0].data<float>() : nullptr, gg ? grads[1].data<float>() : nullptr,
                                  gb ? grads[2].data<float>() : nullptr, g.data<float>(), cx.data<float>(),
                                  cg.data<float>(), saveMean.data<float>(), saveInvStd.data<float>(), s, gradEpilogue);
           return grads;
@@ -118,12 +123,21 @@ Tensor batchNormOp(const Tensor& x, const Tensor& gamma, const Tensor& beta, Ten
     return out;
   }
   APS_ASSERT(!residual.defined());
-  cpu::batchNormForwardEval(out.data<float>(), cx.data<float>(), cg.data<float>(), cb.data<float>(),
+  backend.batchNormForwardEval(out.data<float>(), cx.data<float>(), cg.data<float>(), cb.data<float>(),
                             runningMean.data<float>(), runningVar.data<float>(), s, eps);
   // Backward in eval mode uses the statistics as they were in this forward pass.
   const Tensor mean = runningMean.clone(), var = runningVar.clone();
   return autograd::recordFunction(out, "BatchNorm2dEvalBackward", inputs, [=](const Tensor& gIn) {
-    return evalBackward(gIn.contiguous(), cx, cg, mean, var, eps, gx, gg, gb);
+    if (device.isCpu()) return evalBackward(gIn.contiguous(), cx, cg, mean, var, eps, gx, gg, gb);
+    // Backward through eval-mode batch norm (frozen statistics) is rare: on a GPU it runs on
+    // the host and its gradients go back to the device.
+    const Device cpu = Device::cpu();
+    std::vector<Tensor> grads =
+        evalBackward(gIn.contiguous().to(cpu), cx.to(cpu), cg.to(cpu), mean.to(cpu), var.to(cpu), eps, gx, gg, gb);
+    for (Tensor& t : grads) {
+      if (t.defined()) t = t.to(device);
+    }
+    return grads;
   });
 }
 }  // namespace
@@ -139,7 +153,8 @@ Tensor batchNorm2dRelu(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   // output before it), a float residual of x's shape (no broadcast).
   const bool fuseAdd = residual.defined() && autograd::ComputePrecision::current().isFp32() &&
                        residual.dtype() == DType::Float32 && residual.sizes() == x.sizes();
-  if (!training || (residual.defined() && !fuseAdd)) {
+  const bool fused = backendFor("batchNorm2dRelu", {&x, &residual}).fusedBatchNorm();
+  if (!training || !fused || (residual.defined() && !fuseAdd)) {
     Tensor y = batchNorm2d(x, gamma, beta, runningMean, runningVar, training, momentum, eps);
     return relu(residual.defined() ? add(y, residual) : y);
   }

@@ -32,6 +32,8 @@ Tensor broadcastTo(const Tensor& x, const Shape& shape) {
   checkFloat("broadcastTo", "input", x);
   APS_CHECK(broadcastShapes("broadcastTo", x.sizes(), shape) == shape, "broadcastTo: cannot broadcast {} to {}",
             x.shapeString(), formatShape(shape));
+  // No model of the registry broadcasts on a GPU: a device tensor goes through the host.
+  if (!x.device().isCpu()) return broadcastTo(x.to(Device::cpu()), shape).to(x.device());
   const Tensor c = x.contiguous();
   const Tensor view(std::make_shared<TensorImpl>(c.storage(), shape, broadcastStrides(c.sizes(), shape),
                                                  c.storageOffset(), DType::Float32));
@@ -42,6 +44,7 @@ Tensor sumTo(const Tensor& g, const Shape& shape) {
   if (g.sizes() == shape) return g;
   APS_CHECK(broadcastShapes("sumTo", shape, g.sizes()) == g.sizes(), "sumTo: cannot reduce {} to {}", g.shapeString(),
             formatShape(shape));
+  if (!g.device().isCpu()) return sumTo(g.to(Device::cpu()), shape).to(g.device());  // as broadcastTo
   const Tensor c = g.contiguous();
   Tensor out = Tensor::zeros(shape);
   const Shape strides = broadcastStrides(shape, c.sizes());

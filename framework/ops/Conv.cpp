@@ -2,6 +2,7 @@
 
 #include "framework/autograd/Function.h"
 #include "framework/ops/Autocast.h"
+#include "framework/ops/Backend.h"
 #include "framework/ops/Checks.h"
 #include "framework/ops/cpu/Kernels.h"
 
@@ -48,22 +49,24 @@ Tensor conv2d(const Tensor& xIn, const Tensor& weightIn, const Tensor& biasIn, c
             "would be {}x{}",
             x.shapeString(), weight.shapeString(), o.padH, o.padW, o.dilationH, o.dilationW, s.outH(), s.outW());
 
+  const Backend& backend = backendFor("conv2d", {&x, &weight, &bias});
   const Tensor cx = x.contiguous().detach(), cw = weight.contiguous().detach();
   const Tensor cb = bias.defined() ? bias.contiguous().detach() : Tensor();
-  Tensor out = Tensor::empty({s.n, s.k, s.outH(), s.outW()});
-  cpu::conv2dForward(out.data<float>(), cx.data<float>(), cw.data<float>(), cb.defined() ? cb.data<float>() : nullptr,
+  Tensor out = Tensor::empty({s.n, s.k, s.outH(), s.outW()}, DType::Float32, x.device());
+  backend.conv2dForward(out.data<float>(), cx.data<float>(), cw.data<float>(), cb.defined() ? cb.data<float>() : nullptr,
                      s);
   const bool gx = x.requiresGrad(), gw = weight.requiresGrad(), gb = bias.defined() && bias.requiresGrad();
   std::vector<Tensor> inputs{x, weight};
   if (bias.defined()) inputs.push_back(bias);
   const size_t count = inputs.size();
-  return autograd::recordFunction(out, "Conv2dBackward", inputs, [=](const Tensor& gIn) {
+  return autograd::recordFunction(out, "Conv2dBackward", inputs, [=, &backend](const Tensor& gIn) {
     const Tensor g = gIn.contiguous();
+    const Device device = cx.device();
     std::vector<Tensor> grads(count);
-    if (gx) grads[0] = Tensor::empty(cx.sizes());
-    if (gw) grads[1] = Tensor::empty(cw.sizes());
-    if (gb) grads[2] = Tensor::empty({s.k});
-    cpu::conv2dBackward(gx ? grads[0].data<float>() : nullptr, gw ? grads[1].data<float>() : nullptr,
+    if (gx) grads[0] = Tensor::empty(cx.sizes(), DType::Float32, device);
+    if (gw) grads[1] = Tensor::empty(cw.sizes(), DType::Float32, device);
+    if (gb) grads[2] = Tensor::empty({s.k}, DType::Float32, device);
+    backend.conv2dBackward(gx ? grads[0].data<float>() : nullptr, gw ? grads[1].data<float>() : nullptr,
                         gb ? grads[2].data<float>() : nullptr, g.data<float>(), cx.data<float>(), cw.data<float>(), s);
     return grads;
   });

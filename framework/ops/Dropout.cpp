@@ -22,6 +22,8 @@ Tensor dropout(const Tensor& x, float p, bool training, uint64_t seed, uint64_t 
       m[i] = u < p ? 0.0f : keepScale;
     }
   });
+  // The mask is drawn on the host (its bits do not depend on the device) and used where x is.
+  if (!x.device().isCpu()) mask = mask.to(x.device());
   Tensor out;
   {
     Tensor input = x.detach();

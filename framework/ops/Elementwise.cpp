@@ -1,51 +1,39 @@
 #include "framework/ops/Elementwise.h"
 
 #include "framework/autograd/Function.h"
-#include "framework/core/Parallel.h"
+#include "framework/ops/Backend.h"
 #include "framework/core/Profile.h"
 #include "framework/ops/Broadcast.h"
 #include "framework/ops/Checks.h"
-#include "framework/ops/kernels/Elementwise.h"
 
 namespace aps::ops {
 
 namespace {
-constexpr int64_t kGrain = 1 << 14;
-
-template <typename F>
-Tensor mapUnary(const Tensor& x, F f) {
+Tensor mapUnary(const char* op, const Tensor& x, UnaryOp kind, float scalar = 0.0f) {
+  const Backend& backend = backendFor(op, {&x});
   const Tensor c = x.contiguous();
-  Tensor out = Tensor::empty(c.sizes());
+  Tensor out = Tensor::empty(c.sizes(), DType::Float32, c.device());
   const profile::Scope scope("elementwise", static_cast<double>(c.numel()), 8.0 * static_cast<double>(c.numel()));
-  const float* in = c.data<float>();
-  float* o = out.data<float>();
-  parallelFor(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) o[i] = f(in[i]);
-  });
+  backend.unary(kind, out.data<float>(), c.data<float>(), scalar, out.numel());
   return out;
 }
 
-template <typename F>
-Tensor mapBinary(const char* op, const Tensor& a, const Tensor& b, F f) {
+Tensor mapBinary(const char* op, const Tensor& a, const Tensor& b, BinaryOp kind) {
   checkFloat(op, "first input", a);
   checkFloat(op, "second input", b);
+  const Backend& backend = backendFor(op, {&a, &b});
   const Shape shape = broadcastShapes(op, a.sizes(), b.sizes());
   const Tensor ca = a.sizes() == shape ? a.contiguous() : broadcastTo(a, shape);
   const Tensor cb = b.sizes() == shape ? b.contiguous() : broadcastTo(b, shape);
-  Tensor out = Tensor::empty(shape);
+  Tensor out = Tensor::empty(shape, DType::Float32, ca.device());
   const profile::Scope scope("elementwise", static_cast<double>(out.numel()), 12.0 * static_cast<double>(out.numel()));
-  const float* pa = ca.data<float>();
-  const float* pb = cb.data<float>();
-  float* o = out.data<float>();
-  parallelFor(out.numel(), kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) o[i] = f(pa[i], pb[i]);
-  });
+  backend.binary(kind, out.data<float>(), ca.data<float>(), cb.data<float>(), out.numel());
   return out;
 }
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = mapBinary("add", a, b, [](float x, float y) { return kernels::add(x, y); });
+  Tensor out = mapBinary("add", a, b, BinaryOp::Add);
   const Shape sa = a.sizes(), sb = b.sizes();
   const bool ga = a.requiresGrad(), gb = b.requiresGrad();
   return autograd::recordFunction(out, "AddBackward", {a, b}, [=](const Tensor& g) {
@@ -54,7 +42,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = mapBinary("sub", a, b, [](float x, float y) { return kernels::sub(x, y); });
+  Tensor out = mapBinary("sub", a, b, BinaryOp::Sub);
   const Shape sa = a.sizes(), sb = b.sizes();
   const bool ga = a.requiresGrad(), gb = b.requiresGrad();
   return autograd::recordFunction(out, "SubBackward", {a, b}, [=](const Tensor& g) {
@@ -63,7 +51,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = mapBinary("mul", a, b, [](float x, float y) { return kernels::mul(x, y); });
+  Tensor out = mapBinary("mul", a, b, BinaryOp::Mul);
   const bool ga = a.requiresGrad(), gb = b.requiresGrad();
   const Tensor sa = a.detach(), sb = b.detach();
   return autograd::recordFunction(out, "MulBackward", {a, b}, [=](const Tensor& g) {
@@ -74,14 +62,14 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor mul(const Tensor& a, float scalar) {
   checkFloat("mul", "input", a);
-  Tensor out = mapUnary(a, [scalar](float x) { return kernels::scale(x, scalar); });
+  Tensor out = mapUnary("mul", a, UnaryOp::Scale, scalar);
   return autograd::recordFunction(out, "MulScalarBackward", {a},
                                   [scalar](const Tensor& g) { return std::vector<Tensor>{mul(g, scalar)}; });
 }
 
 Tensor addScalar(const Tensor& a, float scalar) {
   checkFloat("addScalar", "input", a);
-  Tensor out = mapUnary(a, [scalar](float x) { return kernels::addScalar(x, scalar); });
+  Tensor out = mapUnary("addScalar", a, UnaryOp::AddScalar, scalar);
   return autograd::recordFunction(out, "AddScalarBackward", {a},
                                   [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
@@ -90,11 +78,10 @@ Tensor neg(const Tensor& a) { return mul(a, -1.0f); }
 
 Tensor relu(const Tensor& x) {
   checkFloat("relu", "input", x);
-  Tensor out = mapUnary(x, [](float v) { return kernels::relu(v); });
+  Tensor out = mapUnary("relu", x, UnaryOp::Relu);
   const Tensor saved = out.detach();
   return autograd::recordFunction(out, "ReluBackward", {x}, [saved](const Tensor& g) {
-    return std::vector<Tensor>{
-        mapBinary("relu backward", g, saved, [](float gv, float y) { return kernels::reluBackward(gv, y); })};
+    return std::vector<Tensor>{mapBinary("relu backward", g, saved, BinaryOp::ReluBackward)};
   });
 }
 

@@ -1,8 +1,8 @@
 #include "framework/ops/Loss.h"
 
 #include "framework/autograd/Function.h"
+#include "framework/ops/Backend.h"
 #include "framework/ops/Checks.h"
-#include "framework/ops/cpu/Kernels.h"
 
 namespace aps::ops {
 
@@ -27,17 +27,19 @@ Tensor crossEntropy(const Tensor& logits, const Tensor& targets, const CrossEntr
   s.c = logits.size(1);
   s.spatial = logits.dim() == 4 ? logits.size(2) * logits.size(3) : 1;
   APS_CHECK(s.c >= 1, "crossEntropy: logits shape {} has no classes", logits.shapeString());
+  const Backend& backend = backendFor("crossEntropy", {&logits, &targets});
   const Tensor cl = logits.contiguous();
   const Tensor ct = targets.contiguous().clone();  // saved for backward; the caller may reuse its buffer
-  Tensor probs = Tensor::empty(cl.sizes());
-  const float loss = cpu::crossEntropyForward(probs.data<float>(), cl.data<float>(), ct.data<int64_t>(), s,
+  Tensor probs = Tensor::empty(cl.sizes(), DType::Float32, cl.device());
+  const float loss = backend.crossEntropyForward(probs.data<float>(), cl.data<float>(), ct.data<int64_t>(), s,
                                               o.labelSmoothing, o.ignoreIndex);
-  Tensor out = Tensor::scalar(loss);
+  // The loss lives where the logits do (a GPU's crossEntropyForward returns it to the host).
+  Tensor out = Tensor::scalar(loss).to(cl.device());
   return autograd::recordFunction(
       out, "CrossEntropyBackward", {logits},
-      [=](const Tensor& g) {
-        Tensor gx = Tensor::empty(probs.sizes());
-        cpu::crossEntropyBackward(gx.data<float>(), probs.data<float>(), ct.data<int64_t>(), s, o.labelSmoothing,
+      [=, &backend](const Tensor& g) {
+        Tensor gx = Tensor::empty(probs.sizes(), DType::Float32, probs.device());
+        backend.crossEntropyBackward(gx.data<float>(), probs.data<float>(), ct.data<int64_t>(), s, o.labelSmoothing,
                                   o.ignoreIndex, g.item());
         return std::vector<Tensor>{gx};
       },

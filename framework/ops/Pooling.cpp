@@ -1,6 +1,7 @@
 #include "framework/ops/Pooling.h"
 
 #include "framework/autograd/Function.h"
+#include "framework/ops/Backend.h"
 #include "framework/ops/Checks.h"
 #include "framework/ops/cpu/Kernels.h"
 
@@ -35,27 +36,29 @@ cpu::Pool2dShape poolShape(const char* op, const Tensor& x, const Pool2dOptions&
 
 Tensor maxPool2d(const Tensor& x, const Pool2dOptions& options) {
   const cpu::Pool2dShape s = poolShape("maxPool2d", x, options);
+  const Backend& backend = backendFor("maxPool2d", {&x});
   const Tensor cx = x.contiguous();
-  Tensor out = Tensor::empty({s.n, s.c, s.outH(), s.outW()});
-  Tensor argmax = Tensor::empty(out.sizes(), DType::Int64);
-  cpu::maxPool2dForward(out.data<float>(), argmax.data<int64_t>(), cx.data<float>(), s);
-  return autograd::recordFunction(out, "MaxPool2dBackward", {x}, [s, argmax](const Tensor& gIn) {
+  Tensor out = Tensor::empty({s.n, s.c, s.outH(), s.outW()}, DType::Float32, x.device());
+  Tensor argmax = Tensor::empty(out.sizes(), DType::Int64, x.device());
+  backend.maxPool2dForward(out.data<float>(), argmax.data<int64_t>(), cx.data<float>(), s);
+  return autograd::recordFunction(out, "MaxPool2dBackward", {x}, [s, argmax, &backend](const Tensor& gIn) {
     const Tensor g = gIn.contiguous();
-    Tensor gx = Tensor::empty({s.n, s.c, s.h, s.w});
-    cpu::maxPool2dBackward(gx.data<float>(), g.data<float>(), argmax.data<int64_t>(), s);
+    Tensor gx = Tensor::empty({s.n, s.c, s.h, s.w}, DType::Float32, g.device());
+    backend.maxPool2dBackward(gx.data<float>(), g.data<float>(), argmax.data<int64_t>(), s);
     return std::vector<Tensor>{gx};
   });
 }
 
 Tensor avgPool2d(const Tensor& x, const Pool2dOptions& options, bool countIncludePad) {
   const cpu::Pool2dShape s = poolShape("avgPool2d", x, options);
+  const Backend& backend = backendFor("avgPool2d", {&x});
   const Tensor cx = x.contiguous();
-  Tensor out = Tensor::empty({s.n, s.c, s.outH(), s.outW()});
-  cpu::avgPool2dForward(out.data<float>(), cx.data<float>(), s, countIncludePad);
-  return autograd::recordFunction(out, "AvgPool2dBackward", {x}, [s, countIncludePad](const Tensor& gIn) {
+  Tensor out = Tensor::empty({s.n, s.c, s.outH(), s.outW()}, DType::Float32, x.device());
+  backend.avgPool2dForward(out.data<float>(), cx.data<float>(), s, countIncludePad);
+  return autograd::recordFunction(out, "AvgPool2dBackward", {x}, [s, countIncludePad, &backend](const Tensor& gIn) {
     const Tensor g = gIn.contiguous();
-    Tensor gx = Tensor::empty({s.n, s.c, s.h, s.w});
-    cpu::avgPool2dBackward(gx.data<float>(), g.data<float>(), s, countIncludePad);
+    Tensor gx = Tensor::empty({s.n, s.c, s.h, s.w}, DType::Float32, g.device());
+    backend.avgPool2dBackward(gx.data<float>(), g.data<float>(), s, countIncludePad);
     return std::vector<Tensor>{gx};
   });
 }
@@ -66,13 +69,14 @@ Tensor adaptiveAvgPool2d(const Tensor& x, int64_t outH, int64_t outW) {
   APS_CHECK(outH >= 1 && outW >= 1, "adaptiveAvgPool2d: output size must be >= 1, got ({}, {})", outH, outW);
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
   APS_CHECK(h >= 1 && w >= 1, "adaptiveAvgPool2d: input shape {} is empty", x.shapeString());
+  const Backend& backend = backendFor("adaptiveAvgPool2d", {&x});
   const Tensor cx = x.contiguous();
-  Tensor out = Tensor::empty({n, c, outH, outW});
-  cpu::adaptiveAvgPool2dForward(out.data<float>(), cx.data<float>(), n, c, h, w, outH, outW);
-  return autograd::recordFunction(out, "AdaptiveAvgPool2dBackward", {x}, [=](const Tensor& gIn) {
+  Tensor out = Tensor::empty({n, c, outH, outW}, DType::Float32, x.device());
+  backend.adaptiveAvgPool2dForward(out.data<float>(), cx.data<float>(), n, c, h, w, outH, outW);
+  return autograd::recordFunction(out, "AdaptiveAvgPool2dBackward", {x}, [=, &backend](const Tensor& gIn) {
     const Tensor g = gIn.contiguous();
-    Tensor gx = Tensor::empty({n, c, h, w});
-    cpu::adaptiveAvgPool2dBackward(gx.data<float>(), g.data<float>(), n, c, h, w, outH, outW);
+    Tensor gx = Tensor::empty({n, c, h, w}, DType::Float32, g.device());
+    backend.adaptiveAvgPool2dBackward(gx.data<float>(), g.data<float>(), n, c, h, w, outH, outW);
     return std::vector<Tensor>{gx};
   });
 }

@@ -47,7 +47,9 @@ Tensor sumKeep(const Tensor& x, const std::vector<bool>& reduced) {
       keptShape[d] = 1;
     }
   }
-  const Tensor c = x.permute(order).contiguous();
+  // Reductions are not on the GPU's training path (the loss is reduced inside its kernel): a
+  // device tensor is reduced on the host and the result goes back to its device.
+  const Tensor c = x.to(Device::cpu()).permute(order).contiguous();
   Tensor out = Tensor::empty(keptShape);
   const float* p = c.data<float>();
   float* o = out.data<float>();
@@ -58,17 +60,19 @@ Tensor sumKeep(const Tensor& x, const std::vector<bool>& reduced) {
       o[i] = static_cast<float>(s);
     }
   });
-  return out;
+  return out.to(x.device());
 }
 }  // namespace
 
 Tensor sum(const Tensor& x) {
   checkFloat("sum", "input", x);
-  const Tensor c = x.contiguous();
-  Tensor out = Tensor::scalar(static_cast<float>(blockedSum(c.data<float>(), c.numel())));
+  const Tensor c = x.to(Device::cpu()).contiguous();  // as sumKeep: a device tensor is summed on the host
+  const Device device = x.device();
+  Tensor out = Tensor::scalar(static_cast<float>(blockedSum(c.data<float>(), c.numel()))).to(device);
   const Shape shape = x.sizes();
-  return autograd::recordFunction(
-      out, "SumBackward", {x}, [shape](const Tensor& g) { return std::vector<Tensor>{Tensor::full(shape, g.item())}; });
+  return autograd::recordFunction(out, "SumBackward", {x}, [shape, device](const Tensor& g) {
+    return std::vector<Tensor>{Tensor::full(shape, g.item()).to(device)};
+  });
 }
 
 Tensor mean(const Tensor& x) {
@@ -112,7 +116,7 @@ Tensor argmax(const Tensor& x, int64_t dim) {
   for (int64_t i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
   Shape outShape = x.sizes();
   outShape.erase(outShape.begin() + d);
-  const Tensor c = x.contiguous();
+  const Tensor c = x.to(Device::cpu()).contiguous();  // as sumKeep: on the host
   Tensor out = Tensor::empty(outShape, DType::Int64);
   const float* p = c.data<float>();
   int64_t* o = out.data<int64_t>();
@@ -127,7 +131,7 @@ Tensor argmax(const Tensor& x, int64_t dim) {
       o[idx] = best;
     }
   });
-  return out;
+  return out.to(x.device());
 }
 
 }  // namespace aps::ops

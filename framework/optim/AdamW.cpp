@@ -4,6 +4,10 @@
 #include "framework/core/Parallel.h"
 #include "framework/optim/kernels/Updates.h"
 
+#if defined(APS_WITH_CUDA)
+#include "framework/optim/cuda/Updates.h"
+#endif
+
 #include <cmath>
 
 namespace aps::optim {
@@ -35,6 +39,12 @@ void AdamW::update() {
     float* p = param.data<float>();
     const float* pg = g.data<float>();
     const kernels::AdamWParams o{b1, b2, stepSize, bias2Sqrt, eps, shrink};
+    if (param.device().isCuda()) {
+#if defined(APS_WITH_CUDA)
+      cuda::adamWUpdate(p, pg, m, v, param.numel(), o);
+      continue;
+#endif
+    }
     parallelFor(param.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
       for (int64_t k = begin; k < end; ++k) kernels::adamWUpdate(p[k], pg[k], m[k], v[k], o);
     });

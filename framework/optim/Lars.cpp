@@ -4,6 +4,10 @@
 #include "framework/core/Parallel.h"
 #include "framework/optim/kernels/Updates.h"
 
+#if defined(APS_WITH_CUDA)
+#include "framework/optim/cuda/Updates.h"
+#endif
+
 #include <algorithm>
 #include <cmath>
 
@@ -35,8 +39,16 @@ double Lars::localLr(size_t i) const {
   const Tensor grad = param.grad();
   if (!grad.defined()) return 1.0;
   const Tensor g = grad.contiguous();
-  const double wNorm = l2Norm(param.data<float>(), param.numel());
-  const double gNorm = l2Norm(g.data<float>(), g.numel());
+  double wNorm = 0.0, gNorm = 0.0;
+  if (param.device().isCuda()) {
+#if defined(APS_WITH_CUDA)
+    wNorm = cuda::l2Norm(param.data<float>(), param.numel());
+    gNorm = cuda::l2Norm(g.data<float>(), g.numel());
+#endif
+  } else {
+    wNorm = l2Norm(param.data<float>(), param.numel());
+    gNorm = l2Norm(g.data<float>(), g.numel());
+  }
   return kernels::larsLocalLr(wNorm, gNorm, options_.trustCoefficient, options_.weightDecay, options_.eps);
 }
 
@@ -53,6 +65,12 @@ void Lars::update() {
     float* v = stateFor("momentum_buffer", i).data<float>();
     float* p = param.data<float>();
     const float* pg = g.data<float>();
+    if (param.device().isCuda()) {
+#if defined(APS_WITH_CUDA)
+      cuda::larsUpdate(p, pg, v, param.numel(), momentum, scaledLr, wd);
+      continue;
+#endif
+    }
     parallelFor(param.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
       for (int64_t k = begin; k < end; ++k) kernels::larsUpdate(p[k], pg[k], v[k], momentum, scaledLr, wd);
     });

@@ -77,7 +77,10 @@ void Optimizer::zeroGrad(bool setToNone) {
 Tensor& Optimizer::stateFor(const std::string& kind, size_t i) {
   const std::string key = kind + "." + params_[i].name;
   auto it = state_.find(key);
-  if (it == state_.end()) it = state_.emplace(key, Tensor::zeros(params_[i].tensor.sizes())).first;
+  if (it == state_.end()) {
+    // State lives where its parameter does.
+    it = state_.emplace(key, Tensor::zeros(params_[i].tensor.sizes(), DType::Float32, params_[i].tensor.device())).first;
+  }
   return it->second;
 }
 
@@ -115,7 +118,7 @@ void Optimizer::loadStateDict(const NamedTensors& state) {
     APS_CHECK(match != nullptr, "{}: state entry '{}' names no parameter", typeName_, entry.name);
     APS_CHECK(entry.tensor.sizes() == match->tensor.sizes(), "{}: state entry '{}' has shape {}, parameter has {}",
               typeName_, entry.name, entry.tensor.shapeString(), match->tensor.shapeString());
-    restored[entry.name] = entry.tensor.to(DType::Float32);
+    restored[entry.name] = entry.tensor.to(DType::Float32).to(match->tensor.device());  // state lives with its parameter
   }
   APS_CHECK(sawStep, "{}: state has no 'step' entry", typeName_);
   state_ = std::move(restored);

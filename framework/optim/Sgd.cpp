@@ -4,6 +4,10 @@
 #include "framework/core/Parallel.h"
 #include "framework/optim/kernels/Updates.h"
 
+#if defined(APS_WITH_CUDA)
+#include "framework/optim/cuda/Updates.h"
+#endif
+
 namespace aps::optim {
 
 Sgd::Sgd(NamedTensors params, const SgdOptions& options)
@@ -31,6 +35,12 @@ void Sgd::update() {
     float* p = param.data<float>();
     const float* pg = g.data<float>();
     const kernels::SgdParams o{lr, momentum, dampening, wd, options_.nesterov, first};
+    if (param.device().isCuda()) {
+#if defined(APS_WITH_CUDA)
+      cuda::sgdUpdate(p, pg, buf, param.numel(), o);
+      continue;
+#endif
+    }
     parallelFor(param.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
       if (buf != nullptr) {
         for (int64_t k = begin; k < end; ++k) kernels::sgdUpdate(p[k], pg[k], buf + k, o);

@@ -51,6 +51,13 @@ class TensorImpl {
   DType dtype() const { return dtype_; }
   AutogradSlots& autograd() { return autograd_; }
   const AutogradSlots& autograd() const { return autograd_; }
+  // Points this tensor, and every handle sharing it, at `moved`'s contiguous storage (same
+  // sizes and dtype): how Module::to moves a parameter that layers hold by handle.
+  void rebase(const TensorImpl& moved) {
+    storage_ = moved.storage_;
+    strides_ = moved.strides_;
+    offset_ = moved.offset_;
+  }
 
  private:
   std::shared_ptr<Storage> storage_;

@@ -74,7 +74,8 @@ NamedTensors Checkpoint::section(const std::string& prefix) const {
 }
 
 void Checkpoint::addSection(const std::string& prefix, const NamedTensors& entries) {
-  for (const auto& entry : entries) tensors.push_back({prefix + "." + entry.name, entry.tensor});
+  // A checkpoint holds host tensors: a model trained on a GPU saves the same file as on the CPU.
+  for (const auto& entry : entries) tensors.push_back({prefix + "." + entry.name, entry.tensor.to(Device::cpu())});
 }
 
 void saveCheckpoint(const std::string& path, const Checkpoint& c) {

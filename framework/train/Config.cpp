@@ -490,7 +490,8 @@ uint64_t configHash(const TrainConfig& config) { return fnv1a(configToYaml(confi
 
 std::string resumeYaml(const TrainConfig& config) {
   YAML::Node tree = YAML::Clone(config.resolved);
-  for (const char* key : {"epochs", "max_steps", "checkpoint", "logging", "eval", "threads", "output_dir"}) {
+  // device: a checkpoint resumes on another device (the same file from the CPU and a GPU).
+  for (const char* key : {"epochs", "max_steps", "checkpoint", "logging", "eval", "threads", "output_dir", "device"}) {
     tree.remove(key);
   }
   tree["comm"].remove("sim_workers");  // how simulated ranks share the cores, not what they compute

@@ -20,13 +20,16 @@ EvalAccumulator evaluateShard(nn::Module& model, const std::shared_ptr<const dat
   data::Loader loader(testSet, {setup.batchSize, setup.workers, setup.prefetch, false, setup.seed});
   loader.startEpoch(0, indices);
   EvalAccumulator totals(setup.segmentation, setup.classes);
+  const auto parameters = model.parameters();
+  const Device device = parameters.empty() ? Device::cpu() : parameters.front().device();
   data::Batch batch;
   while (loader.next(batch)) {
-    const Tensor images = Tensor::fromVector(std::span<const float>(batch.images), batch.imageShape);
-    const Tensor labels = Tensor::fromVector(std::span<const int64_t>(batch.labels), batch.labelShape);
-    const Tensor logits = model.forward(images).contiguous();
+    const Tensor images = Tensor::fromVector(std::span<const float>(batch.images), batch.imageShape).to(device);
+    const Tensor labels = Tensor::fromVector(std::span<const int64_t>(batch.labels), batch.labelShape).to(device);
+    const Tensor deviceLogits = model.forward(images).contiguous();
+    const Tensor logits = deviceLogits.to(Device::cpu());  // the accumulator reads host memory
     if (!setup.segmentation) {
-      const double meanLoss = ops::crossEntropy(logits, labels).item();
+      const double meanLoss = ops::crossEntropy(deviceLogits, labels).item();
       totals.addClassification(logits.data<float>(), batch.labels.data(), batch.size(), meanLoss);
     } else {
       totals.addSegmentation(logits.data<float>(), batch.labels.data(), batch.size(),

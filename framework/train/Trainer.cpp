@@ -66,7 +66,13 @@ std::vector<T> Trainer::State::sumOverRanks(const std::vector<std::vector<T>>& l
 // (broadcast_buffers), every rank uses rank 0's after each step.
 void Trainer::State::broadcastBuffersFromRankZero() {
   for (auto& b : model->namedBuffers()) {
-    comm::broadcastFromRankZero(*transport, b.tensor.rawData(), b.tensor.buffer().bytes());
+    if (b.tensor.device().isCpu()) {
+      comm::broadcastFromRankZero(*transport, b.tensor.rawData(), b.tensor.buffer().bytes());
+      continue;
+    }
+    Tensor host = b.tensor.to(Device::cpu());  // the transport sends host bytes
+    comm::broadcastFromRankZero(*transport, host.rawData(), host.buffer().bytes());
+    b.tensor.copyFrom(host);
   }
 }
 
@@ -77,8 +83,8 @@ float Trainer::State::rankForwardBackward(nn::Module& net, const std::vector<nn:
   sync->setLocalRank(local, copy);
   // Dropout masks depend on (step, rank) only: the same under sim and mpi, and on resume.
   for (nn::Dropout* d : rankDropouts) d->setNextStream(static_cast<uint64_t>(globalStep * world + firstRank + local));
-  const Tensor images = Tensor::fromVector(std::span<const float>(batch.images), batch.imageShape);
-  const Tensor labels = Tensor::fromVector(std::span<const int64_t>(batch.labels), batch.labelShape);
+  const Tensor images = Tensor::fromVector(std::span<const float>(batch.images), batch.imageShape).to(device);
+  const Tensor labels = Tensor::fromVector(std::span<const int64_t>(batch.labels), batch.labelShape).to(device);
   autograd::ComputePrecisionGuard precisionGuard(compute);
   const Tensor logits = net.forward(images);
   const Tensor loss = ops::crossEntropy(logits, labels, {0.0f, info.segmentation ? 255 : -100});
@@ -193,6 +199,10 @@ bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats&
   std::vector<float> losses = forwardBackward(batches);
   const double computeSeconds = secondsSince(start);
   const comm::StepCommStats comm = sync->finishStep();  // the reduced, averaged gradients are in place
+  for (size_t i = 0; i < hostParams.size(); ++i) {        // on a GPU: back from the reducer's host copies
+    Tensor grad = params[i].tensor.grad();
+    grad.copyFrom(hostParams[i].tensor.grad());
+  }
   const double loss = meanLossOverRanks(std::move(losses));
   if (!std::isfinite(loss)) trainLossNonFinite = true;
   const bool stepped = update(!comm.nonFinite, loss);
@@ -376,7 +386,11 @@ void Trainer::dryRun(const std::string& resumeArgument) {
                s_->config.model.name, s_->params.size(), s_->trainSet->size(), s_->stepsPerEpoch, s_->world);
 }
 
-NamedTensors Trainer::modelState() const { return s_->model->stateDict(); }
+NamedTensors Trainer::modelState() const {
+  NamedTensors state = s_->model->stateDict();
+  for (auto& entry : state) entry.tensor = entry.tensor.to(Device::cpu());  // itself on the CPU
+  return state;
+}
 
 TrainSummary Trainer::run(const std::string& resumeArgument) {
   State& s = *s_;

@@ -3,6 +3,7 @@
 #include "comm/SmallAllReduce.h"
 #include "framework/core/Error.h"
 #include "framework/core/Logging.h"
+#include "framework/autograd/Function.h"
 #include "framework/core/Parallel.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
 #include "framework/train/Preflight.h"
@@ -30,7 +31,7 @@ std::string testSplit(const std::string& dataset) {
 // and the reducer's buffer views stay valid for the whole run), and its dropout layers.
 void prepareForTraining(nn::Module& net, NamedTensors& params, std::vector<nn::Dropout*>& dropouts) {
   params = net.namedParameters();
-  for (auto& p : params) p.tensor.setGrad(Tensor::zeros(p.tensor.sizes()));
+  for (auto& p : params) p.tensor.setGrad(Tensor::zeros(p.tensor.sizes(), DType::Float32, p.tensor.device()));
   for (auto& [name, module] : net.namedModules()) {
     if (auto* d = dynamic_cast<nn::Dropout*>(module)) dropouts.push_back(d);
   }
@@ -39,21 +40,23 @@ void prepareForTraining(nn::Module& net, NamedTensors& params, std::vector<nn::D
 }  // namespace
 
 // `device` (docs/ARCHITECTURE.md, GPU backend): never ignored. A cuda device that this build
-// or machine cannot give is refused with the reason; one that exists is refused too, because
-// the engine does not dispatch the model's ops to the GPU yet (the CUDA kernels, device
-// memory and codecs are built and tested on their own, see README "GPU status").
-static void checkDevice(const TrainConfig& config) {
+// or machine cannot give is refused with the reason, and so is what the GPU path does not run
+// yet (16-bit compute), rather than training on the CPU by mistake.
+static Device checkDevice(const TrainConfig& config) {
   const Device device = parseDevice(config.device);
-  if (device.isCpu()) return;
+  if (device.isCpu()) return device;
   cuda::requireDevice(device.index, fmt::format("{}: device = '{}'", config.sourceFile, config.device));
-  APS_FAIL(
-      "{}: device = '{}': {} is here, but aps's trainer does not run models on the GPU yet (the CUDA kernels, "
-      "device memory and GPU codecs exist; the engine's dispatch to them does not); use device: cpu",
-      config.sourceFile, config.device, cuda::deviceDescription(device.index));
+  APS_CHECK(config.precision.compute == "fp32",
+            "{}: precision.compute = '{}' with device = '{}': 16-bit compute does not run on the GPU yet; use "
+            "precision.compute: fp32 there (or device: cpu)",
+            config.sourceFile, config.precision.compute, config.device);
+  cuda::setDevice(device.index);
+  spdlog::info("training on {}: {}", deviceName(device), cuda::deviceDescription(device.index));
+  return device;
 }
 
 void Trainer::State::setupWorld(std::shared_ptr<comm::Communicator> communicator) {
-  checkDevice(config);
+  device = checkDevice(config);
   if (config.comm.backend == "sim") {
     sim = std::make_unique<comm::SimTransport>(static_cast<int>(config.comm.worldSize));
     transport = sim.get();
@@ -98,6 +101,7 @@ void Trainer::State::setupModel() {
               config.model.initFrom, config.model.name, report.summary());
     spdlog::info("initial weights from {}: {}", config.model.initFrom, report.summary());
   }
+  model->to(device);  // built and initialised on the host, as on the CPU: the same weights
   prepareForTraining(*model, params, dropouts);
 }
 
@@ -145,7 +149,8 @@ void Trainer::State::setupOptimizer() {
 // model (auto: as many as the threads, at most the simulated ranks). A second thread speeds a
 // one-image rank up by about a quarter; two such ranks side by side, one thread each, double it.
 void Trainer::State::setupModelCopies() {
-  if (!copies.empty() || sim == nullptr || localRanks < 2) return;
+  // On a GPU the simulated ranks run one after another on the one model.
+  if (!copies.empty() || sim == nullptr || localRanks < 2 || !device.isCpu()) return;
   const int64_t wanted = config.comm.simWorkers > 0 ? config.comm.simWorkers : numThreads();
   const int count = static_cast<int>(std::min<int64_t>(wanted, localRanks));
   for (int c = 1; c < count; ++c) {
@@ -178,8 +183,18 @@ void Trainer::State::setupPrecisionAndComm() {
   setupModelCopies();
   std::vector<NamedTensors> copyParams;
   for (const ModelCopy& copy : copies) copyParams.push_back(copy.params);
+  // On a GPU the reducer takes its gradients from host copies of the parameters.
+  if (!device.isCpu()) {
+    hostParams.clear();
+    for (const auto& param : params) {
+      Tensor host = Tensor::zeros(param.tensor.sizes());
+      host.setRequiresGrad();  // a leaf, as the reducer hooks its parameters
+      host.setGrad(Tensor::zeros(param.tensor.sizes()));
+      hostParams.push_back({param.name, host});
+    }
+  }
   sync = std::make_unique<GradientSync>(
-      config, params, GradientSync::Ranks{transport, world, firstRank, localRanks},
+      config, device.isCpu() ? params : hostParams, GradientSync::Ranks{transport, world, firstRank, localRanks},
       [this](const nlohmann::json& line) { log->write(line); }, copyParams);
   // Only injected faults look at a gradient before the reducer takes it.
   GradientSync::BeforeReady poison;
@@ -189,6 +204,16 @@ void Trainer::State::setupPrecisionAndComm() {
     };
   }
   sync->attach(poison);
+  // Each device gradient, once final, is copied to its host parameter's .grad and handed on to
+  // the reducer's hooks there.
+  for (size_t i = 0; i < hostParams.size(); ++i) {
+    autograd::addGradReadyHook(params[i].tensor, [host = hostParams[i].tensor.implPtr()](Tensor& leaf) {
+      Tensor mirror(host);
+      Tensor grad = mirror.grad();
+      grad.copyFrom(leaf.grad());
+      for (auto& hook : host->autograd().gradReadyHooks) hook(mirror);
+    });
+  }
 }
 
 // Element-wise sums over the processes, in rank order, the same on every rank (int64 counts

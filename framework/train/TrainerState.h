@@ -37,6 +37,12 @@ struct Trainer::State {
   models::ModelInfo info;
   std::shared_ptr<nn::Module> model;
   NamedTensors params;
+  // `device`: where the model trains. On a GPU the reducer works on a host copy of the
+  // gradients (hostParams: the parameters' shapes, their .grad the reducer's buffers): each
+  // gradient goes there as backward makes it, and the reduced gradients come back before the
+  // optimizer steps on the device (README "GPU status": gradients are reduced on the host).
+  Device device = Device::cpu();
+  NamedTensors hostParams;
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<optim::LrScheduler> scheduler;
 

@@ -14,6 +14,10 @@ __global__ void fillKernel(float* out, int64_t n, float value) {
   for (int64_t i = launch::firstIndex(); i < n; i += launch::gridStride()) out[i] = value;
 }
 
+__global__ void addKernel(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = launch::firstIndex(); i < n; i += launch::gridStride()) out[i] = (a ? a[i] : 0.0f) + b[i];
+}
+
 cudaStream_t stream(StreamHandle handle) { return static_cast<cudaStream_t>(handle); }
 
 cudaMemcpyKind memcpyKind(CopyKind kind) {
@@ -102,6 +106,12 @@ void zeroAsync(void* data, size_t bytes, StreamHandle s) {
 void fillFloatAsync(float* device, int64_t n, float value, StreamHandle s) {
   if (n <= 0) return;
   fillKernel<<<launch::gridFor(n), launch::kThreads, 0, stream(s)>>>(device, n, value);
+  APS_CUDA_CHECK(cudaGetLastError());
+}
+
+void addFloatsAsync(float* out, const float* a, const float* b, int64_t n, StreamHandle s) {
+  if (n <= 0) return;
+  addKernel<<<launch::gridFor(n), launch::kThreads, 0, stream(s)>>>(out, a, b, n);
   APS_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -54,6 +54,10 @@ void copySync(void* dst, const void* src, size_t bytes, CopyKind kind);
 void zeroAsync(void* data, size_t bytes, StreamHandle stream);
 // n floats at `device` (device memory) set to `value` by a kernel on `stream`.
 void fillFloatAsync(float* device, int64_t n, float value, StreamHandle stream);
+// out[i] = a[i] + b[i] over n device floats, or 0 + b[i] when a is nullptr (out may alias
+// either): the engine's gradient accumulation (framework/autograd/GradAccumulation.h), the
+// one arithmetic below the op kernels, with the CPU's bits.
+void addFloatsAsync(float* out, const float* a, const float* b, int64_t n, StreamHandle stream);
 
 // Fills n floats of host memory with `value` by running a kernel on device `index`
 // (device buffer, kernel, copy back): the smallest end-to-end proof the backend works.

@@ -24,6 +24,7 @@ void copyAsync(void*, const void*, size_t, CopyKind, StreamHandle) { noCuda(); }
 void copySync(void*, const void*, size_t, CopyKind) { noCuda(); }
 void zeroAsync(void*, size_t, StreamHandle) { noCuda(); }
 void fillFloatAsync(float*, int64_t, float, StreamHandle) { noCuda(); }
+void addFloatsAsync(float*, const float*, const float*, int64_t, StreamHandle) { noCuda(); }
 void fillOnDevice(float*, int64_t, float, int) { noCuda(); }
 
 Stream::Stream(int) { noCuda(); }

@@ -321,6 +321,16 @@ void fillFloatAsync(float* device, int64_t n, float value, StreamHandle stream) 
   emu::enqueue(stream, [device, n, value] { std::fill_n(emu::view(device, n), n, value); });
 }
 
+void addFloatsAsync(float* out, const float* a, const float* b, int64_t n, StreamHandle stream) {
+  if (n <= 0) return;
+  emu::view(out, n), emu::view(a, n), emu::view(b, n);
+  emu::enqueue(stream, [out, a, b, n] {
+    float* o = emu::view(out, n);
+    const float *x = emu::view(a, n), *y = emu::view(b, n);
+    for (int64_t i = 0; i < n; ++i) o[i] = (x != nullptr ? x[i] : 0.0f) + y[i];
+  });
+}
+
 void fillOnDevice(float* host, int64_t n, float value, int index) {
   if (n <= 0) return;
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);

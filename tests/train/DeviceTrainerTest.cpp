@@ -1,0 +1,103 @@
+// The trainer on a GPU (label cuda: skips without a device; the emulated device of
+// APS_CUDA_EMULATION runs it, where every kernel is the CPU's arithmetic): device: cuda trains
+// to the CPU run's bits, under the simulator with low-precision gradients too, and
+// checkpoints move between the CPU and the GPU in both directions.
+#include "framework/train/Checkpoint.h"
+#include "framework/train/Trainer.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
+#include "tests/common/Datasets.h"
+#include "tests/common/ErrorMessage.h"
+#include "tests/train/TrainerTestSupport.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace aps::train {
+namespace {
+
+using testing::bitIdentical;
+using testing::smallConfig;
+using testing::trainLosses;
+
+#if defined(APS_CUDA_EMULATION)
+constexpr bool kEmulated = true;
+#else
+constexpr bool kEmulated = false;
+#endif
+
+class DeviceTrainer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda::deviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+    if (!kEmulated) GTEST_SKIP() << "bit-identity holds on the emulated device; tools/device_check.sh compares a GPU";
+    APS_REQUIRE_FASHION_MNIST();
+    dir_ = std::filesystem::temp_directory_path() /
+           ("aps-device-trainer-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  // Trains with `extra` on `device`; returns the final weights, its metrics in metricsFile.
+  NamedTensors train(const std::string& device, std::vector<std::string> extra, const std::string& metricsFile,
+                     const std::string& resumeFrom = "") {
+    extra.push_back("device=" + device);
+    extra.push_back("logging.metrics_file=" + metricsFile);
+    Trainer trainer(smallConfig("sim", 2, extra), nullptr);
+    trainer.run(resumeFrom);
+    return trainer.modelState();
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(DeviceTrainer, Fp32AndE4m3ApsTrainToTheCpuBits) {
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"max_steps=12"},
+        std::vector<std::string>{"max_steps=12", "precision.format=e4m3", "precision.scaling=aps",
+                                 "precision.rounding=stochastic"}}) {
+    const NamedTensors cpu = train("cpu", extra, path("cpu.jsonl"));
+    const NamedTensors gpu = train("cuda", extra, path("gpu.jsonl"));
+    std::string differs;
+    EXPECT_TRUE(bitIdentical(cpu, gpu, &differs)) << extra.back() << ": first difference in " << differs;
+    const auto cpuLosses = trainLosses(path("cpu.jsonl")), gpuLosses = trainLosses(path("gpu.jsonl"));
+    EXPECT_EQ(cpuLosses.size(), 12u);
+    EXPECT_EQ(cpuLosses, gpuLosses) << extra.back();
+  }
+}
+
+// A checkpoint is the same file from either device: a CPU checkpoint resumes on the GPU and a
+// GPU checkpoint on the CPU, and both end with the bits of the run that never stopped.
+TEST_F(DeviceTrainer, CheckpointsResumeAcrossDevicesBitIdentically) {
+  const std::vector<std::string> common{"epochs=1", "precision.format=e5m2", "precision.scaling=aps"};
+  const NamedTensors straight = train("cpu", common, path("straight.jsonl"));
+  for (const auto& [first, second] : {std::pair<std::string, std::string>{"cpu", "cuda"}, {"cuda", "cpu"}}) {
+    const std::string ckpt = path("ckpt-" + first);
+    auto stopped = common;
+    stopped.push_back("max_steps=7");
+    stopped.push_back("checkpoint.dir=" + ckpt);
+    train(first, stopped, path("first-" + first + ".jsonl"));
+    const auto checkpoints = listCheckpoints(ckpt);
+    ASSERT_FALSE(checkpoints.empty()) << first;
+    EXPECT_EQ(loadCheckpoint(checkpoints.back()).globalStep, 7);
+    const std::string metrics = path("second-" + second + ".jsonl");  // a resumed run appends to its file
+    const NamedTensors resumed = train(second, common, metrics, checkpoints.back());
+    std::string differs;
+    EXPECT_TRUE(bitIdentical(straight, resumed, &differs)) << first << " -> " << second << ": " << differs;
+    EXPECT_EQ(trainLosses(metrics).size(), 16u - 7u) << first << " -> " << second;
+  }
+}
+
+TEST_F(DeviceTrainer, SixteenBitComputeOnTheGpuIsRefusedNamingTheKeys) {
+  const std::string error = testsupport::errorOf(
+      [&] { Trainer(smallConfig("sim", 2, {"device=cuda", "precision.compute=fp16_mixed"}), nullptr); });
+  EXPECT_THAT(error, ::testing::HasSubstr("precision.compute = 'fp16_mixed' with device = 'cuda'"));
+}
+
+}  // namespace
+}  // namespace aps::train
