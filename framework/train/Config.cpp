@@ -490,8 +490,9 @@ uint64_t configHash(const TrainConfig& config) { return fnv1a(configToYaml(confi
 
 std::string resumeYaml(const TrainConfig& config) {
   YAML::Node tree = YAML::Clone(config.resolved);
-  // device: a checkpoint resumes on another device (the same file from the CPU and a GPU).
-  for (const char* key : {"epochs", "max_steps", "checkpoint", "logging", "eval", "threads", "output_dir", "device"}) {
+  // device, cuda: a checkpoint resumes on another device (the same file from the CPU and a GPU).
+  for (const char* key :
+       {"epochs", "max_steps", "checkpoint", "logging", "eval", "threads", "output_dir", "device", "cuda"}) {
     tree.remove(key);
   }
   tree["comm"].remove("sim_workers");  // how simulated ranks share the cores, not what they compute
@@ -535,7 +536,8 @@ std::map<std::string, std::string> flatYaml(const std::string& text, const char*
 }  // namespace
 
 std::vector<std::string> configDifferences(const std::string& checkpointYaml, const std::string& runYaml) {
-  const auto saved = flatYaml(checkpointYaml, "the checkpoint's stored config");
+  auto saved = flatYaml(checkpointYaml, "the checkpoint's stored config");
+  saved.erase("device");  // stored by aps before a checkpoint could move between devices
   const auto now = flatYaml(runYaml, "this run's config");
   const auto defaults = flatYaml(resumeYaml(parseConfig("{}", "defaults")), "the default config");
   std::vector<std::string> out;

@@ -75,6 +75,10 @@ struct TrainConfig {
   uint64_t seed = 0;
   int64_t threads = 0, epochs = 0, maxSteps = 0, evalIntervalEpochs = 0;
   std::string device;
+  struct Cuda {
+    bool allowTf32 = true, deterministic = false;
+  };
+  Cuda cuda;
   std::string outputDir;  // '' : runs/<config name>-<time>; "none": no run directory
   Model model;
   Data data;

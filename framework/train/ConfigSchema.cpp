@@ -40,6 +40,13 @@ std::vector<ConfigKey> runKeys() {
       {"device", K::String, "cpu", 0, 0, {},
        "where the model runs: cpu, cuda or cuda:N (checked at start-up: a GPU this build or machine lacks is refused)",
        APS_FIELD(device)},
+      {"cuda.allow_tf32", K::Bool, "true", 0, 0, {},
+       "device: cuda: TF32 tensor cores for float32 convolutions and matrix products (PyTorch's default for "
+       "convolutions); false: full float32",
+       APS_FIELD(cuda.allowTf32)},
+      {"cuda.deterministic", K::Bool, "false", 0, 0, {},
+       "device: cuda: only convolution algorithms cuDNN marks deterministic (the same bits every run)",
+       APS_FIELD(cuda.deterministic)},
       {"epochs", K::Int, "1", 0, 100000, {}, "training epochs (ignored when max_steps > 0)", APS_FIELD(epochs)},
       {"max_steps", K::Int, "0", 0, 1e12, {},
        "stop after this many optimizer steps; 0: run all epochs", APS_FIELD(maxSteps)},

@@ -5,6 +5,7 @@
 #include "framework/core/Logging.h"
 #include "framework/autograd/Function.h"
 #include "framework/core/Parallel.h"
+#include "framework/ops/Backend.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
 #include "framework/train/Preflight.h"
 #include "framework/train/Recipes.h"
@@ -50,7 +51,12 @@ static Device checkDevice(const TrainConfig& config) {
             "{}: precision.compute = '{}' with device = '{}': 16-bit compute does not run on the GPU yet; use "
             "precision.compute: fp32 there (or device: cpu)",
             config.sourceFile, config.precision.compute, config.device);
+  APS_CHECK(config.comm.backend != "nccl",
+            "{}: comm.backend = 'nccl': the all-reduce between GPUs is not there yet; with device: cuda use "
+            "comm.backend: mpi (one process per GPU, gradients reduced on the host) or sim",
+            config.sourceFile);
   cuda::setDevice(device.index);
+  ops::setCudaMath({config.cuda.allowTf32, config.cuda.deterministic});
   spdlog::info("training on {}: {}", deviceName(device), cuda::deviceDescription(device.index));
   return device;
 }

@@ -447,4 +447,17 @@ logging: {interval: 50}
   }
 }
 
+// A checkpoint resumes on another device: `device` is no part of the comparison, whether the
+// checkpoint's stored config names one (as aps wrote before checkpoints could move) or not.
+TEST(ConfigResume, DeviceIsNoPartOfTheResumeComparison) {
+  const auto onCpu = parseConfig("device: cpu\nprecision: {format: e4m3}\n", "a.yaml");
+  const auto onGpu = parseConfig("device: cuda\nprecision: {format: e4m3}\n", "a.yaml");
+  EXPECT_TRUE(aps::train::configDifferences(aps::train::resumeYaml(onCpu), aps::train::resumeYaml(onGpu)).empty());
+  const std::string older = "device: cpu\n" + aps::train::resumeYaml(onCpu);
+  EXPECT_TRUE(aps::train::configDifferences(older, aps::train::resumeYaml(onGpu)).empty());
+  // What a run computes still counts.
+  const auto other = parseConfig("device: cuda\nprecision: {format: e5m2}\n", "a.yaml");
+  EXPECT_FALSE(aps::train::configDifferences(older, aps::train::resumeYaml(other)).empty());
+}
+
 }  // namespace

@@ -93,10 +93,17 @@ TEST_F(DeviceTrainer, CheckpointsResumeAcrossDevicesBitIdentically) {
   }
 }
 
-TEST_F(DeviceTrainer, SixteenBitComputeOnTheGpuIsRefusedNamingTheKeys) {
+// What the GPU path does not run yet is refused at start-up, never trained on the CPU instead.
+TEST_F(DeviceTrainer, SixteenBitComputeAndNcclOnTheGpuAreRefusedNamingTheKeys) {
   const std::string error = testsupport::errorOf(
       [&] { Trainer(smallConfig("sim", 2, {"device=cuda", "precision.compute=fp16_mixed"}), nullptr); });
   EXPECT_THAT(error, ::testing::HasSubstr("precision.compute = 'fp16_mixed' with device = 'cuda'"));
+  const std::string nccl = testsupport::errorOf([&] {
+    Trainer(parseConfig("model: {name: resnet20, num_classes: 10, in_channels: 1}\n", "test.yaml",
+                        {"device=cuda", "comm.backend=nccl", "output_dir=none"}),
+            nullptr);
+  });
+  EXPECT_THAT(nccl, ::testing::HasSubstr("comm.backend = 'nccl': the all-reduce between GPUs is not there yet"));
 }
 
 }  // namespace
