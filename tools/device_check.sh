@@ -25,7 +25,7 @@ bundle=$dir/bundle
 # whose --device cuda mode is benchmarked.
 tests=(test_cuda_runtime test_cuda_allocator test_backend_ops test_comm_device_mapping test_comm_nccl
        test_codec_device test_ops_cuda test_models_device)
-tools=(aps_info aps_bench_codec aps_train)
+tools=(aps_info aps_bench_codec aps_train aps_bench_train_cuda)
 
 if [[ "${1:-}" == "prepare" ]]; then
   set -e
@@ -153,7 +153,7 @@ fi
 "$bin/aps_info" 2>&1 | sed 's/^/aps_info: /'
 
 # GPU benchmarks, each bounded; a tool without a GPU mode is reported as such.
-for bench in "aps_bench_codec --device cuda --count 67108864 --codecs e4m3,e5m2,fp16,bf16,e2m1,e4m3:stochastic,dettmers_dynamic,e2m1/block32" "aps_bench_train --device cuda --model resnet50 --batch 256"; do
+for bench in "aps_bench_codec --device cuda --count 67108864 --codecs e4m3,e5m2,fp16,bf16,e2m1,e4m3:stochastic,dettmers_dynamic,e2m1/block32" "aps_bench_train_cuda --device cuda --model resnet50 --input 3x224x224 --batch 256 --steps 10 --warmup 3"; do
   set -- $bench
   tool="$bin/$1"
   shift

@@ -14,6 +14,7 @@
 #include "framework/ops/Loss.h"
 #include "framework/optim/Sgd.h"
 #include "framework/tensor/CpuAllocator.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
 #include "models/ModelRegistry.h"
 #include "precision/DynamicLossScaler.h"
 #include "tools/common/ToolMain.h"
@@ -64,7 +65,7 @@ double peakRssMiB() {
 int main(int argc, char** argv) {
   CLI::App app{"Measures training steps per second of a registry model on random data; prints one JSON line",
                "aps_bench_train"};
-  std::string name = "resnet20", input = "3x32x32", compute = "fp32";
+  std::string name = "resnet20", input = "3x32x32", compute = "fp32", deviceName = "cpu";
   int64_t batch = 128, numClasses = 0;
   int threads = 1, steps = 20, warmup = 2;
   bool profile = false;
@@ -76,14 +77,24 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "untimed steps first (buffers, caches)")->check(CLI::NonNegativeNumber);
   app.add_option("--compute", compute, "precision.compute: fp32, fp16_mixed, fp16_pure, bf16_mixed, bf16_pure");
+  app.add_option("--device", deviceName,
+                 "cpu, or cuda[:N] (the aps_bench_train_cuda build, which links the CUDA kernels; fp32 only)");
   app.add_flag("--profile", profile,
                "then as many steps again with the per-op profile, added to the line as 'profile'");
   return aps::runTool(app, argc, argv, [&] {
     const auto precision = aps::autograd::ComputePrecision::parse(compute);
+    const aps::Device device = aps::parseDevice(deviceName);
+    if (device.isCuda()) {
+      aps::cuda::requireDevice(device.index, "--device " + deviceName);
+      APS_CHECK(precision.isFp32(), "--compute {} with --device {}: 16-bit compute does not run on the GPU yet",
+                compute, deviceName);
+      aps::cuda::setDevice(device.index);
+    }
     const std::vector<int64_t> image = parseImageShape(input);
     aps::setNumThreads(threads);
     const aps::models::ModelInfo& info = aps::models::modelInfo(name);
     auto model = aps::models::createModel(name, {.numClasses = numClasses, .inChannels = image[0], .seed = 1});
+    model->to(device);
     const int64_t classes = numClasses > 0 ? numClasses : info.defaultNumClasses;
     const aps::NamedTensors params = model->namedParameters();
     aps::optim::Sgd sgd(params, {.lr = 0.01, .momentum = 0.9, .weightDecay = 5e-4});
@@ -91,11 +102,12 @@ int main(int argc, char** argv) {
     aps::precision::DynamicLossScaler scaler;
 
     aps::Rng rng(7);
-    const aps::Tensor x = aps::Tensor::randn({batch, image[0], image[1], image[2]}, rng);
+    const aps::Tensor x = aps::Tensor::randn({batch, image[0], image[1], image[2]}, rng).to(device);
     std::vector<int64_t> labels(static_cast<size_t>(info.segmentation ? batch * image[1] * image[2] : batch));
     for (auto& label : labels) label = static_cast<int64_t>(rng.below(static_cast<uint64_t>(classes)));
-    const aps::Tensor y = info.segmentation ? aps::Tensor::fromVector(labels, {batch, image[1], image[2]})
-                                            : aps::Tensor::fromVector(labels, {batch});
+    const aps::Tensor y = (info.segmentation ? aps::Tensor::fromVector(labels, {batch, image[1], image[2]})
+                                             : aps::Tensor::fromVector(labels, {batch}))
+                              .to(device);
 
     model->train();
     float loss = 0.0f;
@@ -126,6 +138,7 @@ int main(int argc, char** argv) {
     nlohmann::json line = {{"tool", "aps_bench_train"},
                            {"model", name},
                            {"compute", precision.name()},
+                           {"device", aps::deviceName(device)},
                            {"input", input},
                            {"batch", batch},
                            {"threads", threads},
