@@ -66,13 +66,11 @@ std::vector<T> Trainer::State::sumOverRanks(const std::vector<std::vector<T>>& l
 // (broadcast_buffers), every rank uses rank 0's after each step.
 void Trainer::State::broadcastBuffersFromRankZero() {
   for (auto& b : model->namedBuffers()) {
-    if (b.tensor.device().isCpu()) {
-      comm::broadcastFromRankZero(*transport, b.tensor.rawData(), b.tensor.buffer().bytes());
-      continue;
-    }
-    Tensor host = b.tensor.to(Device::cpu());  // the transport sends host bytes
+    // The transport sends host bytes: a buffer on a GPU goes through a host copy (on the CPU,
+    // to() gives the buffer itself).
+    Tensor host = b.tensor.to(Device::cpu());
     comm::broadcastFromRankZero(*transport, host.rawData(), host.buffer().bytes());
-    b.tensor.copyFrom(host);
+    if (!b.tensor.device().isCpu()) b.tensor.copyFrom(host);
   }
 }
 
