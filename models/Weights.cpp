@@ -30,9 +30,7 @@ std::string listing(const std::string& what, const std::vector<std::string>& ite
 void saveWeights(const nn::Module& model, const std::string& path) {
   // "format": "pt" is what safetensors.torch.save_file writes; PyTorch-side loaders expect it.
   // A model on a GPU writes the same file, from host copies.
-  NamedTensors state = model.stateDict();
-  for (auto& entry : state) entry.tensor = entry.tensor.to(Device::cpu());
-  io::saveSafetensors(path, state, {{"format", "pt"}});
+  io::saveSafetensors(path, onDevice(model.stateDict(), Device::cpu()), {{"format", "pt"}});
 }
 
 void loadState(nn::Module& model, const NamedTensors& state, const std::string& source) {

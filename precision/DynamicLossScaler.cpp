@@ -2,7 +2,10 @@
 
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/tensor/cuda/CudaAllocator.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
 #include "precision/FormatRounding.h"
+#include "precision/cuda/CodecKernels.h"
 
 #include <fmt/format.h>
 
@@ -11,6 +14,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 namespace aps::precision {
 
@@ -33,12 +37,22 @@ Tensor DynamicLossScaler::rootGradient() const { return Tensor::scalar(scale());
 bool DynamicLossScaler::unscaleGradients(const NamedTensors& params, precision::ComputeFormat gradFormat) const {
   const float inverse = static_cast<float>(1.0 / state_.scale);
   std::atomic<bool> finite{true};
+  // Gradients on a GPU: one kernel each, one flag for all of them, read once at the end.
+  std::optional<aps::cuda::DeviceScratch> deviceFlag;
   for (const auto& p : params) {
     Tensor grad = p.tensor.grad();
     if (!grad.defined()) continue;
     APS_CHECK(grad.isContiguous() && grad.dtype() == DType::Float32,
               "loss scaler: gradient of '{}' must be a contiguous float32 tensor", p.name);
     float* g = grad.data<float>();
+    if (!grad.device().isCpu()) {
+      if (!deviceFlag) {
+        deviceFlag.emplace(sizeof(uint32_t), grad.device().index);
+        aps::cuda::zeroAsync(deviceFlag->data(), sizeof(uint32_t), nullptr);
+      }
+      cuda::unscaleGradient(g, grad.numel(), inverse, gradFormat, static_cast<uint32_t*>(deviceFlag->data()), nullptr);
+      continue;
+    }
     parallelFor(grad.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
       bool ok = true;
       for (int64_t i = begin; i < end; ++i) {
@@ -48,6 +62,11 @@ bool DynamicLossScaler::unscaleGradients(const NamedTensors& params, precision::
       if (!ok) finite = false;
     });
     precision::roundNearestEven(g, grad.numel(), gradFormat);
+  }
+  if (deviceFlag) {
+    uint32_t nonFinite = 0;
+    aps::cuda::copySync(&nonFinite, deviceFlag->data(), sizeof(uint32_t), aps::cuda::CopyKind::DeviceToHost);
+    if (nonFinite != 0) finite = false;
   }
   return finite;
 }

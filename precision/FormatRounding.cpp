@@ -2,7 +2,9 @@
 
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "precision/FloatCodec.h"
 #include "precision/Quantizer.h"
+#include "precision/cuda/DeviceCodec.h"
 #include "precision/kernels/FloatRounding.h"
 
 #include <bit>
@@ -71,17 +73,55 @@ void roundStochastic(float* data, int64_t n, ComputeFormat format, uint64_t seed
   roundToFormat(data, n, sixteenBitQuantizer(format).format(), RoundingMode::Stochastic, {seed, stream, 0});
 }
 
-void roundInPlace(Tensor& t, ComputeFormat format) {
+namespace {
+// A cuda tensor's rounding runs on the device (precision/cuda/CodecKernels.h) with the same
+// per-element functions; a view is rounded through a contiguous copy.
+template <class RoundContiguous>
+void roundTensor(Tensor& t, ComputeFormat format, const char* what, RoundContiguous&& round) {
   if (format == ComputeFormat::Fp32 || !t.defined()) return;
-  APS_CHECK(t.dtype() == DType::Float32, "roundInPlace: tensor of shape {} is {}, not float32", t.shapeString(),
+  APS_CHECK(t.dtype() == DType::Float32, "{}: tensor of shape {} is {}, not float32", what, t.shapeString(),
             dtypeName(t.dtype()));
   if (t.isContiguous()) {
-    roundNearestEven(t.data<float>(), t.numel(), format);
+    round(t);
     return;
   }
   Tensor c = t.contiguous();
-  roundNearestEven(c.data<float>(), c.numel(), format);
+  round(c);
   t.copyFrom(c);
+}
+
+// The wire codec's stochastic rounding to fp16/bf16 on the device: a FloatCodec whose encoded
+// value is the rounded fp32 (width 4), encoded in place.
+cuda::DeviceCodecParams stochasticDeviceParams(ComputeFormat format) {
+  const FloatCodec codec(sixteenBitQuantizer(format).format(), RoundingMode::Stochastic);
+  cuda::DeviceCodecParams p = cuda::DeviceCodec(codec).params();
+  p.width = 4;
+  return p;
+}
+}  // namespace
+
+void roundInPlace(Tensor& t, ComputeFormat format) {
+  roundTensor(t, format, "roundInPlace", [format](Tensor& c) {
+    if (c.device().isCpu()) {
+      roundNearestEven(c.data<float>(), c.numel(), format);
+    } else {
+      cuda::roundToComputeFormat(c.data<float>(), c.numel(), format, nullptr);
+    }
+  });
+}
+
+void roundStochasticInPlace(Tensor& t, ComputeFormat format, uint64_t seed, uint64_t stream) {
+  roundTensor(t, format, "roundStochasticInPlace", [format, seed, stream](Tensor& c) {
+    if (c.device().isCpu()) {
+      roundStochastic(c.data<float>(), c.numel(), format, seed, stream);
+      return;
+    }
+    static const cuda::DeviceCodecParams fp16 = stochasticDeviceParams(ComputeFormat::Fp16);
+    static const cuda::DeviceCodecParams bf16 = stochasticDeviceParams(ComputeFormat::BFloat16);
+    float* data = c.data<float>();
+    cuda::encode(format == ComputeFormat::Fp16 ? fp16 : bf16, data, c.numel(), reinterpret_cast<uint8_t*>(data),
+                 {seed, stream, 0}, nullptr);
+  });
 }
 
 bool isRepresentable(float x, ComputeFormat format) {

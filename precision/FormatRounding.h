@@ -25,8 +25,10 @@ void roundNearestEven(float* data, int64_t n, ComputeFormat format);  // in plac
 float roundStochastic(float x, ComputeFormat format, uint32_t randomBits);
 void roundStochastic(float* data, int64_t n, ComputeFormat format, uint64_t seed, uint64_t stream);
 
-// Rounds a float32 tensor (any view) in place; Fp32 leaves it unchanged.
+// Round a float32 tensor (any view, on any device) in place; Fp32 leaves it unchanged. On a
+// GPU the same per-element functions run as device kernels, so the bits are the CPU's.
 void roundInPlace(Tensor& t, ComputeFormat format);
+void roundStochasticInPlace(Tensor& t, ComputeFormat format, uint64_t seed, uint64_t stream);
 
 // Whether x is a value of the format (inf and NaN count as representable).
 bool isRepresentable(float x, ComputeFormat format);

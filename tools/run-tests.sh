@@ -30,5 +30,5 @@ echo "run-tests.sh: sanitizer tree built in $((built - start)) s, tested in $(($
 start=$(date +%s)
 bash tools/build-emu.sh
 built=$(date +%s)
-ctest --test-dir build-emu -L cuda --output-on-failure -j 2 --timeout 900
+ctest --test-dir build-emu -L cuda --output-on-failure -j 2 --timeout 900  # under the sanitizers' options above
 echo "run-tests.sh: emulated-device tree built in $((built - start)) s, tested in $(($(date +%s) - built)) s"

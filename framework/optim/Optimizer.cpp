@@ -45,10 +45,9 @@ void Optimizer::roundToStorageFormat(bool stochastic) {
   auto round = [&](Tensor& t) {
     APS_ASSERT(id < (uint64_t{1} << 20));
     if (stochastic) {
-      precision::roundStochastic(t.data<float>(), t.numel(), storageFormat_, roundingSeed_,
-                                 static_cast<uint64_t>(steps_) << 20 | id);
+      precision::roundStochasticInPlace(t, storageFormat_, roundingSeed_, static_cast<uint64_t>(steps_) << 20 | id);
     } else {
-      precision::roundNearestEven(t.data<float>(), t.numel(), storageFormat_);
+      precision::roundInPlace(t, storageFormat_);
     }
     ++id;
   };
@@ -79,7 +78,8 @@ Tensor& Optimizer::stateFor(const std::string& kind, size_t i) {
   auto it = state_.find(key);
   if (it == state_.end()) {
     // State lives where its parameter does.
-    it = state_.emplace(key, Tensor::zeros(params_[i].tensor.sizes(), DType::Float32, params_[i].tensor.device())).first;
+    it =
+        state_.emplace(key, Tensor::zeros(params_[i].tensor.sizes(), DType::Float32, params_[i].tensor.device())).first;
   }
   return it->second;
 }
@@ -118,7 +118,8 @@ void Optimizer::loadStateDict(const NamedTensors& state) {
     APS_CHECK(match != nullptr, "{}: state entry '{}' names no parameter", typeName_, entry.name);
     APS_CHECK(entry.tensor.sizes() == match->tensor.sizes(), "{}: state entry '{}' has shape {}, parameter has {}",
               typeName_, entry.name, entry.tensor.shapeString(), match->tensor.shapeString());
-    restored[entry.name] = entry.tensor.to(DType::Float32).to(match->tensor.device());  // state lives with its parameter
+    restored[entry.name] =
+        entry.tensor.to(DType::Float32).to(match->tensor.device());  // state lives with its parameter
   }
   APS_CHECK(sawStep, "{}: state has no 'step' entry", typeName_);
   state_ = std::move(restored);

@@ -26,4 +26,11 @@ inline const Tensor* findTensor(const NamedTensors& tensors, std::string_view na
   return nullptr;
 }
 
+// The tensors on `device`: copies, or the tensors themselves where already there (a state dict
+// of a model on a GPU written to a file from host copies).
+inline NamedTensors onDevice(NamedTensors tensors, Device device) {
+  for (auto& entry : tensors) entry.tensor = entry.tensor.to(device);
+  return tensors;
+}
+
 }  // namespace aps

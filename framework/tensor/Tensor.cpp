@@ -316,18 +316,46 @@ Tensor Tensor::to(Device target) const {
 }
 
 namespace {
-// A copy with a cuda tensor on either side: one contiguous memcpy (a strided cpu source is
-// gathered into a contiguous cpu tensor first).
+cuda::StridedLayout layoutOf(const Tensor& t) {
+  APS_CHECK(t.dim() <= cuda::StridedLayout::kMaxDims, "copy: a view of {} dimensions on {} (at most {})", t.dim(),
+            deviceName(t.device()), cuda::StridedLayout::kMaxDims);
+  cuda::StridedLayout layout;
+  layout.dims = static_cast<int32_t>(t.dim());
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    layout.sizes[d] = t.size(d);
+    layout.strides[d] = t.strides()[static_cast<size_t>(d)];
+  }
+  return layout;
+}
+
+// A copy with a cuda tensor on either side. Between contiguous tensors one memcpy; a view on
+// the device is gathered or scattered there by a kernel (through a temporary when both views
+// share storage), a strided cpu side through a contiguous cpu tensor.
 void copyAcrossDevices(Tensor& dst, const Tensor& src) {
   APS_CHECK(dst.dtype() == src.dtype(), "copy: {} to {} with dtypes {} and {}: convert the dtype on the cpu",
             deviceName(src.device()), deviceName(dst.device()), dtypeName(src.dtype()), dtypeName(dst.dtype()));
-  if (src.device().isCpu() && !src.isContiguous()) {
+  if (dst.numel() == 0) return;
+  const bool contiguous = dst.isContiguous() && src.isContiguous();
+  if (dst.device().isCuda() && src.device().isCuda() && dst.sharesStorage(src)) {
+    if (dst.rawData() == src.rawData() && dst.strides() == src.strides()) return;  // the same view
+    copyAcrossDevices(dst, src.clone());  // views that may overlap: through a temporary
+    return;
+  }
+  if (!contiguous && dst.device().isCuda() && src.device().isCuda()) {
+    cuda::stridedCopyAsync(dst.rawData(), layoutOf(dst), src.rawData(), layoutOf(src), dst.numel(),
+                           dtypeSize(dst.dtype()), nullptr);
+    return;
+  }
+  if (!src.isContiguous()) {  // gathered on its own device first
     copyAcrossDevices(dst, src.contiguous());
     return;
   }
-  APS_CHECK(dst.isContiguous() && src.isContiguous(),
-            "copy: {} to {} of shape {} needs contiguous tensors on the device side", deviceName(src.device()),
-            deviceName(dst.device()), dst.shapeString());
+  if (!dst.isContiguous()) {  // through a contiguous tensor on its own device
+    Tensor staged = Tensor::empty(dst.sizes(), dst.dtype(), dst.device());
+    copyAcrossDevices(staged, src);
+    dst.copyFrom(staged);
+    return;
+  }
   const size_t bytes = static_cast<size_t>(dst.numel()) * dtypeSize(dst.dtype());
   const cuda::CopyKind kind = src.device().isCpu()   ? cuda::CopyKind::HostToDevice
                               : dst.device().isCpu() ? cuda::CopyKind::DeviceToHost

@@ -70,8 +70,8 @@ class Tensor {
   Tensor to(DType dtype) const;
   Tensor to(Device device) const;  // a contiguous copy on `device` (itself when already there)
   // Same shape; converts dtype; writes through this view. Between devices (or within a GPU)
-  // the dtypes must match and both views be contiguous, except that a strided cpu source is
-  // gathered first.
+  // the dtypes must match; views on either side are gathered or scattered on their own device
+  // (overlapping views as if through a temporary).
   void copyFrom(const Tensor& src);
   void fill(double value);
   void zero() { fill(0.0); }

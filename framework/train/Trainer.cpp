@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <type_traits>
 
 namespace aps::train {
@@ -81,8 +82,13 @@ float Trainer::State::rankForwardBackward(nn::Module& net, const std::vector<nn:
   sync->setLocalRank(local, copy);
   // Dropout masks depend on (step, rank) only: the same under sim and mpi, and on resume.
   for (nn::Dropout* d : rankDropouts) d->setNextStream(static_cast<uint64_t>(globalStep * world + firstRank + local));
-  const Tensor images = Tensor::fromVector(std::span<const float>(batch.images), batch.imageShape).to(device);
-  const Tensor labels = Tensor::fromVector(std::span<const int64_t>(batch.labels), batch.labelShape).to(device);
+  Tensor images, labels;
+  if (deviceBatches) {
+    std::tie(images, labels) = deviceBatches->take(local);
+  } else {
+    images = Tensor::fromVector(std::span<const float>(batch.images), batch.imageShape);
+    labels = Tensor::fromVector(std::span<const int64_t>(batch.labels), batch.labelShape);
+  }
   autograd::ComputePrecisionGuard precisionGuard(compute);
   const Tensor logits = net.forward(images);
   const Tensor loss = ops::crossEntropy(logits, labels, {0.0f, info.segmentation ? 255 : -100});
@@ -162,12 +168,19 @@ double Trainer::State::meanLossOverRanks(std::vector<float> losses) {
 // step when a gradient is not finite. Every rank holds the same reduced gradients, so every
 // rank decides alike. Returns whether the optimizer stepped.
 bool Trainer::State::update(bool gradientsFinite, double loss) {
+  // On a GPU the reduced gradients are in the reducer's host copies: unscaled there (the CPU's
+  // arithmetic), then copied to the device parameters' .grad for the optimizer.
+  const NamedTensors& reduced = hostParams.empty() ? params : hostParams;
   bool finite = gradientsFinite;
   if (lossScaler) {
-    const bool unscaledFinite = lossScaler->unscaleGradients(params, compute.parameterFormat());
+    const bool unscaledFinite = lossScaler->unscaleGradients(reduced, compute.parameterFormat());
     finite = lossScaler->update(finite && unscaledFinite);
   }
   if (finite) {
+    for (size_t i = 0; i < hostParams.size(); ++i) {
+      Tensor grad = params[i].tensor.grad();
+      grad.copyFrom(hostParams[i].tensor.grad());
+    }
     scheduler->apply();
     autograd::NoGradGuard noGrad;
     optimizer->step();
@@ -195,12 +208,9 @@ bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats&
   const auto start = Clock::now();
   faults.beforeStep(firstRank, localRanks, globalStep);
   std::vector<float> losses = forwardBackward(batches);
+  if (deviceBatches) deviceBatches->release();  // every kernel that reads this step's batches is queued
   const double computeSeconds = secondsSince(start);
   const comm::StepCommStats comm = sync->finishStep();  // the reduced, averaged gradients are in place
-  for (size_t i = 0; i < hostParams.size(); ++i) {        // on a GPU: back from the reducer's host copies
-    Tensor grad = params[i].tensor.grad();
-    grad.copyFrom(hostParams[i].tensor.grad());
-  }
   const double loss = meanLossOverRanks(std::move(losses));
   if (!std::isfinite(loss)) trainLossNonFinite = true;
   const bool stepped = update(!comm.nonFinite, loss);
@@ -239,15 +249,31 @@ void Trainer::State::trainEpoch() {
                                                                        batchInEpoch * config.data.batchSize));
     loaders[static_cast<size_t>(i)]->startEpoch(static_cast<uint64_t>(epoch), std::move(indices));
   }
-  std::vector<data::Batch> batches(static_cast<size_t>(localRanks));
+  if (deviceBatches) deviceBatches->discardStaged();  // none is left by a finished epoch
+  std::vector<data::Batch> batches(static_cast<size_t>(localRanks)), ahead(batches.size());
   IntervalStats interval;
-  while (batchInEpoch < stepsPerEpoch && globalStep < totalSteps) {
-    const auto start = Clock::now();
+  // Each local rank's next batch (the `ahead`-th after this step's), its wait for the loader counted.
+  auto fetch = [&](std::vector<data::Batch>& into, int64_t stepsAhead) {
     for (int i = 0; i < localRanks; ++i) {
       const double waitedBefore = loaders[static_cast<size_t>(i)]->stats().waitSeconds;
-      APS_CHECK(loaders[static_cast<size_t>(i)]->next(batches[static_cast<size_t>(i)]),
-                "rank {}: the data shard ended after {} of {} batches", firstRank + i, batchInEpoch, stepsPerEpoch);
+      APS_CHECK(loaders[static_cast<size_t>(i)]->next(into[static_cast<size_t>(i)]),
+                "rank {}: the data shard ended after {} of {} batches", firstRank + i, batchInEpoch + stepsAhead,
+                stepsPerEpoch);
       interval.dataWait += loaders[static_cast<size_t>(i)]->stats().waitSeconds - waitedBefore;
+    }
+  };
+  while (batchInEpoch < stepsPerEpoch && globalStep < totalSteps) {
+    const auto start = Clock::now();
+    if (deviceBatches && deviceBatches->staged()) {
+      std::swap(batches, ahead);  // staged during the last step
+    } else {
+      fetch(batches, 0);
+      if (deviceBatches) deviceBatches->stage(batches);
+    }
+    // On a GPU the next step's batches are copied while this step computes.
+    if (deviceBatches && batchInEpoch + 1 < stepsPerEpoch && globalStep + 1 < totalSteps) {
+      fetch(ahead, 1);
+      deviceBatches->stage(ahead);
     }
     trainStep(batches, interval);
     ++batchInEpoch;
@@ -384,11 +410,7 @@ void Trainer::dryRun(const std::string& resumeArgument) {
                s_->config.model.name, s_->params.size(), s_->trainSet->size(), s_->stepsPerEpoch, s_->world);
 }
 
-NamedTensors Trainer::modelState() const {
-  NamedTensors state = s_->model->stateDict();
-  for (auto& entry : state) entry.tensor = entry.tensor.to(Device::cpu());  // itself on the CPU
-  return state;
-}
+NamedTensors Trainer::modelState() const { return onDevice(s_->model->stateDict(), Device::cpu()); }
 
 TrainSummary Trainer::run(const std::string& resumeArgument) {
   State& s = *s_;

@@ -1,9 +1,9 @@
 // Building a run from its config (world, model, data, optimizer, precision) and its
 // checkpoints: the parts of Trainer::State that the loop (Trainer.cpp) does not need to show.
 #include "comm/SmallAllReduce.h"
+#include "framework/autograd/Function.h"
 #include "framework/core/Error.h"
 #include "framework/core/Logging.h"
-#include "framework/autograd/Function.h"
 #include "framework/core/Parallel.h"
 #include "framework/ops/Backend.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
@@ -40,17 +40,14 @@ void prepareForTraining(nn::Module& net, NamedTensors& params, std::vector<nn::D
 
 }  // namespace
 
-// `device` (docs/ARCHITECTURE.md, GPU backend): never ignored. A cuda device that this build
+// `device` (docs/ARCHITECTURE.md, GPU backend), checked and then made this process's: the CUDA
+// device and its cuDNN/cuBLAS math (cuda.*) are set. Never ignored: a cuda device that this build
 // or machine cannot give is refused with the reason, and so is what the GPU path does not run
-// yet (16-bit compute), rather than training on the CPU by mistake.
-static Device checkDevice(const TrainConfig& config) {
+// yet (the NCCL all-reduce), rather than training on the CPU by mistake.
+static Device selectDevice(const TrainConfig& config) {
   const Device device = parseDevice(config.device);
   if (device.isCpu()) return device;
   cuda::requireDevice(device.index, fmt::format("{}: device = '{}'", config.sourceFile, config.device));
-  APS_CHECK(config.precision.compute == "fp32",
-            "{}: precision.compute = '{}' with device = '{}': 16-bit compute does not run on the GPU yet; use "
-            "precision.compute: fp32 there (or device: cpu)",
-            config.sourceFile, config.precision.compute, config.device);
   APS_CHECK(config.comm.backend != "nccl",
             "{}: comm.backend = 'nccl': the all-reduce between GPUs is not there yet; with device: cuda use "
             "comm.backend: mpi (one process per GPU, gradients reduced on the host) or sim",
@@ -62,7 +59,7 @@ static Device checkDevice(const TrainConfig& config) {
 }
 
 void Trainer::State::setupWorld(std::shared_ptr<comm::Communicator> communicator) {
-  device = checkDevice(config);
+  device = selectDevice(config);
   if (config.comm.backend == "sim") {
     sim = std::make_unique<comm::SimTransport>(static_cast<int>(config.comm.worldSize));
     transport = sim.get();
@@ -191,6 +188,7 @@ void Trainer::State::setupPrecisionAndComm() {
   for (const ModelCopy& copy : copies) copyParams.push_back(copy.params);
   // On a GPU the reducer takes its gradients from host copies of the parameters.
   if (!device.isCpu()) {
+    deviceBatches = std::make_unique<DeviceBatches>(device, localRanks);
     hostParams.clear();
     for (const auto& param : params) {
       Tensor host = Tensor::zeros(param.tensor.sizes());

@@ -12,6 +12,7 @@
 #include "framework/optim/LrScheduler.h"
 #include "framework/optim/Optimizer.h"
 #include "framework/train/Checkpoint.h"
+#include "framework/train/DeviceBatches.h"
 #include "framework/train/FaultInjection.h"
 #include "framework/train/GradientSync.h"
 #include "framework/train/Preemption.h"
@@ -43,6 +44,7 @@ struct Trainer::State {
   // optimizer steps on the device (README "GPU status": gradients are reduced on the host).
   Device device = Device::cpu();
   NamedTensors hostParams;
+  std::unique_ptr<DeviceBatches> deviceBatches;  // on a GPU: the loader's batches, copied ahead
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<optim::LrScheduler> scheduler;
 

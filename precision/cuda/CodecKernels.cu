@@ -1,8 +1,8 @@
 // Thin launches around the shared codec arithmetic (precision/kernels/*.h): grid-stride loops
 // over values (or bytes of two 4-bit values) and one max reduction per block. No fmt here
 // (nvcc cannot compile it): errors go through APS_CUDA_CHECK.
-#include "precision/cuda/CodecKernels.h"
 #include "precision/cuda/CodecElements.h"
+#include "precision/cuda/CodecKernels.h"
 
 #include "framework/core/Philox.h"
 #include "framework/tensor/cuda/CudaCheck.h"
@@ -46,7 +46,27 @@ __global__ void encodeElementsKernel(Rounding r, Source src, int64_t n, uint8_t*
 
 __global__ void decodeElementsKernel(kernels::CodeDecodeParams d, int32_t width, const uint8_t* in, int64_t n,
                                      const uint8_t* scales, int64_t len, float* out, bool add) {
-  for (int64_t i = firstIndex(); i < n; i += gridStride()) elements::decodeElement(d, width, in, i, scales, len, out, add);
+  for (int64_t i = firstIndex(); i < n; i += gridStride())
+    elements::decodeElement(d, width, in, i, scales, len, out, add);
+}
+
+template <bool kBf16>
+__global__ void roundKernel(float* data, int64_t n) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    data[i] = kBf16 ? kernels::roundBf16(data[i]) : kernels::roundFp16(data[i]);
+  }
+}
+
+__global__ void unscaleKernel(float* data, int64_t n, float inverse, ComputeFormat format, uint32_t* nonFinite) {
+  bool bad = false;
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const float g = data[i] * inverse;
+    bad |= !isfinite(g);
+    data[i] = format == ComputeFormat::Fp16       ? kernels::roundFp16(g)
+              : format == ComputeFormat::BFloat16 ? kernels::roundBf16(g)
+                                                  : g;
+  }
+  if (bad) atomicOr(nonFinite, 1u);
 }
 
 // out[b] = max over block b (blocks of len values) of kernels::absBits; out zeroed before.
@@ -196,6 +216,23 @@ void absMaxBits(const float* data, int64_t n, uint32_t* out, void* stream) {
   const int64_t tiles = (n + kReduceTile - 1) / kReduceTile;
   const unsigned grid = static_cast<unsigned>(tiles < 65535 * 8 ? tiles : 65535 * 8);
   blockMaxKernel<<<grid, kReduceThreads, 0, s>>>(data, n, n, tiles, tiles, out);
+  APS_CUDA_CHECK(cudaGetLastError());
+}
+
+void roundToComputeFormat(float* data, int64_t n, ComputeFormat format, void* stream) {
+  if (format == ComputeFormat::Fp32 || n <= 0) return;
+  const unsigned grid = gridFor(n);
+  if (format == ComputeFormat::Fp16) {
+    roundKernel<false><<<grid, kThreads, 0, asStream(stream)>>>(data, n);
+  } else {
+    roundKernel<true><<<grid, kThreads, 0, asStream(stream)>>>(data, n);
+  }
+  APS_CUDA_CHECK(cudaGetLastError());
+}
+
+void unscaleGradient(float* data, int64_t n, float inverse, ComputeFormat format, uint32_t* nonFinite, void* stream) {
+  if (n <= 0) return;
+  unscaleKernel<<<gridFor(n), kThreads, 0, asStream(stream)>>>(data, n, inverse, format, nonFinite);
   APS_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,10 +1,11 @@
 #pragma once
 
 // Matrix products on the GPU through cuBLAS, row-major like the CPU front ends
-// (framework/ops/Linear.h): device pointers, float32. Backward kernels overwrite their
+// (framework/ops/Linear.h): device pointers, float32 (16-bit operands on request). Backward kernels overwrite their
 // outputs; null outputs are skipped. This header needs no CUDA headers.
 
 #include "framework/tensor/cuda/CudaRuntime.h"
+#include "precision/ComputeFormat.h"
 
 #include <cstdint>
 
@@ -12,6 +13,10 @@ namespace aps::cuda {
 
 struct GemmOptions {
   bool allowTf32 = true;  // TF32 tensor cores for float32 products (off: full fp32 FMA)
+  // fp16 / bf16 (precision.compute): the operands, already values of the format, go to
+  // cublasGemmEx as 2-byte matrices with fp32 compute and a float32 result (tensor cores); the
+  // bias is added in float32 and the autograd rounding rounds the sum once, as on the CPU.
+  precision::ComputeFormat format = precision::ComputeFormat::Fp32;
 };
 
 // out (m, n) <- a (m, k) * b (k, n)

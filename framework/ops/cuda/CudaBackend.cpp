@@ -4,6 +4,7 @@
 // a program that links it has the table registered before main.
 #include "framework/ops/Backend.h"
 
+#include "framework/autograd/ComputePrecision.h"
 #include "framework/core/Error.h"
 #include "framework/ops/cuda/CublasGemm.h"
 #include "framework/ops/cuda/CudnnConv.h"
@@ -45,11 +46,12 @@ class CudaBackend final : public Backend {
 
   void conv2dForward(float* out, const float* in, const float* weight, const float* bias,
                      const cpu::Conv2dShape& shape) const override {
-    cuda::conv2dForward(out, in, weight, bias, shape, convOptions(), kStream);
+    // A biased convolution stays float32, so that its bias is added before the one rounding.
+    cuda::conv2dForward(out, in, weight, bias, shape, convOptions(bias == nullptr), kStream);
   }
   void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const float* gradOut, const float* in,
                       const float* weight, const cpu::Conv2dShape& shape) const override {
-    cuda::conv2dBackward(gradIn, gradWeight, gradBias, gradOut, in, weight, shape, convOptions(), kStream);
+    cuda::conv2dBackward(gradIn, gradWeight, gradBias, gradOut, in, weight, shape, convOptions(true), kStream);
   }
 
   bool fusedBatchNorm() const override { return false; }
@@ -131,11 +133,15 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  static cuda::ConvOptions convOptions() {
+  // The math of this thread's op: cuda.* keys, and under a 16-bit precision.compute the
+  // format the convolutions and products take their operands in (their operands hold its
+  // values and their results are rounded to it: ComputePrecision.h).
+  static precision::ComputeFormat sixteenBit() { return autograd::ComputePrecision::current().format(); }
+  static cuda::ConvOptions convOptions(bool sixteenBitOperands) {
     const CudaMath m = cudaMath();
-    return {m.deterministic, m.allowTf32};
+    return {m.deterministic, m.allowTf32, sixteenBitOperands ? sixteenBit() : precision::ComputeFormat::Fp32};
   }
-  static cuda::GemmOptions gemmOptions() { return {cudaMath().allowTf32}; }
+  static cuda::GemmOptions gemmOptions() { return {cudaMath().allowTf32, sixteenBit()}; }
 };
 
 const CudaBackend backend;

@@ -14,7 +14,11 @@
 #include "framework/tensor/cuda/CudaCheck.h"
 #include "framework/tensor/cuda/Launch.cuh"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <type_traits>
 
 namespace aps::cuda {
 
@@ -522,6 +526,51 @@ void crossEntropyBackward(float* gradLogits, const float* probs, const int64_t* 
   }
   cudaFreeAsync(counted, stream);
   APS_CUDA_CHECK(status);
+}
+
+namespace {
+template <class Half>
+__global__ void toSixteenBitKernel(Half* out, const float* in, int64_t n) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    if constexpr (std::is_same_v<Half, __half>) {
+      out[i] = __float2half_rn(in[i]);
+    } else {
+      out[i] = __float2bfloat16_rn(in[i]);
+    }
+  }
+}
+template <class Half>
+__global__ void fromSixteenBitKernel(float* out, const Half* in, int64_t n) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    if constexpr (std::is_same_v<Half, __half>) {
+      out[i] = __half2float(in[i]);
+    } else {
+      out[i] = __bfloat162float(in[i]);
+    }
+  }
+}
+}  // namespace
+
+void toSixteenBit(void* out, const float* in, int64_t n, precision::ComputeFormat format, StreamHandle stream) {
+  if (n <= 0) return;
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (format == precision::ComputeFormat::Fp16) {
+    toSixteenBitKernel<<<gridFor(n), kThreads, 0, s>>>(static_cast<__half*>(out), in, n);
+  } else {
+    toSixteenBitKernel<<<gridFor(n), kThreads, 0, s>>>(static_cast<__nv_bfloat16*>(out), in, n);
+  }
+  checkLaunch();
+}
+
+void fromSixteenBit(float* out, const void* in, int64_t n, precision::ComputeFormat format, StreamHandle stream) {
+  if (n <= 0) return;
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (format == precision::ComputeFormat::Fp16) {
+    fromSixteenBitKernel<<<gridFor(n), kThreads, 0, s>>>(out, static_cast<const __half*>(in), n);
+  } else {
+    fromSixteenBitKernel<<<gridFor(n), kThreads, 0, s>>>(out, static_cast<const __nv_bfloat16*>(in), n);
+  }
+  checkLaunch();
 }
 
 }  // namespace aps::cuda

@@ -17,6 +17,7 @@
 
 #include "framework/ops/cpu/Kernels.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
+#include "precision/ComputeFormat.h"
 
 #include <cstdint>
 
@@ -72,5 +73,13 @@ float crossEntropyForward(float* probs, const float* logits, const int64_t* targ
 // invalid one gets a zero gradient rather than an error).
 void crossEntropyBackward(float* gradLogits, const float* probs, const int64_t* targets, const CrossEntropyShape& shape,
                           float labelSmoothing, int64_t ignoreIndex, float gradLoss, StreamHandle stream = nullptr);
+
+// The 16-bit paths of the cuDNN and cuBLAS wrappers (precision.compute on a GPU): n float32
+// values that are already values of `format` (fp16 or bf16) to its 2-byte storage and back,
+// exactly (nearest-even, should one not be).
+void toSixteenBit(void* out, const float* in, int64_t n, precision::ComputeFormat format,
+                  StreamHandle stream = nullptr);
+void fromSixteenBit(float* out, const void* in, int64_t n, precision::ComputeFormat format,
+                    StreamHandle stream = nullptr);
 
 }  // namespace aps::cuda

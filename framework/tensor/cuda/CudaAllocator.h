@@ -76,4 +76,24 @@ class CudaAllocator {
   std::vector<DevicePool> pools_;
 };
 
+// Device scratch from the caching allocator for the length of one call (a workspace, 16-bit
+// copies of operands): released at scope end while the work that uses it may still be queued,
+// which is safe in stream order (above).
+class DeviceScratch {
+ public:
+  DeviceScratch(size_t bytes, int device) : bytes_(bytes), device_(device) {
+    if (bytes_ > 0) data_ = CudaAllocator::instance().allocate(bytes_, device_);
+  }
+  ~DeviceScratch() { CudaAllocator::instance().release(data_, bytes_, device_); }
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+  int device_ = 0;
+};
+
 }  // namespace aps::cuda

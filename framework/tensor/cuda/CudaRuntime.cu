@@ -18,6 +18,14 @@ __global__ void addKernel(float* out, const float* a, const float* b, int64_t n)
   for (int64_t i = launch::firstIndex(); i < n; i += launch::gridStride()) out[i] = (a ? a[i] : 0.0f) + b[i];
 }
 
+template <class Element>
+__global__ void stridedCopyKernel(Element* dst, StridedLayout dstLayout, const Element* src, StridedLayout srcLayout,
+                                  int64_t n) {
+  for (int64_t i = launch::firstIndex(); i < n; i += launch::gridStride()) {
+    dst[stridedOffset(dstLayout, i)] = src[stridedOffset(srcLayout, i)];
+  }
+}
+
 cudaStream_t stream(StreamHandle handle) { return static_cast<cudaStream_t>(handle); }
 
 cudaMemcpyKind memcpyKind(CopyKind kind) {
@@ -112,6 +120,31 @@ void fillFloatAsync(float* device, int64_t n, float value, StreamHandle s) {
 void addFloatsAsync(float* out, const float* a, const float* b, int64_t n, StreamHandle s) {
   if (n <= 0) return;
   addKernel<<<launch::gridFor(n), launch::kThreads, 0, stream(s)>>>(out, a, b, n);
+  APS_CUDA_CHECK(cudaGetLastError());
+}
+
+void stridedCopyAsync(void* dst, const StridedLayout& dstLayout, const void* src, const StridedLayout& srcLayout,
+                      int64_t n, size_t elementSize, StreamHandle s) {
+  if (n <= 0) return;
+  const unsigned grid = launch::gridFor(n);
+  switch (elementSize) {
+    case 1:
+      stridedCopyKernel<<<grid, launch::kThreads, 0, stream(s)>>>(static_cast<uint8_t*>(dst), dstLayout,
+                                                                  static_cast<const uint8_t*>(src), srcLayout, n);
+      break;
+    case 2:
+      stridedCopyKernel<<<grid, launch::kThreads, 0, stream(s)>>>(static_cast<uint16_t*>(dst), dstLayout,
+                                                                  static_cast<const uint16_t*>(src), srcLayout, n);
+      break;
+    case 4:
+      stridedCopyKernel<<<grid, launch::kThreads, 0, stream(s)>>>(static_cast<uint32_t*>(dst), dstLayout,
+                                                                  static_cast<const uint32_t*>(src), srcLayout, n);
+      break;
+    default:
+      stridedCopyKernel<<<grid, launch::kThreads, 0, stream(s)>>>(static_cast<uint64_t*>(dst), dstLayout,
+                                                                  static_cast<const uint64_t*>(src), srcLayout, n);
+      break;
+  }
   APS_CUDA_CHECK(cudaGetLastError());
 }
 

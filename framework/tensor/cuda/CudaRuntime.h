@@ -5,6 +5,8 @@
 // build without the CUDA backend every function that needs a GPU throws aps::Error saying so
 // (CudaRuntimeStub.cpp), and deviceCount() is 0.
 
+#include "framework/core/HostDevice.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -58,6 +60,28 @@ void fillFloatAsync(float* device, int64_t n, float value, StreamHandle stream);
 // either): the engine's gradient accumulation (framework/autograd/GradAccumulation.h), the
 // one arithmetic below the op kernels, with the CPU's bits.
 void addFloatsAsync(float* out, const float* a, const float* b, int64_t n, StreamHandle stream);
+
+// The layout of a view for a device copy: sizes and strides in elements, at most 8 dimensions.
+struct StridedLayout {
+  static constexpr int kMaxDims = 8;
+  int32_t dims = 0;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[kMaxDims] = {};
+};
+// The element offset of the i-th element (row-major order) of a view.
+APS_HOST_DEVICE inline int64_t stridedOffset(const StridedLayout& layout, int64_t i) {
+  int64_t offset = 0;
+  for (int32_t d = layout.dims - 1; d >= 0; --d) {
+    offset += (i % layout.sizes[d]) * layout.strides[d];
+    i /= layout.sizes[d];
+  }
+  return offset;
+}
+// Copies the n elements (of elementSize bytes: 1, 2, 4 or 8) of a view on the device to another
+// view of the same shape there; src and dst point at the views' first elements. The views must
+// not overlap (Tensor::copyFrom goes through a temporary when they share storage).
+void stridedCopyAsync(void* dst, const StridedLayout& dstLayout, const void* src, const StridedLayout& srcLayout,
+                      int64_t n, size_t elementSize, StreamHandle stream);
 
 // Fills n floats of host memory with `value` by running a kernel on device `index`
 // (device buffer, kernel, copy back): the smallest end-to-end proof the backend works.

@@ -25,6 +25,9 @@ void copySync(void*, const void*, size_t, CopyKind) { noCuda(); }
 void zeroAsync(void*, size_t, StreamHandle) { noCuda(); }
 void fillFloatAsync(float*, int64_t, float, StreamHandle) { noCuda(); }
 void addFloatsAsync(float*, const float*, const float*, int64_t, StreamHandle) { noCuda(); }
+void stridedCopyAsync(void*, const StridedLayout&, const void*, const StridedLayout&, int64_t, size_t, StreamHandle) {
+  noCuda();
+}
 void fillOnDevice(float*, int64_t, float, int) { noCuda(); }
 
 Stream::Stream(int) { noCuda(); }

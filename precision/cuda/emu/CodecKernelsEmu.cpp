@@ -7,6 +7,7 @@
 #include "precision/cuda/CodecKernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace aps::precision::cuda {
@@ -131,6 +132,33 @@ void absMaxBits(const float* data, int64_t n, uint32_t* out, void* stream) {
     uint32_t m = 0;
     for (int64_t i = 0; i < n; ++i) m = std::max(m, kernels::absBits(x[i]));
     *emu::view(out, 1) = m;
+  });
+}
+
+void roundToComputeFormat(float* data, int64_t n, ComputeFormat format, void* stream) {
+  if (format == ComputeFormat::Fp32 || n <= 0) return;
+  emu::view(data, n);
+  emu::enqueue(static_cast<aps::cuda::StreamHandle>(stream), [data, n, format] {
+    float* x = emu::view(data, n);
+    const auto round = format == ComputeFormat::Fp16 ? kernels::roundFp16 : kernels::roundBf16;
+    for (int64_t i = 0; i < n; ++i) x[i] = round(x[i]);
+  });
+}
+
+void unscaleGradient(float* data, int64_t n, float inverse, ComputeFormat format, uint32_t* nonFinite, void* stream) {
+  if (n <= 0) return;
+  emu::view(data, n), emu::view(nonFinite, 1);
+  emu::enqueue(static_cast<aps::cuda::StreamHandle>(stream), [=] {
+    float* x = emu::view(data, n);
+    bool bad = false;
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = x[i] * inverse;
+      bad |= !std::isfinite(g);
+      x[i] = format == ComputeFormat::Fp16       ? kernels::roundFp16(g)
+             : format == ComputeFormat::BFloat16 ? kernels::roundBf16(g)
+                                                 : g;
+    }
+    if (bad) *emu::view(nonFinite, 1) = 1u;
   });
 }
 

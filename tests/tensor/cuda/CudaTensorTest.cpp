@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
 #include <vector>
 
 namespace {
@@ -32,6 +33,55 @@ TEST(CudaTensor, RoundTripsThroughTheDeviceBitForBit) {
   const Tensor column = host.transpose(0, 1);
   EXPECT_EQ(column.to(Device::cuda()).toFloatVector(), column.toFloatVector());
   EXPECT_FLOAT_EQ(static_cast<float>(device.value({3, 7})), values[307]);
+}
+
+// Views on the device are copied by a kernel: gathered into contiguous tensors, scattered into
+// views, overlapping views as if through a temporary, for every element size.
+TEST(CudaTensor, ViewsOnTheDeviceCopyLikeViewsOnTheCpu) {
+  REQUIRE_GPU();
+  std::vector<float> values(24 * 10);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  const Tensor host = Tensor::fromVector(values, {24, 10});
+  const Tensor device = host.to(Device::cuda());
+  for (const auto& [name, view] : std::vector<std::pair<const char*, Tensor (*)(const Tensor&)>>{
+           {"transpose", [](const Tensor& t) { return t.transpose(0, 1); }},
+           {"strided slice", [](const Tensor& t) { return t.slice(0, 1, 23, 3); }},
+           {"permuted 3-d", [](const Tensor& t) {
+              return t.view({4, 6, 10}).permute({2, 0, 1}).narrow(1, 1, 2);
+            }}}) {
+    EXPECT_EQ(view(device).contiguous().toFloatVector(), view(host).contiguous().toFloatVector()) << name;
+    EXPECT_EQ(view(device).to(Device::cpu()).toFloatVector(), view(host).toFloatVector()) << name;
+    // Scatter: written through the view, from the host and from the device.
+    Tensor hostTarget = Tensor::zeros({24, 10}), deviceTarget = Tensor::zeros({24, 10}, DType::Float32, Device::cuda());
+    Tensor source = view(host).contiguous();
+    view(hostTarget).copyFrom(source);
+    Tensor deviceView = view(deviceTarget);
+    deviceView.copyFrom(source);
+    EXPECT_EQ(deviceTarget.toFloatVector(), hostTarget.toFloatVector()) << name;
+    deviceView.copyFrom(source.to(Device::cuda()));
+    EXPECT_EQ(deviceTarget.toFloatVector(), hostTarget.toFloatVector()) << name;
+  }
+  // Overlapping views of one storage, contiguous (rows shifted by one) and strided (columns),
+  // as through a temporary.
+  for (const auto& [to, from] : std::vector<std::pair<Tensor (*)(const Tensor&), Tensor (*)(const Tensor&)>>{
+           {[](const Tensor& t) { return t.narrow(0, 1, 23); }, [](const Tensor& t) { return t.narrow(0, 0, 23); }},
+           {[](const Tensor& t) { return t.narrow(1, 1, 9); }, [](const Tensor& t) { return t.narrow(1, 0, 9); }}}) {
+    Tensor hostShift = host.clone(), deviceShift = device.clone();
+    Tensor hostTo = to(hostShift), deviceTo = to(deviceShift);
+    hostTo.copyFrom(from(hostShift));
+    deviceTo.copyFrom(from(deviceShift));
+    EXPECT_EQ(deviceShift.toFloatVector(), hostShift.toFloatVector());
+  }
+  // 8-, 1- and 2-byte elements.
+  const Tensor labels = Tensor::fromVector(std::vector<int64_t>{1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor t = labels.to(Device::cuda()).transpose(0, 1).contiguous().to(Device::cpu());
+  EXPECT_EQ(std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + 6), (std::vector<int64_t>{1, 4, 2, 5, 3, 6}));
+  for (DType small : {DType::UInt8, DType::Float16}) {
+    const Tensor h = host.narrow(0, 0, 4).to(small);
+    const Tensor back = h.to(Device::cuda()).transpose(0, 1).contiguous().to(Device::cpu());
+    EXPECT_EQ(back.to(DType::Float32).toFloatVector(), h.transpose(0, 1).to(DType::Float32).toFloatVector())
+        << dtypeName(small);
+  }
 }
 
 TEST(CudaTensor, FillsZerosAndSetsElements) {

@@ -8,14 +8,13 @@
 #include "framework/tensor/cuda/CudaAllocator.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
 #include "framework/tensor/cuda/emu/EmuDevice.h"
+#include "tests/common/EmuGate.h"
 #include "tests/common/ErrorMessage.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 namespace aps::cuda {
@@ -23,30 +22,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using testsupport::errorOf;
-
-// Holds a stream at one point of its queue until released: work queued after it cannot have
-// run while the gate is shut, whatever the machine's speed.
-class Gate {
- public:
-  void shutOn(StreamHandle stream) {
-    emu::enqueue(stream, [this] {
-      std::unique_lock lock(mutex_);
-      opened_.wait(lock, [&] { return open_; });
-    });
-  }
-  void open() {
-    {
-      std::lock_guard lock(mutex_);
-      open_ = true;
-    }
-    opened_.notify_all();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable opened_;
-  bool open_ = false;
-};
+using testsupport::Gate;
 
 TEST(EmulatedDevice, HostReadOfDeviceMemoryCrashes) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");

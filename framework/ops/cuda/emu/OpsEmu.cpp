@@ -6,11 +6,14 @@
 // (framework/ops/kernels/*.h) the CUDA kernels launch: an emulated run computes the CPU run's
 // bits. Convolution and matrix products run aps's CPU kernels behind cuDNN's and cuBLAS's
 // interfaces (so deterministic and TF32 options change nothing here).
+#include "framework/core/Error.h"
 #include "framework/ops/cuda/CublasGemm.h"
 #include "framework/ops/cuda/CudnnConv.h"
 #include "framework/ops/cuda/Kernels.h"
 #include "framework/ops/kernels/Elementwise.h"
+#include "framework/tensor/HalfFloat.h"
 #include "framework/tensor/cuda/emu/EmuDevice.h"
+#include "precision/kernels/FloatRounding.h"
 
 #include <mutex>
 #include <set>
@@ -190,14 +193,23 @@ void crossEntropyBackward(float* gradLogits, const float* probs, const int64_t* 
 namespace {
 std::mutex plansMutex;
 std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                    int64_t, int64_t, int64_t, bool, bool>>
+                    int64_t, int64_t, int64_t, bool, bool, precision::ComputeFormat>>
     plans;
 
 // The plan cache's bookkeeping, as cuDNN's wrapper keeps it (one choice per shape and options).
 void notePlan(const cpu::Conv2dShape& s, const ConvOptions& o) {
   std::lock_guard lock(plansMutex);
   plans.emplace(s.n, s.c, s.h, s.w, s.k, s.r, s.s, s.strideH, s.strideW, s.padH, s.padW, s.dilationH, s.dilationW,
-                s.groups, o.deterministic, o.allowTf32);
+                s.groups, o.deterministic, o.allowTf32, o.format);
+}
+
+// A 16-bit convolution's results are 2-byte values on a GPU (ConvOptions::format): rounded here.
+// A biased one runs in float32 there (CudaBackend), as here.
+void roundResult(float* data, int64_t n, precision::ComputeFormat format) {
+  if (data == nullptr || format == precision::ComputeFormat::Fp32) return;
+  const auto round =
+      format == precision::ComputeFormat::Fp16 ? precision::kernels::roundFp16 : precision::kernels::roundBf16;
+  for (int64_t i = 0; i < n; ++i) data[i] = round(data[i]);
 }
 
 struct ConvSizes {
@@ -215,11 +227,14 @@ size_t convolutionPlansCached() {
 
 void conv2dForward(float* out, const float* in, const float* weight, const float* bias, const cpu::Conv2dShape& shape,
                    const ConvOptions& options, StreamHandle s) {
+  APS_CHECK(bias == nullptr || options.format == precision::ComputeFormat::Fp32,
+            "conv2d on cuda: a biased convolution runs in float32 (its bias is added before the one rounding)");
   notePlan(shape, options);
   const ConvSizes z = convSizes(shape);
   view(out, z.out), view(in, z.in), view(weight, z.weight), view(bias, shape.k);
   emu::enqueue(s, [=] {
     cpu::conv2dForward(view(out, z.out), view(in, z.in), view(weight, z.weight), view(bias, shape.k), shape);
+    roundResult(view(out, z.out), z.out, options.format);
   });
 }
 
@@ -232,6 +247,8 @@ void conv2dBackward(float* gradIn, float* gradWeight, float* gradBias, const flo
   emu::enqueue(s, [=] {
     cpu::conv2dBackward(view(gradIn, z.in), view(gradWeight, z.weight), view(gradBias, shape.k), view(gradOut, z.out),
                         view(in, z.in), view(weight, z.weight), shape);
+    roundResult(view(gradIn, z.in), z.in, options.format);
+    roundResult(view(gradWeight, z.weight), z.weight, options.format);
   });
 }
 
@@ -259,6 +276,32 @@ void linearBackward(float* gradIn, float* gradWeight, float* gradBias, const flo
   emu::enqueue(s, [=] {
     cpu::linearBackward(view(gradIn, i), view(gradWeight, w), view(gradBias, outFeatures), view(gradOut, o),
                         view(in, i), view(weight, w), rows, inFeatures, outFeatures);
+  });
+}
+
+void toSixteenBit(void* out, const float* in, int64_t n, precision::ComputeFormat format, StreamHandle s) {
+  if (n <= 0) return;
+  auto* o = static_cast<uint16_t*>(out);
+  view(o, n), view(in, n);
+  emu::enqueue(s, [=] {
+    uint16_t* d = view(o, n);
+    const float* x = view(in, n);
+    for (int64_t i = 0; i < n; ++i) {
+      d[i] = format == precision::ComputeFormat::Fp16 ? floatToHalfBits(x[i]) : floatToBFloat16Bits(x[i]);
+    }
+  });
+}
+
+void fromSixteenBit(float* out, const void* in, int64_t n, precision::ComputeFormat format, StreamHandle s) {
+  if (n <= 0) return;
+  const auto* h = static_cast<const uint16_t*>(in);
+  view(out, n), view(h, n);
+  emu::enqueue(s, [=] {
+    float* d = view(out, n);
+    const uint16_t* x = view(h, n);
+    for (int64_t i = 0; i < n; ++i) {
+      d[i] = format == precision::ComputeFormat::Fp16 ? halfBitsToFloat(x[i]) : bfloat16BitsToFloat(x[i]);
+    }
   });
 }
 

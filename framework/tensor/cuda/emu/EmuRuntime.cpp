@@ -160,8 +160,10 @@ void* hostView(const void* device, size_t bytes) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   auto it = r.device.upper_bound(address);
-  APS_CHECK(it != r.device.begin(), "emulated CUDA: {} is not device memory (a host pointer where a device pointer "
-                                    "belongs)", device);
+  APS_CHECK(it != r.device.begin(),
+            "emulated CUDA: {} is not device memory (a host pointer where a device pointer "
+            "belongs)",
+            device);
   --it;
   const size_t offset = address - it->first;
   APS_CHECK(offset + bytes <= it->second.bytes,
@@ -288,8 +290,8 @@ void copyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHa
       if (emu::isPinned(src, bytes)) {
         emu::enqueue(stream, copy);
       } else {
-        auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
-                                                          static_cast<const char*>(src) + bytes);
+        auto staged =
+            std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
         emu::enqueue(stream, [dst, bytes, staged] { std::memcpy(emu::hostView(dst, bytes), staged->data(), bytes); });
       }
       return;
@@ -328,6 +330,31 @@ void addFloatsAsync(float* out, const float* a, const float* b, int64_t n, Strea
     float* o = emu::view(out, n);
     const float *x = emu::view(a, n), *y = emu::view(b, n);
     for (int64_t i = 0; i < n; ++i) o[i] = (x != nullptr ? x[i] : 0.0f) + y[i];
+  });
+}
+
+namespace {
+// The extent of a view in elements from its first element (its largest offset + 1).
+int64_t extentOf(const StridedLayout& layout) {
+  int64_t last = 0;
+  for (int32_t d = 0; d < layout.dims; ++d) last += (layout.sizes[d] - 1) * layout.strides[d];
+  return last + 1;
+}
+}  // namespace
+
+void stridedCopyAsync(void* dst, const StridedLayout& dstLayout, const void* src, const StridedLayout& srcLayout,
+                      int64_t n, size_t elementSize, StreamHandle stream) {
+  if (n <= 0) return;
+  const size_t dstBytes = static_cast<size_t>(extentOf(dstLayout)) * elementSize;
+  const size_t srcBytes = static_cast<size_t>(extentOf(srcLayout)) * elementSize;
+  emu::hostView(dst, dstBytes), emu::hostView(src, srcBytes);
+  emu::enqueue(stream, [=] {
+    auto* to = static_cast<char*>(emu::hostView(dst, dstBytes));
+    const auto* from = static_cast<const char*>(emu::hostView(src, srcBytes));
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(to + stridedOffset(dstLayout, i) * static_cast<int64_t>(elementSize),
+                  from + stridedOffset(srcLayout, i) * static_cast<int64_t>(elementSize), elementSize);
+    }
   });
 }
 
