@@ -382,6 +382,23 @@ def compact(value):
     return None if value is None else float(f"{value:.3g}")
 
 
+def as_float(value):
+    """A metric value as aps_train writes it: a number, or "inf", "-inf", "nan" (JSON has no
+    non-finite numbers); None stays None."""
+    if value is None or isinstance(value, (int, float)):
+        return value
+    return float(value)
+
+
+def metric_json(value):
+    """A float for a summary: three significant digits, or aps_train's spelling when non-finite."""
+    if value is None:
+        return None
+    if not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    return compact(value)
+
+
 def summarize_run(run, out):
     """What the report needs from one run's metrics file."""
     s = {"id": run.id, "setting": run.setting, "variant": run.variant, "seed": run.seed,
@@ -428,12 +445,14 @@ def summarize_run(run, out):
         s["probe"] = {k: compact(v) if isinstance(v, float) else v for k, v in final["probe"].items()}
     probes = [r for r in records if r.get("type") == "probe"]
     if probes:
+        # As the trainer's final record: a layer's mean over its probed steps, non-finite when one
+        # step was (an overflowed sum is a result, not a gap).
         errors = {}
         for p in probes:
             for layer in p.get("layers", []):
-                if isinstance(layer.get("rel_error"), (int, float)) and math.isfinite(layer["rel_error"]):
-                    errors.setdefault(layer["name"], []).append(layer["rel_error"])
-        s["probe_layers"] = [[name, compact(statistics.mean(v))] for name, v in errors.items()]
+                if layer.get("rel_error") is not None:
+                    errors.setdefault(layer["name"], []).append(as_float(layer["rel_error"]))
+        s["probe_layers"] = [[name, metric_json(math.fsum(v) / len(v))] for name, v in errors.items()]
     return s
 
 
@@ -545,14 +564,36 @@ def delta_to_baseline(data, setting, variant, metric, baseline="fp32"):
     return 100 * statistics.mean(ours[s] - base[s] for s in seeds)
 
 
+# The equivalence margin, stated before the runs (the science issue): a row is shown equivalent
+# to fp32 when two one-sided t-tests at 5% both reject a difference of 0.5 points or more, that
+# is when the 90% interval of the paired differences lies inside (-0.5, +0.5).
+EQUIVALENCE_MARGIN = 0.5
+
+
+def tost_verdict(mean, half):
+    """'equivalent', 'not shown' (the interval reaches past the margin) or '' (no interval)."""
+    if half is None:
+        return ""
+    inside = -EQUIVALENCE_MARGIN < mean - half and mean + half < EQUIVALENCE_MARGIN
+    return "equivalent" if inside else "not shown"
+
+
+def skipped_cell(ok):
+    """Skipped optimizer steps over the run, per seed ('0', or '657/702; 12/702')."""
+    if all(not r.get("skipped_steps") for r in ok):
+        return "0"
+    return "; ".join(f"{r.get('skipped_steps') or 0}/{r.get('step', '?')}" for r in ok)
+
+
 def metric_cells(data, setting, variant, metric, baseline):
-    """(metric, delta vs the baseline variant, bytes/step, step ms) for one table cell group."""
+    """(metric, delta vs the baseline variant, TOST, skipped steps, bytes/step, step ms) for one
+    table cell group."""
     rs = runs_of(data, setting, variant)
     if not rs:
         return None
     status = cell_status(rs)
     if status:
-        return [status, "", "", ""]
+        return [status] + [""] * (CELLS - 1)
     ok = [r for r in rs if r["status"] == "ok"]
     values = [r[metric] for r in ok]
     text = fmt_pct(values)
@@ -560,13 +601,17 @@ def metric_cells(data, setting, variant, metric, baseline):
         text += f" ({len(ok)}/{len(rs)} seeds)"
     elif len(ok) > 1:
         text += f" (n={len(ok)})"
-    delta = ""
+    delta = tost = ""
     if variant != baseline and (diffs := paired_differences(data, setting, variant, metric, baseline)):
         mean, half = paired_interval(diffs)
         delta = f"{mean:+.2f}" if half is None else f"{mean:+.2f} [{mean - half:+.2f}, {mean + half:+.2f}]"
+        tost = tost_verdict(mean, half)
     bytes_ = median_or_none([r["bytes_per_step"] for r in ok if r.get("bytes_per_step")])
     step = median_or_none([r["step_seconds"] for r in ok if r.get("step_seconds")])
-    return [text, delta, fmt_bytes(bytes_), fmt_ms(step)]
+    return [text, delta, tost, skipped_cell(ok), fmt_bytes(bytes_), fmt_ms(step)]
+
+
+CELLS = 6  # the cells metric_cells gives a setting
 
 
 def table(data, table_kind, metric, metric_name):
@@ -577,7 +622,8 @@ def table(data, table_kind, metric, metric_name):
     baseline = "fp32"
     header = ["configuration"]
     for n in settings:
-        header += [f"{n}: {metric_name} (%)", "Δ fp32", "kB sent/step", "ms/step"]
+        header += [f"{n}: {metric_name} (%)", "Δ fp32", f"TOST ±{EQUIVALENCE_MARGIN:g}", "skipped steps",
+                   "kB sent/step", "ms/step (shared machine)"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for v in data["variants"]:
         cells = [metric_cells(data, n, v["name"], metric, baseline) for n in settings]
@@ -585,7 +631,7 @@ def table(data, table_kind, metric, metric_name):
             continue
         row = [v["label"]]
         for c in cells:
-            row += c if c is not None else ["", "", "", ""]
+            row += c if c is not None else [""] * CELLS
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -607,8 +653,8 @@ def probe_table(data):
                 row += ["", "", ""]
                 continue
             any_cell = True
-            rel = statistics.mean(p["median_rel_error"] for p in probes)
-            cos = statistics.mean(p["median_cosine"] for p in probes)
+            rel = math.fsum(as_float(p["median_rel_error"]) for p in probes) / len(probes)
+            cos = math.fsum(as_float(p["median_cosine"]) for p in probes) / len(probes)
             row += [f"{rel:.3g}", f"{cos:.4f}", str(probes[0].get("steps", ""))]
         if any_cell:
             lines.append("| " + " | ".join(row) + " |")
@@ -924,6 +970,25 @@ def budget_section(data):
     return lines
 
 
+def section_lines(section):
+    """A further sweep's part of the page (the sweep file's "sections"): its title and note, its
+    classification and probe tables, and the reading written for it."""
+    md = [f"## {section['title']}", ""]
+    if section.get("note"):
+        md += [section["note"], ""]
+    md += [f"Runs: `python3 tools/reproduce/reproduce.py --sweep {section['sweep_file']}` (the same settings, results "
+           "store and columns as above; fp32 rows are the same runs).", ""]
+    cls = table(section, "classification", "top1", "top-1")
+    md += (cls + [""]) if cls else ["No run of this sweep has finished yet.", ""]
+    probe = probe_table(section)
+    if probe:
+        md += ["Its fidelity probe (as below):", ""] + probe + [""]
+    reading = Path(section["reading"]) if section.get("reading") else None
+    if section["mode"] == "full" and reading is not None and reading.exists():
+        md += [reading.read_text().rstrip(), ""]
+    return md
+
+
 def write_report(data, docs_dir, plots):
     docs_dir = Path(docs_dir)
     results_dir = docs_dir / "results"
@@ -955,15 +1020,22 @@ def write_report(data, docs_dir, plots):
     md.append("")
     md.append("Every run is one `aps_train` process simulating all ranks (`comm.backend=sim`: the same collective "
               "schedule and bytes as `mpirun`). *kB sent/step*: bytes one rank sends per optimizer step "
-              "(the largest over ranks, all buckets and the APS exponent exchange), in 1000s. *ms/step*: median "
-              "wall time of a training step (all simulated ranks' forward, backward, encode, all-reduce and "
-              "update) after the first logging interval, on this machine (with `--jobs 2`, two runs share it). *± x*: sample standard deviation over "
+              "(the largest over ranks, all buckets and the APS exponent exchange), in 1000s. *ms/step (shared "
+              "machine)*: median wall time of a training step (all simulated ranks' forward, backward, encode, "
+              "all-reduce and update) after the first logging interval, measured while the machine also ran other "
+              "runs and builds: contended time, not a speed comparison between rows (aps_bench_comm and "
+              "docs/PERFORMANCE.md measure speed). *skipped steps*: optimizer steps a non-finite gradient skipped, "
+              "per seed. *TOST ±0.5*: two one-sided t-tests at 5% against a margin of 0.5 points, fixed before the "
+              "runs: `equivalent` when the 90% interval of Δ fp32 lies inside ±0.5, `not shown` when it reaches "
+              "past it (a row not separated from fp32 is not thereby shown equivalent). *± x*: sample standard deviation over "
               "seeds (n runs). *Δ fp32*: difference to fp32 in points, paired by seed (the mean over the seeds both ran of this row's result minus fp32's with the same seed), with its 90% confidence interval in brackets where two or more seeds pair up (Student's t on the paired differences; an interval that contains 0 does not separate the row from fp32).")
     md.append("")
 
     cls = table(data, "classification", "top1", "top-1")
     if cls:
         md += ["## Classification: ResNet-20, Fashion-MNIST, final test top-1", ""] + cls + [""]
+    for section in data.get("sections", []):
+        md += section_lines(section)
     probe = probe_table(data)
     if probe:
         md += ["## Fidelity probe: how much of the gradient each row loses", "",
@@ -1096,6 +1168,20 @@ def command_line(args):
     return " ".join(words)
 
 
+def collect_sections(sweep, args):
+    """The sweeps whose tables join this page (the sweep file's "sections": files beside it, each
+    with a "title"), from the results store: their runs are run with --sweep FILE."""
+    sections = []
+    for name in sweep.get("sections", []):
+        path = Path(args.sweep).resolve().parent / name
+        other, runs = load_sweep(path, False)
+        section = collect(other, runs, args.out, False, "", (other, runs), path, args.results)
+        section["title"] = other.get("title", name)
+        section["note"] = other.get("note", "")
+        sections.append(section)
+    return sections
+
+
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -1133,6 +1219,7 @@ def main(argv=None):
             print(f"sweep: {len(runs)} runs in {time.monotonic() - start:.0f} s", flush=True)
             data = collect(sweep, runs, args.out, args.quick, command_line(args), load_sweep(args.sweep, False),
                            args.sweep, args.results)
+        data["sections"] = collect_sections(sweep, args)
         images = write_report(data, args.docs, not args.no_plots)
         print(f"wrote {Path(args.docs) / 'RESULTS.md'} and {len(images)} plots in {Path(args.docs) / 'results'}")
         if failed:
