@@ -131,6 +131,10 @@ double ApsScaler::usableBinades() const {
          std::log2(static_cast<double>(format_.minSubnormal()));
 }
 
+double ApsScaler::maxRanks(const FloatFormat& format) {
+  return std::exp2(ApsScaler(format, 1, ScalingMode::Aps).usableBinades() - 1.0);
+}
+
 std::vector<float> ApsScaler::localExponents(const std::vector<LayerGradient>& layers) const {
   std::vector<float> e(layers.size());
   for (size_t l = 0; l < layers.size(); ++l) {

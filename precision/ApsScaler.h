@@ -106,6 +106,9 @@ class ApsScaler {
   // layer's largest value lands under twice the smallest positive value, so (nearly) every value
   // is flushed. E3M0 at N = 64: 2^3 / 64 = 0.125, half of its smallest value 0.25 -> -1.
   double usableBinades() const;
+  // The most ranks at which APS with `format` leaves its largest values one usable binade
+  // (usableBinades() >= 1): beyond it the model stops learning. E3M0: 16; E2M1: 4.
+  static double maxRanks(const FloatFormat& format);
 
   int maxExponent() const { return emax_; }
   ScalingMode mode() const { return mode_; }

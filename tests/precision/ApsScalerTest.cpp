@@ -204,6 +204,10 @@ TEST(ApsScaler, UsableBinadesSayWhenTheHeadroomTakesTheWholeRange) {
   EXPECT_DOUBLE_EQ(ApsScaler(e3m0, 8, ScalingMode::Aps).usableBinades(), 2.0);
   EXPECT_DOUBLE_EQ(ApsScaler(FloatFormat::preset("e2m1"), 64, ScalingMode::Aps).usableBinades(), -3.0);
   EXPECT_GT(ApsScaler(FloatFormat::preset("e4m3"), 1024, ScalingMode::Aps).usableBinades(), 5.0);
+  // The most ranks with one usable binade: where the usable binades reach 1.
+  EXPECT_DOUBLE_EQ(ApsScaler::maxRanks(e3m0), 16.0);
+  EXPECT_DOUBLE_EQ(ApsScaler(e3m0, 16, ScalingMode::Aps).usableBinades(), 1.0);
+  EXPECT_DOUBLE_EQ(ApsScaler::maxRanks(FloatFormat::preset("e2m1")), 4.0);
   const Quantizer q(e3m0);
   for (const int ranks : {8, 64}) {
     const ApsScaler scaler(e3m0, ranks, ScalingMode::Aps);

@@ -2,6 +2,7 @@
 // they make of given numbers, and their rounding error on random data.
 #include "framework/core/Error.h"
 #include "framework/core/Rng.h"
+#include "precision/ApsScaler.h"
 #include "precision/FloatFormat.h"
 #include "precision/Quantizer.h"
 #include "tools/common/ToolMain.h"
@@ -50,6 +51,8 @@ void info(const FloatFormat& f) {
   fmt::print("epsilon: {}\n", g9(f.epsilon()));
   fmt::print("finite_values: {}\n", f.finiteCount());
   fmt::print("inf: {}\nnan: {}\n", f.hasInf() ? "yes" : "no", f.hasNan() ? "yes" : "no");
+  // APS's headroom for N summands costs log2(N) binades of the range (docs/ALGORITHMS.md).
+  fmt::print("aps_max_ranks: {:.0f}\n", aps::precision::ApsScaler::maxRanks(f));
 }
 
 void table(const FloatFormat& f) {
@@ -143,7 +146,8 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   int64_t count = 1000000;
 
-  auto* infoCmd = app.add_subcommand("info", "bias, max, min normal, min subnormal, epsilon, finite values");
+  auto* infoCmd = app.add_subcommand(
+      "info", "bias, max, min normal, min subnormal, epsilon, finite values, the most ranks APS serves");
   infoCmd->add_option("format", format, "preset name or YAML map")->required();
   auto* tableCmd = app.add_subcommand("table", "every code of a format of <= 8 bits and its value");
   tableCmd->add_option("format", format, "preset name or YAML map")->required();

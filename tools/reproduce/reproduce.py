@@ -661,6 +661,76 @@ def probe_table(data):
     return lines
 
 
+def probe_scaling_rows(data):
+    """(settings in order of N, {variant: {setting: (mean rel. error, mean cosine, seeds)}}) of
+    the probe_scaling settings."""
+    settings = [n for n, st in data["settings"].items() if st["table"] == "probe_scaling"]
+    settings.sort(key=lambda n: int(data["settings"][n]["set"]["comm.world_size"]))
+    rows = {}
+    for v in data["variants"]:
+        for n in settings:
+            probes = [r["probe"] for r in runs_of(data, n, v["name"]) if r["status"] == "ok" and r.get("probe")]
+            if probes:
+                rel = math.fsum(as_float(p["median_rel_error"]) for p in probes) / len(probes)
+                cos = math.fsum(as_float(p["median_cosine"]) for p in probes) / len(probes)
+                rows.setdefault(v["name"], {})[n] = (rel, cos, len(probes))
+    return settings, rows
+
+
+def probe_scaling_table(data):
+    """Rows: the variants; columns: N; cells: probe relative error (cosine); last, the most ranks
+    APS serves for the row's format (APS rows)."""
+    settings, rows = probe_scaling_rows(data)
+    if not rows:
+        return []
+    limits = data.get("aps_max_ranks", {})
+    header = ["configuration"] + [f"N = {data['settings'][n]['set']['comm.world_size']}" for n in settings]
+    header.append("APS serves up to")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for v in data["variants"]:
+        if v["name"] not in rows:
+            continue
+        cells = [v["label"]]
+        for n in settings:
+            c = rows[v["name"]].get(n)
+            seeds = len(v.get("seeds", ()))  # fewer finished than the row's seeds: say how many
+            cells.append("" if c is None else f"{c[0]:.3g} ({c[1]:.3f})" + (f" n={c[2]}" if c[2] < seeds else ""))
+        limit = limits.get(v["name"])
+        cells.append("–" if limit is None else f"{limit:,.0f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def plot_probe_scaling(data, results_dir, name="probe_vs_ranks.png"):
+    """One line per row: the probe's relative error against N (log-log); returns [name] or []."""
+    settings, rows = probe_scaling_rows(data)
+    if not rows:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    labels = {v["name"]: v["label"] for v in data["variants"]}
+    for variant, cells in rows.items():
+        ns = [int(data["settings"][n]["set"]["comm.world_size"]) for n in settings if n in cells]
+        errors = [cells[n][0] for n in settings if n in cells]
+        ax.plot(ns, errors, marker="o", label=labels[variant])
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("simulated ranks N (4 images each)")
+    ax.set_ylabel("probe: relative error of the reduced gradient")
+    ax.set_title("Where each format breaks as N grows (small CNN, mean over seeds)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    results_dir.mkdir(parents=True, exist_ok=True)
+    fig.savefig(results_dir / name, dpi=110)
+    plt.close(fig)
+    return [name]
+
+
 # ----------------------------------------------------------------------------- plots
 
 
@@ -908,8 +978,10 @@ def budget_model(budget, settings, runs):
         if n == 0:
             continue
         keys = setting["set"]
-        epochs = int(keys["epochs"])
+        epochs = int(keys.get("epochs", 1))
         train = int(keys["data.train_samples"]) * epochs
+        if "max_steps" in keys:  # a run cut short (the probe sweep): its steps' images
+            train = min(train, int(keys["max_steps"]) * int(keys["comm.world_size"]) * int(keys["data.batch_size"]))
         evaluations = epochs if int(keys.get("eval.interval_epochs", 1)) != 0 else 1  # 0: at the end only
         test = int(keys["data.test_samples"]) * evaluations
         rate = budget["train_images_per_cpu_second"][name]
@@ -976,10 +1048,12 @@ def section_lines(section):
     md = [f"## {section['title']}", ""]
     if section.get("note"):
         md += [section["note"], ""]
-    md += [f"Runs: `python3 tools/reproduce/reproduce.py --sweep {section['sweep_file']}` (the same settings, results "
-           "store and columns as above; fp32 rows are the same runs).", ""]
-    cls = table(section, "classification", "top1", "top-1")
+    md += [f"Runs: `python3 tools/reproduce/reproduce.py --sweep {section['sweep_file']}` (its summaries in the same "
+           "results store; its columns as above).", ""]
+    cls = table(section, "classification", "top1", "top-1") + probe_scaling_table(section)
     md += (cls + [""]) if cls else ["No run of this sweep has finished yet.", ""]
+    for image in section.get("images", []):
+        md += [f"![{image}](results/{image})", ""]
     probe = probe_table(section)
     if probe:
         md += ["Its fidelity probe (as below):", ""] + probe + [""]
@@ -995,6 +1069,8 @@ def write_report(data, docs_dir, plots):
     results_dir.mkdir(parents=True, exist_ok=True)
     (results_dir / "summary.json").write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n")
     images = plot_all(data, results_dir) if plots else []
+    for section in data.get("sections", []):
+        section["images"] = plot_probe_scaling(section, results_dir) if plots else []
 
     settings = data["settings"]
     md = ["# Results: low-precision gradient communication on Fashion-MNIST", ""]
@@ -1168,6 +1244,21 @@ def command_line(args):
     return " ".join(words)
 
 
+def aps_limits(variants, aps_formats):
+    """{variant: the most ranks APS serves for its format} for the APS rows, from `aps_formats
+    info` (aps's own ApsScaler::maxRanks); empty where that tool is not there."""
+    limits = {}
+    for v in variants:
+        keys = v.get("set", {})
+        if keys.get("precision.scaling") != "aps" or not Path(aps_formats).exists():
+            continue
+        p = subprocess.run([str(aps_formats), "info", str(keys["precision.format"])], capture_output=True, text=True)
+        for line in p.stdout.splitlines():
+            if line.startswith("aps_max_ranks:"):
+                limits[v["name"]] = float(line.split(":", 1)[1])
+    return limits
+
+
 def collect_sections(sweep, args):
     """The sweeps whose tables join this page (the sweep file's "sections": files beside it, each
     with a "title"), from the results store: their runs are run with --sweep FILE."""
@@ -1178,6 +1269,7 @@ def collect_sections(sweep, args):
         section = collect(other, runs, args.out, False, "", (other, runs), path, args.results)
         section["title"] = other.get("title", name)
         section["note"] = other.get("note", "")
+        section["aps_max_ranks"] = aps_limits(other["variants"], Path(args.aps_train).parent / "aps_formats")
         sections.append(section)
     return sections
 
