@@ -5,9 +5,12 @@
 #include "framework/train/ConfigSchema.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -419,13 +422,57 @@ void checkHierarchical(const TrainConfig& config, const std::string& name) {
 
 }  // namespace
 
-TrainConfig parseConfig(const std::string& yamlText, const std::string& name,
-                        const std::vector<std::string>& overrides) {
+Launcher detectLauncher() {
+  for (const auto& [variable, name] : {std::pair<const char*, const char*>{"OMPI_COMM_WORLD_SIZE", "mpirun (Open MPI)"},
+                                       {"SLURM_STEP_NUM_TASKS", "srun (Slurm)"},
+                                       {"PMI_SIZE", "a PMI launcher (PMI_SIZE)"}}) {
+    const char* value = std::getenv(variable);
+    if (value == nullptr) continue;
+    char* end = nullptr;
+    const long n = std::strtol(value, &end, 10);
+    if (end != value && *end == '\0' && n >= 1 && n <= INT32_MAX) return {static_cast<int>(n), name};
+  }
+  return {};
+}
+
+namespace {
+// A launch of several processes makes each one a rank: the file's simulator settings give way
+// (loadConfig's comment); applied when no --set names comm.backend. Returns the note for the
+// log, or "".
+std::string applyLauncher(YAML::Node& root, const Launcher& launcher, bool keepWorldSize) {
+  if (launcher.processes <= 1) return "";
+  const YAML::Node backend = nodeAt(root, "comm.backend");
+  const std::string given = backend.IsDefined() && backend.IsScalar() ? backend.as<std::string>() : "sim";
+  if (given == "mpi" || given == "nccl") return "";
+  const YAML::Node world = nodeAt(root, "comm.world_size");
+  const std::string worldText = world.IsDefined() && world.IsScalar() ? world.as<std::string>() : "1";
+  setPath(root, "comm.backend", YAML::Node("mpi"));
+  if (!keepWorldSize) setPath(root, "comm.world_size", YAML::Node(1));  // a --set of it stays, and is checked
+  return fmt::format(
+      "comm.backend: mpi, {} ranks (launched by {}); the config's comm.backend: {} with world_size {} "
+      "does not apply to a multi-process launch",
+      launcher.processes, launcher.name, given, worldText);
+}
+}  // namespace
+
+TrainConfig parseConfig(const std::string& yamlText, const std::string& name, const std::vector<std::string>& overrides,
+                        const Launcher& launcher) {
   Composer composer;
   composer.add(parseMap(yamlText, name), name);
   YAML::Node root = composer.tree();
   Validator validator(name, composer.files());
-  for (const auto& text : overrides) validator.setOrigin(applyOverride(root, text), text);
+  std::string commOverrides;  // the --set of comm.backend and comm.world_size, as given
+  bool backendSet = false, worldSet = false;
+  for (const auto& text : overrides) {
+    const std::string path = applyOverride(root, text);
+    validator.setOrigin(path, text);
+    backendSet |= path == "comm.backend";
+    worldSet |= path == "comm.world_size";
+    if (path == "comm.backend" || path == "comm.world_size") {
+      commOverrides += (commOverrides.empty() ? "" : " --set ") + shorten(text);
+    }
+  }
+  const std::string launched = backendSet ? "" : applyLauncher(root, launcher, worldSet);
 
   TrainConfig config;
   config.sourceFile = name;
@@ -445,6 +492,12 @@ TrainConfig parseConfig(const std::string& yamlText, const std::string& name,
                 fmt::join(config.schedule.milestones, ", "));
     }
   }
+  APS_CHECK(launcher.processes <= 1 || config.comm.backend != "sim" || config.comm.worldSize == 1,
+            "{}: --set {} asks for comm.backend: sim with world_size {} under {} with {} processes: each process would "
+            "simulate the whole job on its own, into the same run folder; drop the --set to train as {} real ranks "
+            "(comm.backend: mpi), or run the simulation without the launcher",
+            name, commOverrides, config.comm.worldSize, launcher.name, launcher.processes, launcher.processes);
+  if (!launched.empty() && config.comm.backend == "mpi") spdlog::info("{}", launched);
   APS_CHECK(config.comm.backend == "sim" || config.comm.worldSize == 1,
             "{}: 'comm.world_size' = {} applies to the sim backend only (under mpi the world is mpirun's -np)", name,
             config.comm.worldSize);
@@ -466,7 +519,7 @@ TrainConfig loadConfig(const std::string& path, const std::vector<std::string>& 
   APS_CHECK(!path.empty(), "--config needs a file name");
   APS_CHECK(std::filesystem::exists(path, ec), "config file '{}' does not exist", path);
   APS_CHECK(!std::filesystem::is_directory(path, ec), "config '{}' is a directory, not a YAML file", path);
-  return parseConfig(readConfigText(path), path, overrides);
+  return parseConfig(readConfigText(path), path, overrides, detectLauncher());
 }
 
 std::string configToYaml(const TrainConfig& config) {

@@ -93,17 +93,32 @@ struct TrainConfig {
   std::string sourceFile;  // where it came from ("" for a string)
 };
 
+// The multi-process launcher this process runs under, if any: Open MPI's mpirun
+// (OMPI_COMM_WORLD_SIZE), Slurm's srun (SLURM_STEP_NUM_TASKS: a job step's tasks, not the
+// batch script's), or another PMI launcher such as MPICH's mpiexec (PMI_SIZE).
+struct Launcher {
+  int processes = 1;  // 1: not launched as one of several processes
+  std::string name;   // "mpirun (Open MPI)", "a PMI launcher (PMI_SIZE)"
+};
+Launcher detectLauncher();
+
 // Loads `path`, applies overrides ("key.path=value", value in YAML syntax) and validates.
 // Unknown keys, wrong types and out-of-range values throw aps::Error naming the file, line
 // and key, with a "did you mean" hint for near misses. A config may name `base: FILE` (or a
 // list, merged left to right; paths relative to its folder; bases may have bases): its keys
 // are merged over them, section by section, before the overrides.
+// Under a multi-process launcher (detectLauncher()) every process is a rank: the file's
+// comm.backend and comm.world_size give way to it (backend mpi, or the file's nccl; world size
+// the launcher's), so `mpirun -np 2 aps_train --config X` trains as 2 real ranks with a config
+// written for the simulator. Only --set can still ask for sim there, and sim with more than one
+// rank per process is refused, naming the --set and the launcher (each process would run the
+// whole simulated job on its own, into the same run folder).
 TrainConfig loadConfig(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // The same from YAML text; `name` stands in for the file name in messages (and its folder
-// for the bases).
+// for the bases). `launcher` as loadConfig's (default: a single process).
 TrainConfig parseConfig(const std::string& yamlText, const std::string& name,
-                        const std::vector<std::string>& overrides = {});
+                        const std::vector<std::string>& overrides = {}, const Launcher& launcher = {});
 
 // The resolved configuration as YAML, every key present, in schema order.
 std::string configToYaml(const TrainConfig& config);

@@ -461,3 +461,54 @@ TEST(ConfigResume, DeviceIsNoPartOfTheResumeComparison) {
 }
 
 }  // namespace
+
+namespace {
+
+// Under a multi-process launcher the file's simulator settings give way to it; --set decides.
+TEST(ConfigLauncher, TheLauncherReplacesTheFilesSimulatorButNotAnExplicitSet) {
+  const aps::train::Launcher mpirun{2, "mpirun (Open MPI)"};
+  const std::string sim = "comm: {backend: sim, world_size: 8}\n";
+  const auto launched = parseConfig(sim, "exp.yaml", {}, mpirun);
+  EXPECT_EQ(launched.comm.backend, "mpi");
+  EXPECT_EQ(launched.comm.worldSize, 1);
+  // Not launched: the file as written.
+  EXPECT_EQ(parseConfig(sim, "exp.yaml", {}).comm.backend, "sim");
+  // A file that says mpi (or nccl) is left alone; one launched process is no launch.
+  EXPECT_EQ(parseConfig("comm: {backend: mpi}\n", "exp.yaml", {}, mpirun).comm.backend, "mpi");
+  EXPECT_EQ(parseConfig(sim, "exp.yaml", {}, {1, "mpirun (Open MPI)"}).comm.backend, "sim");
+  // --set comm.backend=sim asks for the simulator: with one rank per process that is allowed...
+  const auto one = parseConfig(sim, "exp.yaml", {"comm.backend=sim", "comm.world_size=1"}, mpirun);
+  EXPECT_EQ(one.comm.backend, "sim");
+  // ... with several it is refused, naming the --set and the launcher.
+  const std::string error =
+      aps::testsupport::errorOf([&] { parseConfig(sim, "exp.yaml", {"comm.backend=sim"}, mpirun); });
+  EXPECT_NE(error.find("--set comm.backend=sim asks for comm.backend: sim with world_size 8 under mpirun (Open MPI) "
+                       "with 2 processes"),
+            std::string::npos)
+      << error;
+  // A --set world_size without the simulator contradicts the launch.
+  const std::string world =
+      aps::testsupport::errorOf([&] { parseConfig(sim, "exp.yaml", {"comm.world_size=4"}, mpirun); });
+  EXPECT_NE(world.find("'comm.world_size' = 4 applies to the sim backend only"), std::string::npos) << world;
+}
+
+TEST(ConfigLauncher, OpenMpiAndPmiEnvironmentsAreDetected) {
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  ::unsetenv("SLURM_STEP_NUM_TASKS");
+  ::unsetenv("PMI_SIZE");
+  EXPECT_EQ(aps::train::detectLauncher().processes, 1);
+  ::setenv("SLURM_STEP_NUM_TASKS", "8", 1);
+  EXPECT_EQ(aps::train::detectLauncher().name, "srun (Slurm)");
+  ::unsetenv("SLURM_STEP_NUM_TASKS");
+  ::setenv("PMI_SIZE", "4", 1);
+  EXPECT_EQ(aps::train::detectLauncher().processes, 4);
+  EXPECT_EQ(aps::train::detectLauncher().name, "a PMI launcher (PMI_SIZE)");
+  ::setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
+  EXPECT_EQ(aps::train::detectLauncher().processes, 3);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "x", 1);  // not a count: the next one
+  EXPECT_EQ(aps::train::detectLauncher().processes, 4);
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  ::unsetenv("PMI_SIZE");
+}
+
+}  // namespace

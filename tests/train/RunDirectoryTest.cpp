@@ -148,6 +148,36 @@ TEST(Preemption, Sigusr1UnderMpirunStopsEveryRankAndResumesBitIdentically) {
   fs::remove_all(root);
 }
 
+// mpirun without ceremony: a config written for the simulator (comm: {backend: sim,
+// world_size: 2}) trains as mpirun's ranks with no --set; a --set that asks for the simulator
+// with several ranks per process is refused, naming it and the launcher.
+TEST(Launcher, MpirunTrainsTheConfigAsItsRanksAndRefusesASimulatorSet) {
+  APS_REQUIRE_FASHION_MNIST();
+  const fs::path root = scratch("launcher");
+  const std::string config = writeConfig(root);
+  std::vector<std::string> plain = train(config, root / "plain", {"--set", "max_steps=2"});
+  plain.insert(plain.begin(), {MPIEXEC_BINARY, "--allow-run-as-root", "--oversubscribe", "-np", "2"});
+  ASSERT_EQ(runToEnd(plain, root / "plain.log"), 0) << readText((root / "plain.log").string());
+  const std::string log = readText((root / "plain.log").string());
+  EXPECT_NE(log.find("comm.backend: mpi, 2 ranks (launched by mpirun (Open MPI)); the config's comm.backend: sim with "
+                     "world_size 2 does not apply"),
+            std::string::npos)
+      << log;
+  const TrainConfig saved = loadConfig((root / "plain" / "config.yaml").string());
+  EXPECT_EQ(saved.comm.backend, "mpi");
+  EXPECT_EQ(saved.comm.worldSize, 1);
+
+  std::vector<std::string> sim = train(config, root / "sim", {"--set", "comm.backend=sim", "--set", "max_steps=2"});
+  sim.insert(sim.begin(), {MPIEXEC_BINARY, "--allow-run-as-root", "--oversubscribe", "-np", "2"});
+  EXPECT_NE(runToEnd(sim, root / "sim.log"), 0);
+  EXPECT_NE(readText((root / "sim.log").string())
+                .find("--set comm.backend=sim asks for comm.backend: sim with world_size 2 under mpirun (Open MPI) "
+                      "with 2 processes"),
+            std::string::npos)
+      << readText((root / "sim.log").string());
+  fs::remove_all(root);
+}
+
 TEST(RunDirectory, HoldsTheConfigLogMetricsCheckpointsAndStepCheckpoints) {
   APS_REQUIRE_FASHION_MNIST();
   const fs::path root = scratch("contents");
