@@ -1,5 +1,10 @@
 #include "framework/train/ConfigSchema.h"
 
+#include "framework/core/Error.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 
 namespace aps::train {
@@ -49,7 +54,10 @@ std::vector<ConfigKey> runKeys() {
        APS_FIELD(cuda.deterministic)},
       {"epochs", K::Int, "1", 0, 100000, {}, "training epochs (ignored when max_steps > 0)", APS_FIELD(epochs)},
       {"max_steps", K::Int, "0", 0, 1e12, {},
-       "stop after this many optimizer steps; 0: run all epochs", APS_FIELD(maxSteps)},
+       "train this many optimizer steps in place of epochs (0: train the epochs); the LR schedule is laid out over "
+       "them, as over epochs x steps per epoch (Hugging Face's max_steps), and a resume with another value says it "
+       "changes the schedule",
+       APS_FIELD(maxSteps)},
       {"output_dir", K::String, "''", 0, 0, {},
        "run directory (config.yaml, train.log, metrics.jsonl, checkpoints/); '': runs/<config name>-<time>; "
        "none: no run directory",
@@ -320,6 +328,50 @@ std::string closestConfigKey(const std::string& path) {
     }
   }
   return best;
+}
+
+namespace {
+const char* kindName(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::Int:
+      return "int";
+    case ValueKind::Float:
+      return "float";
+    case ValueKind::Bool:
+      return "bool";
+    case ValueKind::String:
+      return "string";
+    case ValueKind::Enum:
+      return "choice";
+    case ValueKind::IntList:
+      return "list of ints";
+    case ValueKind::Format:
+      return "number format (a preset name or a map)";
+    case ValueKind::RuleList:
+      return "list of {pattern, format} rules";
+  }
+  return "?";
+}
+}  // namespace
+
+std::string describeConfigKeys(const std::string& key) {
+  std::string out;
+  for (const ConfigKey& k : configSchema()) {
+    if (!key.empty() && k.path != key && !k.path.starts_with(key + ".")) continue;
+    out += fmt::format("{}: {}, default {}", k.path, kindName(k.kind), k.defaultValue);
+    if (!k.choices.empty()) out += fmt::format(", one of {}", fmt::join(k.choices, ", "));
+    if (k.min != 0.0 || k.max != 0.0) {
+      out += k.kind == ValueKind::Int ? fmt::format(", in [{:.0f}, {:.0f}]", k.min, k.max)
+                                      : fmt::format(", in [{:g}, {:g}]", k.min, k.max);
+    }
+    out += fmt::format("\n    {}\n", k.help);
+  }
+  if (out.empty()) {
+    const std::string near = closestConfigKey(key);
+    APS_FAIL("--help-config: no key or section '{}'{}", key,
+             near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near));
+  }
+  return out;
 }
 
 }  // namespace aps::train

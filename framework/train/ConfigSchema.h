@@ -43,6 +43,11 @@ struct ConfigKey {
 // Every key aps_train understands, in the order --print-config prints them.
 const std::vector<ConfigKey>& configSchema();
 
+// aps_train --help-config [KEY]: every key whose path is KEY or lies in section KEY (all when
+// empty), one block each: path, kind, default, range or choices, and its help. Throws
+// aps::Error naming KEY, with a "did you mean", when nothing matches.
+std::string describeConfigKeys(const std::string& key = "");
+
 // The key with this exact path, or nullptr.
 const ConfigKey* findConfigKey(const std::string& path);
 

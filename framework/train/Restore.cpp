@@ -8,6 +8,7 @@
 #include "models/Weights.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 namespace aps::train {
 
@@ -55,6 +56,16 @@ void restoreTrainingState(const Checkpoint& c, const std::string& path, const Ru
   const int64_t scheduleStep = scalarEntry(scheduleState, "schedule", "schedule_step", path);
   APS_CHECK(scheduleStep == c.globalStep, "checkpoint '{}': 'schedule.schedule_step' = {} but 'global_step' = {}", path,
             scheduleStep, c.globalStep);
+  if (findTensor(scheduleState, "total_steps") != nullptr) {  // written since the schedule's length is kept
+    const int64_t before = scalarEntry(scheduleState, "schedule", "total_steps", path);
+    if (before != run.totalSteps) {
+      spdlog::warn(
+          "resuming '{}' at step {} with {} steps in all where its run had {} (epochs or max_steps changed): "
+          "the LR schedule is laid out over {} steps from here on, so the learning rate from step {} differs "
+          "from the run that wrote the checkpoint",
+          path, c.globalStep, run.totalSteps, before, run.totalSteps, c.globalStep);
+    }
+  }
   models::loadState(model, c.section("model"), path);
   try {
     optimizer.loadStateDict(optimizerState);

@@ -254,7 +254,13 @@ void Trainer::State::save() {
   c.globalStep = globalStep;
   c.addSection("model", model->stateDict());
   c.addSection("optimizer", optimizer->stateDict());
-  c.addSection("schedule", scheduler->stateDict());
+  NamedTensors schedule = scheduler->stateDict();
+  // The steps the LR schedule is laid out over (epochs or max_steps): a resume that changes
+  // them changes the schedule from there on, and says so (restoreTrainingState).
+  Tensor total = Tensor::zeros({}, DType::Int64);
+  total.data<int64_t>()[0] = totalSteps;
+  schedule.push_back({"total_steps", total});
+  c.addSection("schedule", schedule);
   const std::string path = checkpointPath(config.checkpoint.dir, globalStep);
   saveCheckpoint(path, c);
   pruneCheckpoints(config.checkpoint.dir, config.checkpoint.keep, globalStep);

@@ -1,5 +1,6 @@
 #include "framework/core/Error.h"
 #include "framework/train/Config.h"
+#include "framework/train/ConfigSchema.h"
 #include "models/ModelRegistry.h"
 #include "precision/CodecSpec.h"
 #include "tests/common/ErrorMessage.h"
@@ -509,6 +510,25 @@ TEST(ConfigLauncher, OpenMpiAndPmiEnvironmentsAreDetected) {
   EXPECT_EQ(aps::train::detectLauncher().processes, 4);
   ::unsetenv("OMPI_COMM_WORLD_SIZE");
   ::unsetenv("PMI_SIZE");
+}
+
+}  // namespace
+
+namespace {
+
+// aps_train --help-config: every key from the schema, or one key or section, with its type,
+// default, range or choices and help; an unknown name gets a "did you mean".
+TEST(ConfigHelp, ListsKeysWithTypeDefaultRangeAndHelp) {
+  const std::string all = aps::train::describeConfigKeys();
+  for (const auto& key : aps::train::configSchema())
+    EXPECT_NE(all.find(key.path + ": "), std::string::npos) << key.path;
+  EXPECT_EQ(aps::train::describeConfigKeys("comm.world_size"),
+            "comm.world_size: int, default 1, in [1, 1048576]\n    virtual ranks (sim backend)\n");
+  const std::string precision = aps::train::describeConfigKeys("precision");
+  EXPECT_NE(precision.find("precision.compute: choice, default fp32, one of fp32, fp16_mixed"), std::string::npos);
+  EXPECT_EQ(precision.find("comm."), std::string::npos);
+  const std::string error = aps::testsupport::errorOf([] { aps::train::describeConfigKeys("optimizr"); });
+  EXPECT_NE(error.find("no key or section 'optimizr' (did you mean 'optimizer'?)"), std::string::npos) << error;
 }
 
 }  // namespace

@@ -178,6 +178,29 @@ TEST(Launcher, MpirunTrainsTheConfigAsItsRanksAndRefusesASimulatorSet) {
   fs::remove_all(root);
 }
 
+// max_steps lays the LR schedule out over its steps; a resume that changes it says so.
+TEST(RunDirectory, AResumeWithAnotherMaxStepsSaysTheScheduleChanges) {
+  APS_REQUIRE_FASHION_MNIST();
+  const fs::path root = scratch("maxsteps");
+  const std::string config = writeConfig(root);
+  const fs::path out = root / "run";
+  ASSERT_EQ(runToEnd(train(config, out, {"--set", "max_steps=3"}), root / "first.log"), 0)
+      << readText((root / "first.log").string());
+  ASSERT_EQ(runToEnd(train(config, out, {"--set", "max_steps=6", "--resume", "auto"}), root / "second.log"), 0)
+      << readText((root / "second.log").string());
+  const std::string log = readText((root / "second.log").string());
+  EXPECT_NE(log.find("at step 3 with 6 steps in all where its run had 3 (epochs or max_steps changed): the LR schedule "
+                     "is laid out over 6 steps from here on"),
+            std::string::npos)
+      << log;
+  // The same length again: no such line.
+  ASSERT_EQ(runToEnd(train(config, root / "same", {"--set", "max_steps=3"}), root / "third.log"), 0);
+  ASSERT_EQ(runToEnd(train(config, root / "same", {"--set", "max_steps=3", "--resume", "auto"}), root / "fourth.log"),
+            0);
+  EXPECT_EQ(readText((root / "fourth.log").string()).find("the LR schedule is laid out"), std::string::npos);
+  fs::remove_all(root);
+}
+
 TEST(RunDirectory, HoldsTheConfigLogMetricsCheckpointsAndStepCheckpoints) {
   APS_REQUIRE_FASHION_MNIST();
   const fs::path root = scratch("contents");

@@ -1,7 +1,9 @@
 // aps_train: data-parallel training from a YAML config. Under mpirun every process is a rank
 // (comm.backend: mpi); with comm: {backend: sim, world_size: N} one process simulates N ranks.
 #include "comm/MpiCommunicator.h"
+#include "framework/core/Error.h"
 #include "framework/train/Config.h"
+#include "framework/train/ConfigSchema.h"
 #include "framework/train/Trainer.h"
 #include "tools/common/ToolMain.h"
 
@@ -15,7 +17,12 @@ int main(int argc, char** argv) {
   std::string configPath, resume;
   std::vector<std::string> overrides;
   bool printConfig = false, dryRun = false;
-  app.add_option("--config", configPath, "experiment YAML file")->required();
+  std::string helpKey;
+  auto* helpConfig = app.add_option("--help-config", helpKey,
+                                    "print every config key (or those of KEY, a key or a section) with its type, "
+                                    "default, range and help, and exit")
+                         ->expected(0, 1);
+  app.add_option("--config", configPath, "experiment YAML file");
   app.add_option("--set", overrides, "override a key: --set optimizer.lr=0.2 (repeatable)");
   app.add_option("--resume", resume,
                  "checkpoint to continue from, or auto: the newest valid checkpoint of the run directory "
@@ -27,6 +34,11 @@ int main(int argc, char** argv) {
   app.add_flag("--dry-run", dryRun, "check the config, data, model and formats, then exit without training");
   int preempted = 0;
   const int rc = aps::runTool(app, argc, argv, [&] {
+    if (helpConfig->count() > 0) {
+      fmt::print("{}", aps::train::describeConfigKeys(helpKey));
+      return;
+    }
+    APS_CHECK(!configPath.empty(), "--config is required (or --help-config [KEY] to list the keys)");
     const auto config = aps::train::loadConfig(configPath, overrides);
     if (printConfig) {
       fmt::print("{}", aps::train::configToYaml(config));
