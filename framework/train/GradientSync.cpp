@@ -309,12 +309,19 @@ void GradientSync::writeProbe(const comm::ProbeRecord& record) {
   ++probeSteps_;
   nlohmann::json layers = nlohmann::json::array();
   std::vector<double> relErrors, cosines;
+  bool nonFinite = false;
   for (size_t i = 0; i < params_.size(); ++i) {
     const comm::ProbeLayer& l = record.layers[i];
     if (!l.probed) continue;
-    probeRelError_[i] += l.relError;
-    probeCosine_[i] += l.cosine;
-    ++probeCount_[i];
+    // The run's means take the finite probes; a step whose sum overflowed (an inf or NaN error,
+    // usually a step the trainer then skips) is counted instead (probeSummary's nonfinite_steps).
+    if (std::isfinite(l.relError) && std::isfinite(l.cosine)) {
+      probeRelError_[i] += l.relError;
+      probeCosine_[i] += l.cosine;
+      ++probeCount_[i];
+    } else {
+      nonFinite = true;
+    }
     relErrors.push_back(l.relError);
     cosines.push_back(l.cosine);
     layers.push_back({{"name", params_[i].name},
@@ -326,6 +333,7 @@ void GradientSync::writeProbe(const comm::ProbeRecord& record) {
                       {"out_flushed", flushedOf(l.out)},
                       {"out_saturated", saturatedOf(l.out)}});
   }
+  if (nonFinite) ++probeNonFiniteSteps_;
   if (metrics_) {
     metrics_({{"type", "probe"},
               {"step", record.step},
@@ -343,7 +351,10 @@ nlohmann::json GradientSync::probeSummary() const {
     relErrors.push_back(probeRelError_[i] / static_cast<double>(probeCount_[i]));
     cosines.push_back(probeCosine_[i] / static_cast<double>(probeCount_[i]));
   }
-  return {{"steps", probeSteps_}, {"median_rel_error", median(relErrors)}, {"median_cosine", median(cosines)}};
+  return {{"steps", probeSteps_},
+          {"nonfinite_steps", probeNonFiniteSteps_},
+          {"median_rel_error", median(relErrors)},
+          {"median_cosine", median(cosines)}};
 }
 
 void GradientSync::adaptFormats(int64_t step) {

@@ -124,6 +124,7 @@ class GradientSync {
   std::vector<double> probeRelError_, probeCosine_;
   std::vector<int64_t> probeCount_;
   int64_t probeSteps_ = 0;
+  int64_t probeNonFiniteSteps_ = 0;  // probed steps where some layer's error was inf or NaN
 };
 
 }  // namespace aps::train

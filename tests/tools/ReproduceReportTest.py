@@ -78,11 +78,13 @@ def main():
     runs = [{"id": f"{st}-e3m0_aps-s1", "setting": st, "variant": "e3m0_aps", "seed": 1, "status": "ok",
              "probe": {"median_rel_error": err, "median_cosine": cos, "steps": 6}}
             for st, err, cos in (("n8", 0.45, 0.9), ("n64", "inf", "nan"))]
+    runs[0]["probe"]["nonfinite_steps"] = 2
     scaling = {"settings": settings, "variants": [{"name": "e3m0_aps", "label": "e3m0 + APS", "seeds": [1, 2]}], "runs": runs,
                "aps_max_ranks": {"e3m0_aps": 16.0}}
     lines = reproduce.probe_scaling_table(scaling)
     check(lines[0] == "| configuration | N = 8 | N = 64 | APS serves up to |", f"columns by N: {lines[0]}")
-    check(lines[2] == "| e3m0 + APS | 0.45 (0.900) n=1 | inf (nan) n=1 | 16 |", f"cells: {lines[2]}")
+    check(lines[2] == "| e3m0 + APS | 0.45 (0.900) n=1 ¹2 | inf (nan) n=1 | 16 |", f"cells: {lines[2]}")
+    check(lines[-1].startswith("¹k: k of the seeds' probed steps"), f"the footnote: {lines[-1]}")
     print("reproduce report: ok")
 
 

@@ -393,6 +393,36 @@ TEST_F(TrainerTest, E3m0At64RanksTrainsWithBlockScalingWhereApsFlushesEverything
   EXPECT_LT(std::fabs(lossDrop.at("aps")), 0.1);  // does not (2.32 -> 2.31: batch noise)
 }
 
+// A probed step whose sum overflows (FP8-LM's first step at 128 ranks: mu starts at 1, the
+// coherent sums of the first gradient overflow E4M3, the step is skipped and mu halves) is
+// counted, not averaged in: the run's medians stay those of the finite probes.
+TEST_F(TrainerTest, FidelityProbeCountsOverflowedStepsApart) {
+  const std::string file = path("fp8lm.jsonl");
+  Trainer trainer(smallConfig("sim", 128,
+                              {"model.name=convnet", "data.batch_size=4", "data.train_samples=1024",
+                               "precision.format=e4m3", "precision.scaling=autoscale", "precision.probe_interval=1",
+                               "max_steps=2", "logging.metrics_file=" + file}),
+                  nullptr);
+  trainer.run();
+  int probesNonFinite = 0;
+  for (const auto& j : metricLines(file)) {
+    if (j.at("type") == "probe") {
+      bool finite = true;
+      for (const auto& layer : j.at("layers")) finite &= layer.at("rel_error").is_number();
+      probesNonFinite += finite ? 0 : 1;
+    }
+    if (j.at("type") != "final") continue;
+    const auto& probe = j.at("probe");
+    EXPECT_EQ(probe.at("steps"), 2);
+    EXPECT_EQ(probe.at("nonfinite_steps"), 1);
+    ASSERT_TRUE(probe.at("median_rel_error").is_number()) << probe.dump();
+    EXPECT_GT(probe.at("median_rel_error").get<double>(), 0.0);
+    EXPECT_LT(probe.at("median_rel_error").get<double>(), 0.2);
+    EXPECT_EQ(j.at("skipped_steps"), 1);
+  }
+  EXPECT_EQ(probesNonFinite, 1);
+}
+
 // The fidelity probe (precision.probe_interval: 2) writes a "probe" record on steps 0, 2, 4, ...
 // and on no other; fp32 over `native` is its own shadow (exact figures), e4m3 is not; the
 // final record carries the run's medians.

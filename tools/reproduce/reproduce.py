@@ -445,13 +445,14 @@ def summarize_run(run, out):
         s["probe"] = {k: compact(v) if isinstance(v, float) else v for k, v in final["probe"].items()}
     probes = [r for r in records if r.get("type") == "probe"]
     if probes:
-        # As the trainer's final record: a layer's mean over its probed steps, non-finite when one
-        # step was (an overflowed sum is a result, not a gap).
+        # As the trainer's final record: a layer's mean over its probed steps where the error was
+        # finite; the steps where some layer's was not are counted (probe.nonfinite_steps).
         errors = {}
         for p in probes:
             for layer in p.get("layers", []):
-                if layer.get("rel_error") is not None:
-                    errors.setdefault(layer["name"], []).append(as_float(layer["rel_error"]))
+                value = as_float(layer.get("rel_error"))
+                if value is not None and math.isfinite(value):
+                    errors.setdefault(layer["name"], []).append(value)
         s["probe_layers"] = [[name, metric_json(math.fsum(v) / len(v))] for name, v in errors.items()]
     return s
 
@@ -655,10 +656,16 @@ def probe_table(data):
             any_cell = True
             rel = math.fsum(as_float(p["median_rel_error"]) for p in probes) / len(probes)
             cos = math.fsum(as_float(p["median_cosine"]) for p in probes) / len(probes)
-            row += [f"{rel:.3g}", f"{cos:.4f}", str(probes[0].get("steps", ""))]
+            row += [f"{rel:.3g}", f"{cos:.4f}", str(probes[0].get("steps", "")) + nonfinite_note(probes)]
         if any_cell:
             lines.append("| " + " | ".join(row) + " |")
     return lines
+
+
+def nonfinite_note(probes):
+    """', k of them not finite' over the seeds' probed steps (the trainer's nonfinite_steps), or ''."""
+    k = sum(int(p.get("nonfinite_steps") or 0) for p in probes)
+    return f", {k} of them not finite" if k else ""
 
 
 def probe_scaling_rows(data):
@@ -673,7 +680,8 @@ def probe_scaling_rows(data):
             if probes:
                 rel = math.fsum(as_float(p["median_rel_error"]) for p in probes) / len(probes)
                 cos = math.fsum(as_float(p["median_cosine"]) for p in probes) / len(probes)
-                rows.setdefault(v["name"], {})[n] = (rel, cos, len(probes))
+                k = sum(int(p.get("nonfinite_steps") or 0) for p in probes)
+                rows.setdefault(v["name"], {})[n] = (rel, cos, len(probes), k)
     return settings, rows
 
 
@@ -694,10 +702,14 @@ def probe_scaling_table(data):
         for n in settings:
             c = rows[v["name"]].get(n)
             seeds = len(v.get("seeds", ()))  # fewer finished than the row's seeds: say how many
-            cells.append("" if c is None else f"{c[0]:.3g} ({c[1]:.3f})" + (f" n={c[2]}" if c[2] < seeds else ""))
+            text = "" if c is None else f"{c[0]:.3g} ({c[1]:.3f})" + (f" n={c[2]}" if c[2] < seeds else "")
+            cells.append(text + (f" ¹{c[3]}" if c and c[3] else ""))
         limit = limits.get(v["name"])
         cells.append("–" if limit is None else f"{limit:,.0f}")
         lines.append("| " + " | ".join(cells) + " |")
+    if any(c[3] for cells in rows.values() for c in cells.values()):
+        lines += ["", "¹k: k of the seeds' probed steps had a sum that was not finite in some layer (an overflow; the "
+                      "trainer skips such a step); the cell's means are over the finite ones."]
     return lines
 
 
