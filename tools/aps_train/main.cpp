@@ -22,7 +22,11 @@ int main(int argc, char** argv) {
                                     "print every config key (or those of KEY, a key or a section) with its type, "
                                     "default, range and help, and exit")
                          ->expected(0, 1);
-  app.add_option("--config", configPath, "experiment YAML file");
+  auto* configOption = app.add_option("--config", configPath, "experiment YAML file (required unless --help-config)");
+  // --config is required unless the keys are asked for: a usage error (exit 2) like any other.
+  app.parse_complete_callback([&] {
+    if (helpConfig->count() == 0 && configOption->count() == 0) throw CLI::RequiredError("--config");
+  });
   app.add_option("--set", overrides, "override a key: --set optimizer.lr=0.2 (repeatable)");
   app.add_option("--resume", resume,
                  "checkpoint to continue from, or auto: the newest valid checkpoint of the run directory "
@@ -38,7 +42,6 @@ int main(int argc, char** argv) {
       fmt::print("{}", aps::train::describeConfigKeys(helpKey));
       return;
     }
-    APS_CHECK(!configPath.empty(), "--config is required (or --help-config [KEY] to list the keys)");
     const auto config = aps::train::loadConfig(configPath, overrides);
     if (printConfig) {
       fmt::print("{}", aps::train::configToYaml(config));
