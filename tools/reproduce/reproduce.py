@@ -723,7 +723,7 @@ def plot_probe_scaling(data, results_dir, name="probe_vs_ranks.png"):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(10, 5))
     labels = {v["name"]: v["label"] for v in data["variants"]}
     for variant, cells in rows.items():
         ns = [int(data["settings"][n]["set"]["comm.world_size"]) for n in settings if n in cells]
@@ -735,7 +735,7 @@ def plot_probe_scaling(data, results_dir, name="probe_vs_ranks.png"):
     ax.set_ylabel("probe: relative error of the reduced gradient")
     ax.set_title("Where each format breaks as N grows (small CNN, mean over seeds)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     results_dir.mkdir(parents=True, exist_ok=True)
     fig.savefig(results_dir / name, dpi=110)
