@@ -1,5 +1,6 @@
 #include "framework/train/ConfigSchema.h"
 
+#include "framework/core/EnumNames.h"
 #include "framework/core/Error.h"
 
 #include <fmt/format.h>
@@ -331,34 +332,18 @@ std::string closestConfigKey(const std::string& path) {
 }
 
 namespace {
-const char* kindName(ValueKind kind) {
-  switch (kind) {
-    case ValueKind::Int:
-      return "int";
-    case ValueKind::Float:
-      return "float";
-    case ValueKind::Bool:
-      return "bool";
-    case ValueKind::String:
-      return "string";
-    case ValueKind::Enum:
-      return "choice";
-    case ValueKind::IntList:
-      return "list of ints";
-    case ValueKind::Format:
-      return "number format (a preset name or a map)";
-    case ValueKind::RuleList:
-      return "list of {pattern, format} rules";
-  }
-  return "?";
-}
+// How --help-config names each ValueKind (one name per enumerator, in order).
+inline constexpr EnumNames<ValueKind, 8> kValueKindNames{{"int", "float", "bool", "string", "choice", "list of ints",
+                                                          "number format (a preset name or a map)",
+                                                          "list of {pattern, format} rules"}};
+static_assert(kValueKindNames.covers(ValueKind::RuleList), "one name per ValueKind");
 }  // namespace
 
 std::string describeConfigKeys(const std::string& key) {
   std::string out;
   for (const ConfigKey& k : configSchema()) {
     if (!key.empty() && k.path != key && !k.path.starts_with(key + ".")) continue;
-    out += fmt::format("{}: {}, default {}", k.path, kindName(k.kind), k.defaultValue);
+    out += fmt::format("{}: {}, default {}", k.path, kValueKindNames.name(k.kind), k.defaultValue);
     if (!k.choices.empty()) out += fmt::format(", one of {}", fmt::join(k.choices, ", "));
     if (k.min != 0.0 || k.max != 0.0) {
       out += k.kind == ValueKind::Int ? fmt::format(", in [{:.0f}, {:.0f}]", k.min, k.max)
