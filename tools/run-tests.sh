@@ -20,10 +20,11 @@ export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_erro
 export LSAN_OPTIONS=suppressions=$PWD/tools/sanitizer/lsan.supp
 # The tests that train ResNets for many steps (TrainerTest, HardeningTrainerTest, ModelTraining) take minutes each
 # under the sanitizers at -O1, and Open MPI's plugins leak at exit (LeakSanitizer cannot name
-# them once unloaded): both run in the default build above, everything else here. So does the
+# them once unloaded, so the tests that launch aps_train under mpirun (Preemption, RunDirectory,
+# Launcher) stay out too): both run in the default build above, everything else here. So does the
 # reproduce sweep's test (label tools): minutes of sanitized training that the trainer tests
 # already cover.
-ctest --test-dir build-san -L 'unit|fuzz' -LE 'slow|mpi|tools' -E '^(TrainerTest|HardeningTrainerTest|ModelTraining|Preemption|RunDirectory)\.' \
+ctest --test-dir build-san -L 'unit|fuzz' -LE 'slow|mpi|tools' -E '^(TrainerTest|HardeningTrainerTest|ModelTraining|Preemption|RunDirectory|Launcher)\.' \
   --output-on-failure -j 2 --timeout 1200
 echo "run-tests.sh: sanitizer tree built in $((built - start)) s, tested in $(($(date +%s) - built)) s"
 
