@@ -70,6 +70,13 @@ def main():
     md = "\n".join(reproduce.section_lines(section))
     check(md.startswith("## The artifact's reduction") and "Under allgather." in md and "--sweep tools/reproduce/x.json"
           in md and "| close |" in md, f"the section: {md}")
+    # A contrast between two of the section's variants, paired by seed, with its interval and TOST.
+    section["contrasts"] = [{"label": "close minus fp32", "variant": "close", "baseline": "fp32"}]
+    lines = reproduce.contrast_table(section)
+    check(lines[0] == "| contrast | s8: Δ (points) | TOST ±0.5 | seeds |", f"contrast columns: {lines[0]}")
+    check(lines[2].startswith("| close minus fp32 | +0.08 [") and lines[2].endswith("| equivalent | 3 |"),
+          f"close is +0.1, +0.1, +0.05 points over fp32: {lines[2]}")
+    check("close minus fp32" in "\n".join(reproduce.section_lines(section)), "the section shows its contrasts")
     empty = data([], ["fp32"])
     empty.update(title="T", sweep_file="x.json", reading=None)
     check("No run of this sweep has finished yet." in "\n".join(reproduce.section_lines(empty)), "an empty section says so")

@@ -120,6 +120,12 @@ def load_sweep(path, quick, only=()):
                     raise SweepError(f"sweep: run '{run.id}' appears twice")
                 seen.add(run.id)
                 runs.append(run)
+    names = {v["name"] for v in sweep["variants"]}
+    for c in sweep.get("contrasts", []):
+        unknown = [c.get(k) for k in ("variant", "baseline") if c.get(k) not in names]
+        if unknown or "label" not in c:
+            raise SweepError(f"sweep '{path}': contrast {c} needs a label and two of its variants"
+                             + (f" (unknown: {unknown})" if unknown else ""))
     if quick and not only:  # --quick --only PATTERN: any run, at the quick sizes
         wanted = sweep["quick"]["runs"]
         unknown = [w for w in wanted if w not in seen]
@@ -615,6 +621,32 @@ def metric_cells(data, setting, variant, metric, baseline):
 CELLS = 6  # the cells metric_cells gives a setting
 
 
+def contrast_table(data, metric="top1"):
+    """The sweep's "contrasts": each a variant against another of the same sweep (APS against none),
+    paired by seed, per setting: the mean difference in points with its 90% interval, and the two
+    one-sided tests against the stated margin."""
+    contrasts = data.get("contrasts", [])
+    settings = [n for n, s in data["settings"].items() if any(r["setting"] == n for r in data["runs"])]
+    if not contrasts or not settings:
+        return []
+    header = ["contrast"]
+    for n in settings:
+        header += [f"{n}: Δ (points)", f"TOST ±{EQUIVALENCE_MARGIN:g}", "seeds"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for c in contrasts:
+        row = [c["label"]]
+        for n in settings:
+            diffs = paired_differences(data, n, c["variant"], metric, c["baseline"])
+            if not diffs:
+                row += ["", "", ""]
+                continue
+            mean, half = paired_interval(diffs)
+            delta = f"{mean:+.2f}" if half is None else f"{mean:+.2f} [{mean - half:+.2f}, {mean + half:+.2f}]"
+            row += [delta, tost_verdict(mean, half), str(len(diffs))]
+        lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
 def table(data, table_kind, metric, metric_name):
     settings = [n for n, s in data["settings"].items() if s["table"] == table_kind]
     settings = [n for n in settings if any(r["setting"] == n for r in data["runs"])]
@@ -1066,6 +1098,10 @@ def section_lines(section):
     md += (cls + [""]) if cls else ["No run of this sweep has finished yet.", ""]
     for image in section.get("images", []):
         md += [f"![{image}](results/{image})", ""]
+    contrasts = contrast_table(section)
+    if contrasts:
+        md += ["Each contrast paired by seed (the first variant's top-1 minus the second's, in points, with its 90% "
+               "interval; TOST as above):", ""] + contrasts + [""]
     probe = probe_table(section)
     if probe:
         md += ["Its fidelity probe (as below):", ""] + probe + [""]
@@ -1281,6 +1317,7 @@ def collect_sections(sweep, args):
         section = collect(other, runs, args.out, False, "", (other, runs), path, args.results)
         section["title"] = other.get("title", name)
         section["note"] = other.get("note", "")
+        section["contrasts"] = other.get("contrasts", [])
         section["aps_max_ranks"] = aps_limits(other["variants"], Path(args.aps_train).parent / "aps_formats")
         sections.append(section)
     return sections
