@@ -1,11 +1,16 @@
 #include "precision/CodecSpec.h"
 
 #include "framework/core/Error.h"
+#include "framework/core/Suggest.h"
 #include "precision/BlockScaledCodec.h"
 #include "precision/DettmersCodec.h"
 #include "precision/FloatCodec.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
+
+#include <algorithm>
 
 namespace aps::precision {
 
@@ -72,6 +77,13 @@ CodecSpec CodecSpec::parse(const std::string& text) {
     spec.blockSize = kMxBlock;
     return spec;
   }
+  const auto& presets = FloatFormat::presetNames();
+  const bool alias = formatName == "float32" || formatName == "float16" || formatName == "bfloat16";
+  if (!alias && std::find(presets.begin(), presets.end(), formatName) == presets.end()) {
+    APS_FAIL("format '{}' is unknown{} (the names: {}; a float format of any split is a map {{exponent_bits, "
+             "mantissa_bits, ...}}; blocks: 'e4m3/block32' or precision.scaling: block)",
+             formatName, didYouMean(formatName, names()), fmt::join(names(), ", "));
+  }
   spec.format = FloatFormat::preset(formatName);
   if (!tail.empty()) {
     APS_CHECK(tail.rfind("block", 0) == 0, "codec '{}': expected '/block<N>' after the format, got '/{}'", text, tail);
@@ -79,6 +91,13 @@ CodecSpec CodecSpec::parse(const std::string& text) {
     spec.blockSize = parseBlock(tail.substr(5), text, true);
   }
   return spec;
+}
+
+std::vector<std::string> CodecSpec::names() {
+  std::vector<std::string> out = FloatFormat::presetNames();
+  for (const auto& [mx, element] : kMxTypes) out.emplace_back(mx);
+  out.insert(out.end(), {"dettmers_dynamic", "dettmers_linear"});
+  return out;
 }
 
 CodecSpec CodecSpec::fromYaml(const YAML::Node& node) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace YAML {
 class Node;
@@ -29,6 +30,9 @@ struct CodecSpec {
   // the OCP MX types "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4" (block 32,
   // optionally ":stochastic"), "dettmers_dynamic", "dettmers_linear/block256".
   static CodecSpec parse(const std::string& text);
+  // Every name parse() takes before its ':rounding' and '/block<N>' parts: the float presets,
+  // the OCP MX types and Dettmers' types.
+  static std::vector<std::string> names();
   // A string as in parse(), or a map {format: <preset or format map>, rounding: ...} or
   // {type: dettmers_dynamic|dettmers_linear, block_size: 256}.
   static CodecSpec fromYaml(const YAML::Node& node);

@@ -1,8 +1,10 @@
 #include "precision/FloatFormat.h"
 
 #include "framework/core/Error.h"
+#include "framework/core/Suggest.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <bit>
@@ -88,8 +90,14 @@ FloatFormat FloatFormat::preset(const std::string& name) {
   // OCP MX FP6 element types: no inf or NaN, max 28 (E3M2) and 7.5 (E2M3).
   if (name == "e3m2") return make("e3m2", 3, 2, 3, Specials::None, Overflow::Saturate);
   if (name == "e2m3") return make("e2m3", 2, 3, 1, Specials::None, Overflow::Saturate);
-  APS_FAIL("float format: preset = '{}' is unknown (fp32, fp16, bf16, e5m2, e4m3, e4m3_ieee, e3m0, e3m2, e2m3, e2m1)",
-           name);
+  APS_FAIL("float format: preset = '{}' is unknown{} (the presets: {})", name, didYouMean(name, presetNames()),
+           fmt::join(presetNames(), ", "));
+}
+
+const std::vector<std::string>& FloatFormat::presetNames() {
+  static const std::vector<std::string> names{"fp32", "fp16", "bf16", "e5m2", "e4m3",
+                                              "e4m3_ieee", "e3m0", "e3m2", "e2m3", "e2m1"};
+  return names;
 }
 
 FloatFormat FloatFormat::fromMap(const std::map<std::string, std::string>& fields) {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace YAML {
 class Node;
@@ -38,6 +39,8 @@ struct FloatFormat {
   // Presets: fp32, fp16, bf16, e5m2, e4m3 (OCP FP8), e4m3_ieee (APS artifact), e3m0, e3m2 and
   // e2m3 (OCP MX FP6), e2m1 (OCP MX FP4).
   static FloatFormat preset(const std::string& name);
+  // The preset names preset() knows (float32, float16 and bfloat16 are accepted as aliases).
+  static const std::vector<std::string>& presetNames();
   // A preset name, or a YAML map {preset?, exponent_bits, mantissa_bits, bias, subnormals,
   // specials: ieee|ocp|none, overflow: saturate|inf}; a preset's fields can be overridden.
   static FloatFormat fromYaml(const YAML::Node& node);

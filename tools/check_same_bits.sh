@@ -53,7 +53,8 @@ strip_timings() {
 import json, sys
 for line in sys.stdin:
     j = json.loads(line)
-    for k in ("time", "images_per_s", "data_wait_s", "compute_s", "comm_s", "exposed_comm_s", "seconds", "diverged"):
+    for k in ("time", "images_per_s", "data_wait_s", "compute_s", "comm_s", "exposed_comm_s", "seconds", "diverged",
+              "elapsed_s", "eta_s"):
         j.pop(k, None)
     if j.get("type") in ("eval", "final") and isinstance(j.get("loss"), float):
         j["loss"] = round(j["loss"], 6)

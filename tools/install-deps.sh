@@ -3,7 +3,8 @@
 # already installed are skipped, so a second run does nothing. Run as root on Debian 12.
 #   tools/install-deps.sh           everything (the test suite, the sanitizer build, Python)
 #   tools/install-deps.sh --train   only what building the C++ tree and training need (the
-#                                   quickstart): no clang/LLVM, PyTorch or matplotlib
+#                                   quickstart, with matplotlib for the run's metrics.png): no
+#                                   clang/LLVM or PyTorch
 set -euo pipefail
 
 TRAIN_PACKAGES=(
@@ -14,12 +15,15 @@ TRAIN_PACKAGES=(
   # small, and CMake's configure step needs them while the tests are part of the tree
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
+  # aps_plot: the metrics.png every run draws at its end
+  python3-matplotlib
 )
 TEST_PACKAGES=(
   # the sanitizer and fuzzing build (tools/build-san.sh): clang, its sanitizer and libFuzzer
   # runtimes, its OpenMP, llvm-symbolizer for readable reports
   clang libclang-rt-14-dev libomp-dev llvm
-  python3-matplotlib
+  # an independent CRC-32C for the test that reads the TensorBoard event files back
+  python3-crc32c
   # the Python module aps and its PyTorch DDP comm hook (python/): built and tested when found
   python3-dev pybind11-dev python3-numpy python3-torch
 )

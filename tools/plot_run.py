@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A picture of aps_train runs: one PNG from one or more metrics files (logging.metrics_file).
 
+    aps_plot RUN_FOLDER                     # RUN_FOLDER/metrics.png from its metrics.jsonl
     aps_plot METRICS.jsonl [MORE.jsonl ...] -o OUT.png [--labels a,b]
+    aps_plot RUN_FOLDER --csv metrics.csv   # every record as a row, for a spreadsheet
 
 Panels: training loss per step with the test loss; test accuracy (top-1, or mIoU for a
 segmentation run) at each evaluation; learning rate; images/s; communication time per step
@@ -50,6 +52,7 @@ class Run:
     def __init__(self, path, label):
         self.path, self.label = path, label
         records = load_records(path)
+        self.records = records
         self.train = of_type(records, "train")
         self.tests = of_type(records, "eval", "final")
         self.final = next((r for r in reversed(self.tests) if r["type"] == "final"), None)
@@ -251,15 +254,50 @@ class Parser(argparse.ArgumentParser):
 def parse_args(argv):
     p = Parser(prog="aps_plot", description=__doc__.split("\n\n")[0],
                                 epilog=__doc__.split("\n\n", 2)[2], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("metrics", nargs="+", help="aps_train metrics files (JSON lines)")
-    p.add_argument("-o", "--output", required=True, help="the PNG to write")
+    p.add_argument("metrics", nargs="+", help="aps_train metrics files (JSON lines), or run folders (their metrics.jsonl)")
+    p.add_argument("-o", "--output", help="the PNG to write (default for one run: beside its metrics file, "
+                                          "metrics.jsonl -> metrics.png; needed for several)")
     p.add_argument("--labels", help="comma-separated legend labels, one per metrics file (default: the file names)")
+    p.add_argument("--csv", help="write every record as a CSV row (columns: run, time, type, epoch, step, then each "
+                                 "number or word any record has; nested values left out), and no picture unless -o")
     args = p.parse_args(argv)
+    args.metrics = [str(Path(m) / "metrics.jsonl") if Path(m).is_dir() else m for m in args.metrics]
     if args.labels is not None:
         args.labels = args.labels.split(",")
         if len(args.labels) != len(args.metrics):
             p.error(f"--labels has {len(args.labels)} labels for {len(args.metrics)} metrics files")
+    if args.output is None and args.csv is None:
+        if len(args.metrics) > 1:
+            p.error("-o OUT.png is needed to draw several metrics files into one picture")
+        args.output = str(Path(args.metrics[0]).with_suffix(".png"))
     return args
+
+
+def write_csv(runs, path):
+    """Every record of every run as one row; written to a temporary file and renamed."""
+    import csv
+    fixed = ["run", "time", "type", "epoch", "step"]
+    columns = []
+    for run in runs:
+        for record in run.records:
+            for key, value in record.items():
+                if key not in fixed and key not in columns and not isinstance(value, (dict, list)):
+                    columns.append(key)
+    target = Path(path)
+    fd, temporary = tempfile.mkstemp(prefix=target.name + ".", dir=target.parent or ".")
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
+            out = csv.writer(f)
+            out.writerow(fixed + columns)
+            for run in runs:
+                for r in run.records:
+                    row = [run.label] + [r.get(k, "") for k in fixed[1:]] + [r.get(k, "") for k in columns]
+                    out.writerow(["" if isinstance(v, (dict, list)) else v for v in row])
+        os.replace(temporary, target)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+    return len(columns)
 
 
 def import_matplotlib(argv):
@@ -284,16 +322,26 @@ def main(argv=None):
     except MetricsError as e:
         print(f"aps_plot: error: {e}", file=sys.stderr)
         return 1
+    if args.csv is not None:
+        if not write_output(write_csv, runs, args.csv):
+            return 1
+        if args.output is None:
+            return 0
     status = import_matplotlib(argv)
     if status:
         return status
+    return 0 if write_output(plot, runs, args.output) else 1
+
+
+def write_output(writer, runs, path):
+    """writer(runs, path), reported; False when the file cannot be written."""
     try:
-        plot(runs, args.output)
+        writer(runs, path)
     except OSError as e:
-        print(f"aps_plot: error: cannot write '{args.output}': {e.strerror or e}", file=sys.stderr)
-        return 1
-    print(f"aps_plot: wrote {args.output}")
-    return 0
+        print(f"aps_plot: error: cannot write '{path}': {e.strerror or e}", file=sys.stderr)
+        return False
+    print(f"aps_plot: wrote {path}")
+    return True
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 #include "framework/train/Config.h"
 
 #include "framework/core/Error.h"
+#include "framework/core/Suggest.h"
 #include "framework/tensor/Device.h"
 #include "framework/train/ConfigSchema.h"
+#include "precision/CodecSpec.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -11,6 +13,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -183,7 +186,8 @@ class Validator {
                   describe(node));
         const std::string v = node.Scalar();
         if (std::find(key.choices.begin(), key.choices.end(), v) == key.choices.end()) {
-          APS_FAIL("{}: '{}' must be one of {}, got '{}'", at, key.path, fmt::join(key.choices, ", "), shorten(v));
+          APS_FAIL("{}: '{}' must be one of {}, got '{}'{}", at, key.path, fmt::join(key.choices, ", "), shorten(v),
+                   didYouMean(v, key.choices));
         }
         break;
       }
@@ -198,6 +202,7 @@ class Validator {
       case ValueKind::Format:
         APS_CHECK(node.IsScalar() || node.IsMap(), "{}: '{}' must be a format name or a map, got {}", at, key.path,
                   describe(node));
+        checkFormat(key, node, at);
         break;
       case ValueKind::RuleList:
         APS_CHECK(node.IsSequence(), "{}: '{}' must be a list of {{pattern, format}} rules, got {}", at, key.path,
@@ -207,6 +212,7 @@ class Validator {
           APS_CHECK(rule.IsMap() && rule["pattern"] && rule["format"] && rule.size() == 2,
                     "{}: each '{}' rule must be a map with exactly 'pattern' and 'format'", ruleAt, key.path);
           APS_CHECK(rule["pattern"].IsScalar(), "{}: '{}' rule pattern must be a string", ruleAt, key.path);
+          checkFormat(key, rule["format"], origin(key, rule["format"]));
         }
         break;
     }
@@ -225,6 +231,19 @@ class Validator {
     APS_CHECK(node.IsScalar() && YAML::convert<double>::decode(node, v) && std::isfinite(v),
               "{}: '{}' must be a number, got {}", at, key.path, describe(node));
     return v;
+  }
+
+  // A wire format is checked where the config names it, so its error carries the file and line.
+  static void checkFormat(const ConfigKey& key, const YAML::Node& node, const std::string& at) {
+    try {
+      precision::CodecSpec::fromYaml(node);
+    } catch (const Error& e) {
+      APS_FAIL("{}: '{}': {}", at, key.path, e.what());
+    } catch (const YAML::Exception& e) {
+      APS_FAIL("{}: '{}': {}", at, key.path, e.msg);
+    } catch (const std::exception& e) {  // a number out of range, ...: still an error naming the key
+      APS_FAIL("{}: '{}': {}", at, key.path, e.what());
+    }
   }
 
   static void checkRange(const ConfigKey& key, double v, const std::string& at, const YAML::Node& node) {
@@ -420,6 +439,15 @@ void checkHierarchical(const TrainConfig& config, const std::string& name) {
             name);
 }
 
+// checkpoint.keep_best and eval.early_stopping watch the evaluations during training.
+void checkEvaluations(const TrainConfig& config, const std::string& name) {
+  const bool watching = config.checkpoint.keepBest || config.eval.earlyStopping > 0;
+  APS_CHECK(!watching || config.evalIntervalEpochs > 0,
+            "{}: {} watches the evaluations during training, but 'eval.interval_epochs' = 0 evaluates only at the end; "
+            "set it to 1 (every epoch) or more",
+            name, config.checkpoint.keepBest ? "'checkpoint.keep_best'" : "'eval.early_stopping'");
+}
+
 }  // namespace
 
 Launcher detectLauncher() {
@@ -477,11 +505,21 @@ TrainConfig parseConfig(const std::string& yamlText, const std::string& name, co
   TrainConfig config;
   config.sourceFile = name;
   config.resolved = YAML::Node(YAML::NodeType::Map);
+  // Every value is checked before any error is reported: one report names them all.
+  std::vector<std::string> errors;
+  std::exception_ptr first;
   for (const auto& key : configSchema()) {
     const YAML::Node value = validator.valueOf(root, key);
-    validator.checkValue(key, value);
+    try {
+      validator.checkValue(key, value);
+    } catch (const Error& e) {
+      errors.emplace_back(e.what());
+      if (!first) first = std::current_exception();
+    }
     setPath(config.resolved, key.path, YAML::Clone(value));
   }
+  APS_CHECK(errors.size() <= 1, "{} errors in the config:\n  {}", errors.size(), fmt::join(errors, "\n  "));
+  if (first) std::rethrow_exception(first);
   fill(config);
   if (config.schedule.name == "multistep") {
     const ConfigKey& milestones = *findConfigKey("schedule.milestones");
@@ -502,6 +540,7 @@ TrainConfig parseConfig(const std::string& yamlText, const std::string& name, co
             "{}: 'comm.world_size' = {} applies to the sim backend only (under mpi the world is mpirun's -np)", name,
             config.comm.worldSize);
   checkHierarchical(config, name);
+  checkEvaluations(config, name);
   APS_CHECK(config.comm.backend != "nccl" || config.device.starts_with("cuda"),
             "{}: comm.backend = 'nccl' moves gradients between GPUs and needs device: cuda (device is '{}'); use mpi "
             "on cpus",

@@ -20,12 +20,17 @@ struct TrainConfig {
     std::string dataset, path;
     int64_t batchSize = 0, testBatchSize = 0, workers = 0, prefetch = 0, trainSamples = 0, testSamples = 0,
             maxImagePixels = 0;
+    int64_t validationSamples = 0;  // held out of the training set for the evaluations during training
     bool augment = false;
   };
   struct Optimizer {
     std::string name;
     double lr = 0, momentum = 0, weightDecay = 0, larsTrust = 0, beta1 = 0, beta2 = 0, eps = 0;
+    double clipGradNorm = 0, clipGradValue = 0;  // on the reduced gradients; 0: off
     bool excludeBiasAndNorm = false;
+  };
+  struct Loss {
+    double labelSmoothing = 0;
   };
   struct Schedule {
     std::string name;
@@ -65,10 +70,17 @@ struct TrainConfig {
     std::string dir;
     int64_t intervalEpochs = 0, intervalSteps = 0, keep = 0;
     bool overwrite = false;  // a fresh run may replace another run's checkpoints in `dir`
+    bool keepBest = false;   // best.safetensors: the weights of the best evaluation by eval.monitor
+  };
+  struct Eval {
+    std::string monitor;  // the metric keep_best and early stopping watch (auto: top1 or miou)
+    double minDelta = 0;  // an improvement smaller than this is none
+    int64_t earlyStopping = 0;  // stop after this many evaluations without improvement (0: never)
   };
   struct Logging {
     int64_t interval = 0;
     std::string metricsFile, level;
+    std::string tensorboardDir;  // TensorBoard event files ('' without a run directory, or none: off)
     bool allRanks = false, progress = true;
   };
 
@@ -83,10 +95,12 @@ struct TrainConfig {
   Model model;
   Data data;
   Optimizer optimizer;
+  Loss loss;
   Schedule schedule;
   Precision precision;
   Comm comm;
   Checkpoint checkpoint;
+  Eval eval;
   Logging logging;
 
   YAML::Node resolved;     // the resolved tree (for --print-config and checkpoints)

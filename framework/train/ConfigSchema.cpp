@@ -2,6 +2,9 @@
 
 #include "framework/core/EnumNames.h"
 #include "framework/core/Error.h"
+#include "framework/core/Suggest.h"
+#include "models/ModelRegistry.h"
+#include "precision/CodecSpec.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -68,8 +71,8 @@ std::vector<ConfigKey> runKeys() {
 
 std::vector<ConfigKey> modelKeys() {
   return {
-      {"model.name", K::String, "resnet20", 0, 0, {},
-       "model registry name (resnet20, resnet50, fcn_resnet20, ...)", APS_FIELD(model.name)},
+      {"model.name", K::Enum, "resnet20", 0, 0, models::modelNames(), "model registry name (aps_model lists them)",
+       APS_FIELD(model.name)},
       {"model.num_classes", K::Int, "10", 1, 1e6, {}, "output classes", APS_FIELD(model.numClasses)},
       {"model.in_channels", K::Int, "1", 1, 1024, {}, "input channels", APS_FIELD(model.inChannels)},
       {"model.init_from", K::String, "''", 0, 0, {},
@@ -99,6 +102,10 @@ std::vector<ConfigKey> dataKeys() {
        "use only the first N training samples; 0: all", APS_FIELD(data.trainSamples)},
       {"data.test_samples", K::Int, "0", 0, 1e9, {},
        "evaluate on the first N test samples; 0: all", APS_FIELD(data.testSamples)},
+      {"data.validation_samples", K::Int, "0", 0, 1e9, {},
+       "hold the last N training samples out of training (without augmentation): the evaluations during "
+       "training, keep_best and early stopping use them, the final one the test set; 0: evaluate on the test set",
+       APS_FIELD(data.validationSamples)},
       {"data.max_image_pixels", K::Int, "0", 0, 67108864, {},
        "image datasets: refuse a file declaring more pixels; 0: the decoder's limit 67108864 (8192 x 8192)",
        APS_FIELD(data.maxImagePixels)},
@@ -114,12 +121,28 @@ std::vector<ConfigKey> optimizerKeys() {
       {"optimizer.momentum", K::Float, "0.9", 0, 1, {},
        "momentum (sgd, nesterov, lars)", APS_FIELD(optimizer.momentum)},
       {"optimizer.weight_decay", K::Float, "0.0001", 0, 1, {}, "weight decay", APS_FIELD(optimizer.weightDecay)},
+      {"optimizer.clip_grad_norm", K::Float, "0", 0, 1e12, {},
+       "scale the reduced gradients so that their global L2 norm is at most this (PyTorch's clip_grad_norm_); "
+       "0: off",
+       APS_FIELD(optimizer.clipGradNorm)},
+      {"optimizer.clip_grad_value", K::Float, "0", 0, 1e12, {},
+       "clamp every reduced gradient value to [-v, v] (PyTorch's clip_grad_value_), before clip_grad_norm; 0: off",
+       APS_FIELD(optimizer.clipGradValue)},
       {"optimizer.exclude_bias_and_norm", K::Bool, "false", 0, 0, {},
        "no weight decay on biases and norm parameters", APS_FIELD(optimizer.excludeBiasAndNorm)},
       {"optimizer.lars_trust", K::Float, "0.001", 0, 1, {}, "LARS trust coefficient", APS_FIELD(optimizer.larsTrust)},
       {"optimizer.beta1", K::Float, "0.9", 0, 1, {}, "AdamW beta1", APS_FIELD(optimizer.beta1)},
       {"optimizer.beta2", K::Float, "0.999", 0, 1, {}, "AdamW beta2", APS_FIELD(optimizer.beta2)},
       {"optimizer.eps", K::Float, "1e-8", 0, 1, {}, "AdamW epsilon", APS_FIELD(optimizer.eps)},
+  };
+}
+
+std::vector<ConfigKey> lossKeys() {
+  return {
+      {"loss.label_smoothing", K::Float, "0", 0, 1, {},
+       "training loss: mix the one-hot target with the uniform distribution (PyTorch's label_smoothing); the "
+       "evaluations' loss stays plain cross-entropy",
+       APS_FIELD(loss.labelSmoothing)},
   };
 }
 
@@ -157,7 +180,10 @@ std::vector<ConfigKey> precisionKeys() {
        "fp16_pure/bf16_pure: round the weight update stochastically instead of to nearest",
        APS_FIELD(precision.stochasticUpdate)},
       {"precision.format", K::Format, "fp32", 0, 0, {},
-       "wire format of gradients: a preset or {exponent_bits, ...}", APS_FIELD(precision.format)},
+       fmt::format("wire format of gradients: {}, a name with ':stochastic' or '/block<N>', or a map {{exponent_bits, "
+                   "mantissa_bits, ...}}",
+                   fmt::join(precision::CodecSpec::names(), ", ")),
+       APS_FIELD(precision.format)},
       {"precision.rounding", K::Enum, "nearest", 0, 0, {"nearest", "stochastic", "toward_zero"},
        "rounding to the wire format", APS_FIELD(precision.rounding)},
       {"precision.scaling", K::Enum, "none", 0, 0, {"none", "aps", "global", "autoscale", "fp8lm", "block"},
@@ -231,6 +257,9 @@ std::vector<ConfigKey> checkpointKeys() {
       {"checkpoint.interval_steps", K::Int, "0", 0, 1e12, {},
        "also a checkpoint every this many steps; 0: at epoch intervals only", APS_FIELD(checkpoint.intervalSteps)},
       {"checkpoint.keep", K::Int, "2", 1, 1e6, {}, "checkpoints kept", APS_FIELD(checkpoint.keep)},
+      {"checkpoint.keep_best", K::Bool, "false", 0, 0, {},
+       "after each evaluation that improves eval.monitor, write its weights to <checkpoint.dir>/best.safetensors",
+       APS_FIELD(checkpoint.keepBest)},
       {"checkpoint.overwrite", K::Bool, "false", 0, 0, {},
        "a fresh run (no --resume) may delete the checkpoints another run left in checkpoint.dir",
        APS_FIELD(checkpoint.overwrite)},
@@ -241,6 +270,17 @@ std::vector<ConfigKey> evalKeys() {
   return {
       {"eval.interval_epochs", K::Int, "1", 0, 1e6, {},
        "epochs between evaluations; 0: only at the end", APS_FIELD(evalIntervalEpochs)},
+      {"eval.monitor", K::Enum, "auto", 0, 0, {"auto", "top1", "top5", "loss", "miou", "pixel_accuracy"},
+       "the metric checkpoint.keep_best and eval.early_stopping watch (loss: lower is better); auto: top1, or "
+       "miou for segmentation",
+       APS_FIELD(eval.monitor)},
+      {"eval.min_delta", K::Float, "0", 0, 1e9, {},
+       "an evaluation improves on the best only by more than this (in the metric's units: 0.001 is 0.1 points)",
+       APS_FIELD(eval.minDelta)},
+      {"eval.early_stopping", K::Int, "0", 0, 1e9, {},
+       "stop training after this many evaluations in a row without improvement of eval.monitor, then evaluate "
+       "on the test set as at the end; 0: never",
+       APS_FIELD(eval.earlyStopping)},
   };
 }
 
@@ -250,6 +290,10 @@ std::vector<ConfigKey> loggingKeys() {
       {"logging.metrics_file", K::String, "''", 0, 0, {},
        "JSON-lines metrics file; '': <output_dir>/metrics.jsonl (none without a run directory)",
        APS_FIELD(logging.metricsFile)},
+      {"logging.tensorboard_dir", K::String, "''", 0, 0, {},
+       "TensorBoard event files of every metrics record's numbers (tags train/loss, eval/top1, ...); '': "
+       "<output_dir>/tensorboard (none without a run directory); none: off",
+       APS_FIELD(logging.tensorboardDir)},
       {"logging.level", K::Enum, "info", 0, 0, {"trace", "debug", "info", "warn", "error", "off"},
        "log level", APS_FIELD(logging.level)},
       {"logging.all_ranks", K::Bool, "false", 0, 0, {},
@@ -263,26 +307,11 @@ std::vector<ConfigKey> loggingKeys() {
 
 std::vector<ConfigKey> buildSchema() {
   std::vector<ConfigKey> all;
-  for (auto section : {runKeys, modelKeys, dataKeys, optimizerKeys, scheduleKeys, precisionKeys, commKeys,
+  for (auto section : {runKeys, modelKeys, dataKeys, optimizerKeys, lossKeys, scheduleKeys, precisionKeys, commKeys,
                        checkpointKeys, evalKeys, loggingKeys}) {
     for (auto& key : section()) all.push_back(std::move(key));
   }
   return all;
-}
-
-size_t editDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
 }
 
 std::string lastComponent(const std::string& path) {

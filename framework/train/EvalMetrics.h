@@ -17,6 +17,7 @@ struct TrainSummary {
   double seconds = 0;
   bool diverged = false;  // a training or test loss, or the last step's gradients, were not finite
   int preemptedBy = 0;    // the signal that stopped the run after a checkpoint (no final evaluation)
+  bool earlyStopped = false;  // eval.early_stopping ended training before its last step
 };
 
 // a + b for accumulated counts; throws aps::Error naming `what` instead of overflowing.

@@ -78,6 +78,8 @@ RunDirectory RunDirectory::resolve(TrainConfig& config, comm::Transport& transpo
   setDefault(config.checkpoint.dir, config.resolved["checkpoint"]["dir"], (fs::path(dir) / "checkpoints").string());
   setDefault(config.logging.metricsFile, config.resolved["logging"]["metrics_file"],
              (fs::path(dir) / "metrics.jsonl").string());
+  setDefault(config.logging.tensorboardDir, config.resolved["logging"]["tensorboard_dir"],
+             (fs::path(dir) / "tensorboard").string());
   return run;
 }
 

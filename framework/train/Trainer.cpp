@@ -8,6 +8,7 @@
 #include "framework/core/Error.h"
 #include "framework/core/Logging.h"
 #include "framework/core/Parallel.h"
+#include "framework/optim/ClipGrad.h"
 #include "framework/ops/Loss.h"
 #include "framework/train/Evaluation.h"
 #include "framework/train/Plot.h"
@@ -91,7 +92,8 @@ float Trainer::State::rankForwardBackward(nn::Module& net, const std::vector<nn:
   }
   autograd::ComputePrecisionGuard precisionGuard(compute);
   const Tensor logits = net.forward(images);
-  const Tensor loss = ops::crossEntropy(logits, labels, {0.0f, info.segmentation ? 255 : -100});
+  const Tensor loss = ops::crossEntropy(
+      logits, labels, {static_cast<float>(config.loss.labelSmoothing), info.segmentation ? 255 : -100});
   const float value = loss.item();
   autograd::backward(loss, lossScaler ? lossScaler->rootGradient() : Tensor());
   return value;
@@ -177,6 +179,7 @@ bool Trainer::State::update(bool gradientsFinite, double loss) {
     finite = lossScaler->update(finite && unscaledFinite);
   }
   if (finite) {
+    clipGradients(reduced);
     for (size_t i = 0; i < hostParams.size(); ++i) {
       Tensor grad = params[i].tensor.grad();
       grad.copyFrom(hostParams[i].tensor.grad());
@@ -201,6 +204,13 @@ bool Trainer::State::update(bool gradientsFinite, double loss) {
   }
   ++skipped;
   return false;
+}
+
+// optimizer.clip_grad_value, then clip_grad_norm, on the reduced gradients: the same on every
+// rank, which all hold the same reduced gradients.
+void Trainer::State::clipGradients(const NamedTensors& grads) {
+  if (config.optimizer.clipGradValue > 0) optim::clipGradValue(grads, config.optimizer.clipGradValue);
+  if (config.optimizer.clipGradNorm > 0) lastGradNorm = optim::clipGradNorm(grads, config.optimizer.clipGradNorm);
 }
 
 // One optimizer step of every local rank, top to bottom.
@@ -232,11 +242,12 @@ bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats&
 }
 
 void Trainer::State::logInterval(IntervalStats& interval) {
-  log->interval(interval, position(), optimizer->lr(),
-                {{"skipped_steps", skipped},
-                 {"autoscale", sync->autoscaleRecord()},
-                 {"loss_scale", lossScaler ? lossScaler->scale() : 1.0f},
-                 {"layers", sync->layerRecords()}});
+  nlohmann::json extra{{"skipped_steps", skipped},
+                       {"autoscale", sync->autoscaleRecord()},
+                       {"loss_scale", lossScaler ? lossScaler->scale() : 1.0f},
+                       {"layers", sync->layerRecords()}};
+  if (config.optimizer.clipGradNorm > 0) extra["grad_norm"] = metricValue(lastGradNorm);
+  log->interval(interval, position(), optimizer->lr(), std::move(extra));
 }
 
 void Trainer::State::trainEpoch() {
@@ -306,12 +317,47 @@ bool Trainer::State::trainAndCheckpointEpoch() {
   batchInEpoch = 0;
   const bool last = globalStep >= totalSteps;
   const int64_t evalInterval = config.evalIntervalEpochs;
-  if (!last && !preempted && evalInterval > 0 && epoch % evalInterval == 0) report(evaluate(), "eval");
-  if (last || preempted || epoch % config.checkpoint.intervalEpochs == 0 ||
+  if (!last && !preempted && evalInterval > 0 && epoch % evalInterval == 0) {
+    const TrainSummary summary = evaluate(validationSet != nullptr);
+    report(summary, "eval", validationSet ? nlohmann::json{{"split", "validation"}} : nlohmann::json::object());
+    watchEvaluation(summary);
+  }
+  const bool stopping = earlyStopDue();
+  if (last || preempted || stopping || epoch % config.checkpoint.intervalEpochs == 0 ||
       (config.checkpoint.intervalSteps > 0 && globalStep % config.checkpoint.intervalSteps == 0)) {
     save();
   }
-  return !preempted;
+  return !preempted && !stopping;
+}
+
+// After an evaluation during training: the monitor's verdict, best.safetensors when it
+// improved (checkpoint.keep_best), and the early stop when it has not for long enough.
+void Trainer::State::watchEvaluation(const TrainSummary& summary) {
+  if (!monitor) return;
+  const bool improved = monitor->observe(summary, globalStep);
+  const std::string& metric = monitor->metric();
+  if (improved) {
+    log->write({{"type", "best"}, {"epoch", epoch}, {"step", globalStep}, {"metric", metric},
+                {"value", metricValue(monitor->best())}});
+    if (config.checkpoint.keepBest && isRoot() && !config.checkpoint.dir.empty()) {
+      std::filesystem::create_directories(config.checkpoint.dir);
+      const std::string path = (std::filesystem::path(config.checkpoint.dir) / "best.safetensors").string();
+      models::saveWeights(*model, path);
+      spdlog::info("best {} so far ({}): weights in {}", metric, monitor->best(), path);
+    }
+  } else if (config.eval.earlyStopping > 0) {
+    spdlog::info("{} has not improved on {} (step {}) for {} of {} evaluations", metric, monitor->best(),
+                 monitor->bestStep(), monitor->stale(), config.eval.earlyStopping);
+  }
+  if (earlyStopDue()) {
+    earlyStopped = true;
+    spdlog::info("early stopping after step {}: {} has not improved for {} evaluations (best {} at step {})",
+                 globalStep, metric, monitor->stale(), monitor->best(), monitor->bestStep());
+  }
+}
+
+bool Trainer::State::earlyStopDue() const {
+  return monitor && config.eval.earlyStopping > 0 && monitor->stale() >= config.eval.earlyStopping;
 }
 
 // A preempted run: its checkpoint is written; no final evaluation (the job is about to be killed).
@@ -344,11 +390,11 @@ std::string Trainer::State::resolveResume(const std::string& resumeFrom) {
 }
 
 // Every rank, real or simulated, evaluates its shard of the test set (same bits both ways).
-TrainSummary Trainer::State::evaluate() {
+TrainSummary Trainer::State::evaluate(bool validation) {
   EvalSetup setup;
   setup.classes = config.model.numClasses;
   setup.segmentation = info.segmentation;
-  setup.samples = config.data.testSamples;
+  setup.samples = validation ? 0 : config.data.testSamples;
   setup.shards = world;
   setup.firstShard = firstRank;
   setup.localShards = localRanks;
@@ -359,16 +405,20 @@ TrainSummary Trainer::State::evaluate() {
   setup.compute = compute;
   setup.sumCounts = [this](const std::vector<std::vector<int64_t>>& v) { return sumOverRanks(v); };
   setup.sumDoubles = [this](const std::vector<std::vector<double>>& v) { return sumOverRanks(v); };
-  return train::evaluate(*model, testSet, setup);
+  return train::evaluate(*model, validation ? validationSet : testSet, setup);
 }
 
-void Trainer::State::report(const TrainSummary& summary, const char* type) {
-  nlohmann::json extra = nlohmann::json::object();
+void Trainer::State::report(const TrainSummary& summary, const char* type, nlohmann::json extra) {
   if (std::string_view(type) == "final" && config.precision.probeInterval > 0) {
     const nlohmann::json probe = sync->probeSummary();
     extra["probe"] = probe;
     spdlog::info("fidelity probe over {} steps: median rel_error {}, median cosine {}", probe["steps"].dump(),
                  probe["median_rel_error"].dump(), probe["median_cosine"].dump());
+  }
+  if (std::string_view(type) == "final" && monitor && monitor->seen()) {
+    extra["best"] = {{"metric", monitor->metric()}, {"value", metricValue(monitor->best())},
+                     {"step", monitor->bestStep()}};
+    extra["early_stopped"] = earlyStopped;
   }
   log->evaluation(summary, type, position(), skipped, std::move(extra));
 }
@@ -410,19 +460,40 @@ void Trainer::dryRun(const std::string& resumeArgument) {
                s_->config.model.name, s_->params.size(), s_->trainSet->size(), s_->stepsPerEpoch, s_->world);
 }
 
+TrainSummary Trainer::evaluateOnly(const std::string& resumeArgument) {
+  State& s = *s_;
+  APS_CHECK(!resumeArgument.empty() || !s.config.model.initFrom.empty(),
+            "--eval-only evaluates trained weights: give --resume CHECKPOINT (or auto), or model.init_from FILE "
+            "(for example a run's checkpoints/best.safetensors)");
+  const std::string resumeFrom = s.prepare(resumeArgument, false);
+  APS_CHECK(!resumeFrom.empty() || !s.config.model.initFrom.empty(),
+            "--eval-only --resume auto: no checkpoint in the run directory to evaluate");
+  s.log->openMetrics(s.config.logging.metricsFile, true);
+  s.log->openTensorBoard(s.config.logging.tensorboardDir);
+  const auto start = Clock::now();
+  TrainSummary summary = s.evaluate();
+  summary.steps = s.globalStep;
+  summary.skippedSteps = s.skipped;
+  summary.seconds = secondsSince(start);
+  s.report(summary, "final", {{"eval_only", true}});
+  return summary;
+}
+
 NamedTensors Trainer::modelState() const { return onDevice(s_->model->stateDict(), Device::cpu()); }
 
 TrainSummary Trainer::run(const std::string& resumeArgument) {
   State& s = *s_;
   const std::string resumeFrom = s.prepare(resumeArgument, false);
   s.log->openMetrics(s.config.logging.metricsFile, !resumeFrom.empty());
+  s.log->openTensorBoard(s.config.logging.tensorboardDir);
   s.log->write({{"type", "formats"}, {"step", s.globalStep}, {"layers", s.sync->formatsRecord()}});
   spdlog::info("training {} on {} ({} ranks x batch {}, {} steps per epoch, {} steps)", s.config.model.name,
                s.config.data.dataset, s.world, s.config.data.batchSize, s.stepsPerEpoch, s.totalSteps);
   const auto start = Clock::now();
   const PreemptionWatch watch;
   s.preemption = &watch;
-  while (s.globalStep < s.totalSteps && s.trainAndCheckpointEpoch()) {
+  if (s.earlyStopDue()) spdlog::info("the checkpoint's run stopped early: evaluating only");
+  while (s.globalStep < s.totalSteps && !s.earlyStopDue() && s.trainAndCheckpointEpoch()) {
   }
   s.preemption = nullptr;
   if (s.preemptedBy != 0) return s.preempted(secondsSince(start));
@@ -431,6 +502,7 @@ TrainSummary Trainer::run(const std::string& resumeArgument) {
   summary.skippedSteps = s.skipped;
   summary.seconds = secondsSince(start);
   summary.diverged = summary.diverged || s.trainLossNonFinite || s.lastStepDiverged;
+  summary.earlyStopped = s.earlyStopped;
   s.report(summary, "final");
   if (s.isRoot() && !s.config.checkpoint.dir.empty()) {
     const std::string path = (std::filesystem::path(s.config.checkpoint.dir) / "final.safetensors").string();

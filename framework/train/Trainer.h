@@ -35,6 +35,11 @@ class Trainer {
   // --dry-run.
   void dryRun(const std::string& resumeFrom = "");
 
+  // --eval-only: the test metrics of the weights of `resumeFrom` (a checkpoint, or auto), or of
+  // model.init_from when it is empty, without training; written as a "final" record with
+  // "eval_only": true. Throws aps::Error when there are no trained weights to evaluate.
+  TrainSummary evaluateOnly(const std::string& resumeFrom = "");
+
   // The model's parameters and buffers as they are now (tests compare runs with them).
   NamedTensors modelState() const;
 

@@ -1,6 +1,7 @@
 // Building a run from its config (world, model, data, optimizer, precision) and its
 // checkpoints: the parts of Trainer::State that the loop (Trainer.cpp) does not need to show.
 #include "comm/SmallAllReduce.h"
+#include "data/RangeDataset.h"
 #include "framework/autograd/Function.h"
 #include "framework/core/Error.h"
 #include "framework/core/Logging.h"
@@ -127,6 +128,22 @@ void Trainer::State::setupData() {
   checkMemoryFits(config, params, trainSet->sampleShape(), localRanks, sim != nullptr);
   int64_t size = trainSet->size();
   if (d.trainSamples > 0) size = std::min(size, d.trainSamples);
+  if (d.validationSamples > 0) {
+    APS_CHECK(d.validationSamples < size,
+              "data.validation_samples = {} leaves nothing to train on: the training set has {} samples{}",
+              d.validationSamples, size, d.trainSamples > 0 ? " (data.train_samples)" : "");
+    // The last samples of the (possibly shortened) training set, as the test set is read:
+    // without augmentation.
+    data::DatasetSpec plain = train;
+    plain.augment = false;
+    size -= d.validationSamples;
+    validationSet = std::make_shared<data::RangeDataset>(data::makeDataset(plain), size, d.validationSamples);
+    spdlog::info("validation: the last {} training samples, held out of training (data.validation_samples)",
+                 d.validationSamples);
+  }
+  if (config.checkpoint.keepBest || config.eval.earlyStopping > 0) {
+    monitor = std::make_unique<EvalMonitor>(config.eval.monitor, config.eval.minDelta, info.segmentation);
+  }
   sampler = std::make_unique<data::DistributedSampler>(size, world, firstRank, true, config.seed, true);
   stepsPerEpoch = sampler->numSamples() / d.batchSize;
   APS_CHECK(stepsPerEpoch > 0,
@@ -261,6 +278,7 @@ void Trainer::State::save() {
   total.data<int64_t>()[0] = totalSteps;
   schedule.push_back({"total_steps", total});
   c.addSection("schedule", schedule);
+  if (monitor) c.addSection("monitor", monitor->stateDict());
   const std::string path = checkpointPath(config.checkpoint.dir, globalStep);
   saveCheckpoint(path, c);
   pruneCheckpoints(config.checkpoint.dir, config.checkpoint.keep, globalStep);
@@ -278,6 +296,7 @@ void Trainer::State::restore(const std::string& path) {
   batchInEpoch = c.batchInEpoch;
   globalStep = c.globalStep;
   restorePrecisionState(c, path);
+  if (monitor) monitor->loadStateDict(c.section("monitor"), path);
   sync->setStep(static_cast<uint64_t>(globalStep));  // stochastic rounding streams continue
   spdlog::info("resumed from {} at epoch {} step {}", path, epoch, globalStep);
 }

@@ -13,6 +13,7 @@
 #include "framework/optim/Optimizer.h"
 #include "framework/train/Checkpoint.h"
 #include "framework/train/DeviceBatches.h"
+#include "framework/train/EvalMonitor.h"
 #include "framework/train/FaultInjection.h"
 #include "framework/train/GradientSync.h"
 #include "framework/train/Preemption.h"
@@ -49,6 +50,7 @@ struct Trainer::State {
   std::unique_ptr<optim::LrScheduler> scheduler;
 
   std::shared_ptr<const data::Dataset> trainSet, testSet;
+  std::shared_ptr<const data::Dataset> validationSet;  // data.validation_samples (null: none)
   std::unique_ptr<data::DistributedSampler> sampler;
   std::vector<std::unique_ptr<data::Loader>> loaders;  // one per local rank
   int64_t stepsPerEpoch = 0, totalSteps = 0;
@@ -67,6 +69,10 @@ struct Trainer::State {
   std::unique_ptr<aps::precision::DynamicLossScaler> lossScaler;  // 16-bit compute only
 
   std::unique_ptr<GradientSync> sync;  // gradient precision on the wire
+
+  std::unique_ptr<EvalMonitor> monitor;  // eval.monitor: keep_best and early stopping
+  bool earlyStopped = false;
+  double lastGradNorm = 0;  // optimizer.clip_grad_norm: the last step's norm before clipping
 
   int64_t epoch = 0, batchInEpoch = 0, globalStep = 0, skipped = 0;
   bool trainLossNonFinite = false;              // some step's training loss was inf or NaN: the run diverged
@@ -104,10 +110,14 @@ struct Trainer::State {
   void setupModelCopies();
   double meanLossOverRanks(std::vector<float> losses);
   bool update(bool gradientsFinite, double loss);
-  TrainSummary evaluate();
-  RunPosition position() const { return {epoch, globalStep, totalSteps}; }
+  // On the test set, or (during training, with data.validation_samples) the validation split.
+  TrainSummary evaluate(bool validation = false);
+  void clipGradients(const NamedTensors& grads);
+  void watchEvaluation(const TrainSummary& summary);
+  bool earlyStopDue() const;
+  RunPosition position() const { return {epoch, globalStep, totalSteps, stepsPerEpoch}; }
   void logInterval(IntervalStats& interval);
-  void report(const TrainSummary& summary, const char* type);
+  void report(const TrainSummary& summary, const char* type, nlohmann::json extra = nlohmann::json::object());
   void broadcastBuffersFromRankZero();
   template <typename T>
   std::vector<T> sumOverRanks(const std::vector<std::vector<T>>& local);

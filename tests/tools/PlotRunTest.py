@@ -134,9 +134,10 @@ class PlotRun(unittest.TestCase):
         self.assertFalse((self.work / "torn.png").exists())
 
     def test_usage_errors_exit_2(self):
-        p = plot(self.first)  # no -o
+        p = plot(self.first, self.second)  # several files and no -o
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertTrue(p.stderr.startswith("aps_plot: error: "), p.stderr)
+        self.assertIn("-o OUT.png is needed", p.stderr)
         p = plot(self.first, "-o", self.work / "x.png", "--labels", "a,b")
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("--labels has 2 labels for 1 metrics files", p.stderr)

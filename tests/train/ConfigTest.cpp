@@ -67,6 +67,30 @@ comm: {backend: sim, world_size: 64, algorithm: ring}
   EXPECT_EQ(c.comm.worldSize, 64);
 }
 
+// Values are checked as keys are: file and line, every valid name, a "did you mean", and all
+// the errors of a config in one report.
+TEST(Config, UnknownValuesNameFileLineEveryChoiceAndSuggest) {
+  expectError("seed: 1\nprecision:\n  format: e4m4\n",
+              {"exp.yaml:3", "'precision.format'", "format 'e4m4' is unknown; did you mean 'e4m3'?", "mxfp4",
+               "dettmers_dynamic", "e4m3_ieee"});
+  expectError("precision: {hybrid: [{pattern: 'fc.*', format: mxfp5}]}\n",
+              {"exp.yaml:1", "'precision.hybrid'", "format 'mxfp5' is unknown; did you mean 'mxfp4'?"});
+  expectError("precision: {format: {exponent_bits: 4, mantisa_bits: 3}}\n",
+              {"exp.yaml:1", "'precision.format'", "unknown key 'mantisa_bits'"});
+  expectError("model:\n  name: resnet21\n", {"exp.yaml:2", "'model.name' must be one of", "resnet20", "resnet50",
+                                                "did you mean 'resnet20'?"});
+  expectError("optimizer: {name: adam}\n", {"exp.yaml:1", "did you mean 'adamw'?"});
+  // Three bad values, one report.
+  expectError("model: {name: resnet21}\noptimizer: {lr: -1}\nprecision: {format: e9m9}\n",
+              {"3 errors in the config:", "exp.yaml:1: 'model.name'", "exp.yaml:2: 'optimizer.lr' = -1 is out of range",
+               "exp.yaml:3: 'precision.format': format 'e9m9' is unknown"});
+  // Valid spellings of every kind still parse.
+  for (const char* format : {"mxfp4", "e4m3:stochastic", "e3m0/block32", "dettmers_linear/block256", "float16",
+                             "{exponent_bits: 3, mantissa_bits: 4, bias: 7}"}) {
+    EXPECT_NO_THROW(parseConfig(std::string("precision: {format: ") + format + "}\n", "exp.yaml")) << format;
+  }
+}
+
 TEST(Config, UnknownKeyNamesFileLineAndSuggests) {
   expectError("seed: 1\noptimizer:\n  lrr: 0.1\n",
               {"exp.yaml:3", "unknown key 'optimizer.lrr'", "did you mean 'optimizer.lr'"});

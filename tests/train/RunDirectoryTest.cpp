@@ -220,6 +220,16 @@ TEST(RunDirectory, HoldsTheConfigLogMetricsCheckpointsAndStepCheckpoints) {
   // The log file holds what stderr showed, the metrics carry timestamps.
   const std::string log = readText((out / "train.log").string());
   EXPECT_NE(log.find("final weights"), std::string::npos) << log;
+  // It starts where the terminal does: the lines before the run directory existed are in it.
+  EXPECT_NE(log.find("1 thread per rank"), std::string::npos) << log;
+  EXPECT_LT(log.find("1 thread per rank"), log.find("run directory")) << log;
+  // Epochs count from 1 in train and evaluation lines alike (3 steps per epoch, 8 steps: 3
+  // epochs), and every train line gives the elapsed time and the ETA.
+  EXPECT_NE(log.find("epoch 1/3 step 1/8 loss"), std::string::npos) << log;
+  EXPECT_NE(log.find("epoch 3/3 step 8/8 loss"), std::string::npos) << log;
+  EXPECT_NE(log.find("final epoch 3/3 step 8/8: test top-1"), std::string::npos) << log;
+  EXPECT_NE(log.find(" elapsed 0:00:"), std::string::npos) << log;
+  EXPECT_NE(log.find(" ETA 0:00:"), std::string::npos) << log;
   std::ifstream metrics(out / "metrics.jsonl");
   int records = 0;
   for (std::string line; std::getline(metrics, line); ++records) {
