@@ -26,6 +26,7 @@ std::string headerText(const Checkpoint& c) {
   std::string text = fmt::format("config_hash={:016x};model={};epoch={};batch_in_epoch={};global_step={};",
                                  c.configHash, c.modelName, c.epoch, c.batchInEpoch, c.globalStep);
   if (!c.config.empty()) text += "config=" + c.config + ";";
+  if (c.world > 0) text += fmt::format("world_size={};batch_size={};", c.world, c.rankBatch);
   return text;
 }
 
@@ -92,6 +93,10 @@ void saveCheckpoint(const std::string& path, const Checkpoint& c) {
       {"crc32", std::to_string(checksumOf(c))},
   };
   if (!c.config.empty()) meta["config"] = c.config;
+  if (c.world > 0) {
+    meta["world_size"] = std::to_string(c.world);
+    meta["batch_size"] = std::to_string(c.rankBatch);
+  }
   try {
     io::saveSafetensors(path, c.tensors, meta);
   } catch (const Error& e) {
@@ -130,6 +135,12 @@ Checkpoint loadCheckpoint(const std::string& path) {
   c.globalStep = parseInt(meta, "global_step", path);
   const auto config = meta.find("config");
   c.config = config == meta.end() ? "" : config->second;
+  if (meta.count("world_size") != 0) {  // written since resuming on another world size exists
+    c.world = parseInt(meta, "world_size", path);
+    c.rankBatch = parseInt(meta, "batch_size", path);
+    APS_CHECK(c.world >= 1 && c.rankBatch >= 1, "checkpoint '{}': 'world_size' = {} and 'batch_size' = {} must be >= 1",
+              path, c.world, c.rankBatch);
+  }
   const int64_t crc = parseInt(meta, "crc32", path);
   APS_CHECK(crc >= 0 && static_cast<uint64_t>(crc) == checksumOf(c),
             "checkpoint '{}' is corrupt: checksum mismatch (its header or tensors were changed after it was written)",

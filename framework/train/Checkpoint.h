@@ -21,6 +21,8 @@ struct Checkpoint {
   int64_t epoch = 0;         // the epoch in progress
   int64_t batchInEpoch = 0;  // batches of that epoch already trained
   int64_t globalStep = 0;
+  int64_t world = 0;      // the ranks that wrote it (0: written before aps recorded it)
+  int64_t rankBatch = 0;  // their per-rank batch (0: not recorded)
   std::string config;  // the run's resume-relevant config as YAML (train::resumeYaml); "" before
 
   // The tensors whose names start with prefix + ".", with the prefix removed.

@@ -71,6 +71,7 @@ struct TrainConfig {
     int64_t intervalEpochs = 0, intervalSteps = 0, keep = 0;
     bool overwrite = false;  // a fresh run may replace another run's checkpoints in `dir`
     bool keepBest = false;   // best.safetensors: the weights of the best evaluation by eval.monitor
+    std::string worldChange;  // a resume on another world size: refuse, keep_global_batch, keep_rank_batch
   };
   struct Eval {
     std::string monitor;  // the metric keep_best and early stopping watch (auto: top1 or miou)

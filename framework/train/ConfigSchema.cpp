@@ -260,6 +260,12 @@ std::vector<ConfigKey> checkpointKeys() {
       {"checkpoint.keep_best", K::Bool, "false", 0, 0, {},
        "after each evaluation that improves eval.monitor, write its weights to <checkpoint.dir>/best.safetensors",
        APS_FIELD(checkpoint.keepBest)},
+      {"checkpoint.world_change", K::Enum, "refuse", 0, 0, {"refuse", "keep_global_batch", "keep_rank_batch"},
+       "a resume on another number of ranks (a requeued job's new allocation): refuse; keep_global_batch (each rank "
+       "takes global batch / ranks); keep_rank_batch (the global batch changes, the LR with it unless "
+       "schedule.scale_with_batch does so already). The position in the epoch, the shards and per-rank streams are "
+       "re-derived and error-feedback residuals restart from zero, as the log says",
+       APS_FIELD(checkpoint.worldChange)},
       {"checkpoint.overwrite", K::Bool, "false", 0, 0, {},
        "a fresh run (no --resume) may delete the checkpoints another run left in checkpoint.dir",
        APS_FIELD(checkpoint.overwrite)},

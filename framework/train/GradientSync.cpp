@@ -441,7 +441,7 @@ NamedTensors GradientSync::saveState() {
   return out;
 }
 
-void GradientSync::loadState(const NamedTensors& section, const std::string& path, uint64_t step) {
+void GradientSync::loadState(const NamedTensors& section, const std::string& path, uint64_t step, bool residuals) {
   scaling_->setStatisticsState(int64Values(section, "statistics", path));
   if (findTensor(section, "statistics_out") != nullptr) {  // absent in checkpoints of earlier versions
     scaling_->setOutputStatisticsState(int64Values(section, "statistics_out", path));
@@ -470,7 +470,7 @@ void GradientSync::loadState(const NamedTensors& section, const std::string& pat
       APS_FAIL("checkpoint '{}': precision.autoscale.{}: {}", path, name, e.what());
     }
   }
-  if (!config_.precision.errorFeedback) return;
+  if (!config_.precision.errorFeedback || !residuals) return;
   const std::vector<int64_t> sizes = int64Values(section, "residual_sizes", path);
   APS_CHECK(sizes.size() == params_.size(), "checkpoint '{}': residuals of {} parameters, the model has {}", path,
             sizes.size(), params_.size());

@@ -80,9 +80,10 @@ class GradientSync {
   // Checkpoint state (the "precision" section): statistics windows, widenings, each
   // autoscaler's mu and every rank's error-feedback residuals ("residual.<rank>", gathered to
   // rank 0: a collective under mpi). loadState rebuilds the reducer at `step` when the
-  // checkpoint had widened layers; errors name `path`.
+  // checkpoint had widened layers; errors name `path`. `residuals` false: the residuals start
+  // from zero (a checkpoint of another world size, whose ranks were others).
   NamedTensors saveState();
-  void loadState(const NamedTensors& section, const std::string& path, uint64_t step);
+  void loadState(const NamedTensors& section, const std::string& path, uint64_t step, bool residuals = true);
 
   // For the metrics: each parameter's wire format ({"name", "format"}), each layer's last
   // shift and quantisation statistics, and FP8-LM's mu per wire format.

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace aps::train {
 
 namespace {
@@ -30,7 +32,11 @@ void checkBelongsToRun(const Checkpoint& c, const std::string& path, const RunId
   APS_CHECK(c.modelName == run.modelName, "checkpoint '{}' holds model '{}' but the config trains '{}'", path,
             c.modelName, run.modelName);
   if (!c.config.empty() && !run.resumeYaml.empty()) {
-    const auto differences = configDifferences(c.config, run.resumeYaml);
+    auto differences = configDifferences(c.config, run.resumeYaml);
+    std::erase_if(differences, [&](const std::string& d) {
+      return std::any_of(run.mayDiffer.begin(), run.mayDiffer.end(),
+                         [&](const std::string& key) { return d.starts_with(key + ":"); });
+    });
     APS_CHECK(differences.empty(),
               "checkpoint '{}' was written with a different configuration ({}); resume with the config and --set "
               "overrides it was trained with",

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace aps::nn {
 class Module;
@@ -22,6 +23,7 @@ struct RunIdentity {
   int64_t stepsPerEpoch = 0;
   int64_t totalSteps = 0;
   std::string resumeYaml;  // train::resumeYaml of the run's config (names the keys that differ)
+  std::vector<std::string> mayDiffer;  // keys a resume on another world size changes (checkpoint.world_change)
 };
 
 // Checks that checkpoint `c` (read from `path`) belongs to this run: the model name, the

@@ -445,6 +445,10 @@ std::string Trainer::State::prepare(const std::string& resumeArgument, bool dryR
   if (dryRun && !runDir.dir.empty()) spdlog::info("dry run: the run directory would be {}", runDir.dir);
   if (!dryRun && isRoot()) runDir.writeConfigAndOpenLog(config);
   const std::string resumeFrom = resolveResume(resumeArgument);
+  if (!resumeFrom.empty()) {
+    resumed = std::make_unique<Checkpoint>(loadCheckpoint(resumeFrom));
+    adaptToCheckpointWorld(resumeFrom);
+  }
   setupData();
   setupOptimizer();
   setupPrecisionAndComm();

@@ -160,7 +160,7 @@ void Trainer::State::setupData() {
 }
 
 void Trainer::State::setupOptimizer() {
-  const double lr = peakLearningRate(config, world);
+  const double lr = peakLearningRate(config, world) * (worldChange ? worldChange->lrScale : 1.0);
   optimizer = makeOptimizer(config, params, lr);
   scheduler = std::make_unique<optim::LrScheduler>(makeSchedule(config, lr, stepsPerEpoch, totalSteps), *optimizer);
 }
@@ -248,7 +248,7 @@ void Trainer::State::savePrecisionState(Checkpoint& c) {
 
 void Trainer::State::restorePrecisionState(const Checkpoint& c, const std::string& path) {
   const NamedTensors section = c.section("precision");
-  sync->loadState(section, path, static_cast<uint64_t>(globalStep));
+  sync->loadState(section, path, static_cast<uint64_t>(globalStep), worldChange == nullptr);
   if (!lossScaler) return;
   try {
     lossScaler->loadStateDict(section);
@@ -269,6 +269,8 @@ void Trainer::State::save() {
   c.epoch = epoch;
   c.batchInEpoch = batchInEpoch;
   c.globalStep = globalStep;
+  c.world = world;
+  c.rankBatch = config.data.batchSize;
   c.addSection("model", model->stateDict());
   c.addSection("optimizer", optimizer->stateDict());
   NamedTensors schedule = scheduler->stateDict();
@@ -286,11 +288,15 @@ void Trainer::State::save() {
 }
 
 RunIdentity Trainer::State::identity() const {
-  return {config.model.name, resumeHash(config), stepsPerEpoch, totalSteps, resumeYaml(config)};
+  RunIdentity run{config.model.name, resumeHash(config), stepsPerEpoch, totalSteps, resumeYaml(config), {}};
+  if (worldChange) run.mayDiffer = {"comm.backend", "comm.world_size", "data.batch_size"};
+  return run;
 }
 
 void Trainer::State::restore(const std::string& path) {
-  const Checkpoint c = loadCheckpoint(path);
+  Checkpoint c = resumed ? std::move(*resumed) : loadCheckpoint(path);
+  resumed.reset();
+  if (worldChange) remapPosition(c, path);
   restoreTrainingState(c, path, identity(), *model, *optimizer, *scheduler);
   epoch = c.epoch;
   batchInEpoch = c.batchInEpoch;
@@ -299,6 +305,69 @@ void Trainer::State::restore(const std::string& path) {
   if (monitor) monitor->loadStateDict(c.section("monitor"), path);
   sync->setStep(static_cast<uint64_t>(globalStep));  // stochastic rounding streams continue
   spdlog::info("resumed from {} at epoch {} step {}", path, epoch, globalStep);
+}
+
+// --resume of a checkpoint another number of ranks wrote (a requeued job on a new allocation):
+// refused unless checkpoint.world_change says how. keep_global_batch gives each rank the global
+// batch / ranks; keep_rank_batch keeps the per-rank batch and scales the LR with the global
+// batch (unless schedule.scale_with_batch does). Called before the data is set up.
+void Trainer::State::adaptToCheckpointWorld(const std::string& path) {
+  const Checkpoint& c = *resumed;
+  if (c.world == 0 || c.world == world) return;  // 0: written before aps recorded the world
+  const int64_t oldGlobal = c.world * c.rankBatch;
+  const std::string& mode = config.checkpoint.worldChange;
+  APS_CHECK(mode != "refuse",
+            "checkpoint '{}' was written by {} ranks x batch {} (global batch {}); this run has {} ranks. Resuming on "
+            "another world size changes the run: set checkpoint.world_change to keep_global_batch (each rank takes "
+            "{} / {}) or keep_rank_batch (global batch {} x {}, the LR scaled with it)",
+            path, c.world, c.rankBatch, oldGlobal, world, oldGlobal, world, world, config.data.batchSize);
+  auto change = std::make_unique<WorldChange>();
+  change->oldWorld = c.world;
+  change->oldGlobalBatch = oldGlobal;
+  if (mode == "keep_global_batch") {
+    APS_CHECK(oldGlobal % world == 0,
+              "checkpoint.world_change: keep_global_batch: the global batch {} of checkpoint '{}' does not divide over "
+              "{} ranks; use keep_rank_batch or a rank count that divides it",
+              oldGlobal, path, world);
+    config.data.batchSize = oldGlobal / world;
+    config.resolved["data"]["batch_size"] = config.data.batchSize;
+  } else if (!config.schedule.scaleWithBatch) {
+    change->lrScale = static_cast<double>(world * config.data.batchSize) / static_cast<double>(oldGlobal);
+  }
+  spdlog::warn(
+      "resuming '{}' on {} ranks x batch {} where it was written by {} ranks x batch {} (checkpoint.world_change: {}): "
+      "the global batch is {}{}; each rank's data shard, random streams and position in the epoch are re-derived "
+      "for {} ranks (the rest of this epoch is not the samples the old world would have seen), and error-feedback "
+      "residuals restart from zero",
+      path, world, config.data.batchSize, c.world, c.rankBatch, mode, world * config.data.batchSize,
+      change->lrScale != 1.0 ? fmt::format(", the LR x {:.4g}", change->lrScale) : std::string(), world);
+  worldChange = std::move(change);
+}
+
+// The checkpoint's position in this run's steps: the same epoch, after as many of its samples
+// as the old world had trained (rounded down to a whole step); the schedule's and optimizer's
+// step counts follow.
+void Trainer::State::remapPosition(Checkpoint& c, const std::string& path) const {
+  const int64_t samples = c.batchInEpoch * worldChange->oldGlobalBatch;
+  const int64_t inEpoch = std::min(samples / (world * config.data.batchSize), stepsPerEpoch - 1);
+  const int64_t step = c.epoch * stepsPerEpoch + inEpoch;
+  if (step != c.globalStep) {
+    spdlog::info("checkpoint '{}': epoch {} step {} of {} ranks is step {} ({} of epoch {}) here", path, c.epoch,
+                 c.globalStep, worldChange->oldWorld, step, inEpoch, c.epoch);
+  }
+  auto setScalar = [&](const std::string& name, auto update) {
+    for (auto& t : c.tensors) {
+      if (t.name == name && t.tensor.dtype() == DType::Int64 && t.tensor.numel() == 1) {
+        Tensor fresh = Tensor::zeros({}, DType::Int64);
+        fresh.data<int64_t>()[0] = update(t.tensor.contiguous().data<int64_t>()[0]);
+        t.tensor = fresh;
+      }
+    }
+  };
+  setScalar("schedule.schedule_step", [&](int64_t) { return step; });
+  setScalar("optimizer.step", [&](int64_t old) { return std::min(old, step); });
+  c.batchInEpoch = inEpoch;
+  c.globalStep = step;
 }
 
 }  // namespace aps::train

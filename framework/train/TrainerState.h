@@ -70,6 +70,15 @@ struct Trainer::State {
 
   std::unique_ptr<GradientSync> sync;  // gradient precision on the wire
 
+  // --resume: the checkpoint, read once before the data is set up (its world may change the
+  // per-rank batch), and what a resume on another world size changes (checkpoint.world_change).
+  std::unique_ptr<Checkpoint> resumed;
+  struct WorldChange {
+    int64_t oldWorld = 0, oldGlobalBatch = 0;
+    double lrScale = 1;
+  };
+  std::unique_ptr<WorldChange> worldChange;  // null: the checkpoint's world is this run's
+
   std::unique_ptr<EvalMonitor> monitor;  // eval.monitor: keep_best and early stopping
   bool earlyStopped = false;
   double lastGradNorm = 0;  // optimizer.clip_grad_norm: the last step's norm before clipping
@@ -94,6 +103,8 @@ struct Trainer::State {
   void restorePrecisionState(const Checkpoint& c, const std::string& path);
   RunIdentity identity() const;
   void restore(const std::string& path);
+  void adaptToCheckpointWorld(const std::string& path);
+  void remapPosition(Checkpoint& c, const std::string& path) const;
   void save();
   std::string prepare(const std::string& resumeArgument, bool dryRun);
   void checkAutoResume(const std::string& resumeArgument) const;

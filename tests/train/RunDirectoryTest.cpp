@@ -179,6 +179,31 @@ TEST(Launcher, MpirunTrainsTheConfigAsItsRanksAndRefusesASimulatorSet) {
 }
 
 // max_steps lays the LR schedule out over its steps; a resume that changes it says so.
+// A job requeued on another allocation: 4 simulated ranks x 4 (global 16) resume as 2 real
+// ranks under mpirun with keep_global_batch (2 x 8); refused without it.
+TEST(Launcher, MpirunResumesACheckpointOfAnotherWorldSizeWhenAsked) {
+  APS_REQUIRE_FASHION_MNIST();
+  const fs::path root = scratch("world");
+  const std::string config = writeConfig(root);
+  const fs::path out = root / "run";
+  ASSERT_EQ(runToEnd(train(config, out, {"--set", "max_steps=3", "--set", "comm.world_size=4", "--set",
+                                         "data.batch_size=4"}),
+                     root / "sim.log"),
+            0)
+      << readText((root / "sim.log").string());
+  std::vector<std::string> resume = train(config, out, {"--set", "max_steps=6", "--resume", "auto"});
+  resume.insert(resume.begin(), {MPIEXEC_BINARY, "--allow-run-as-root", "--oversubscribe", "-np", "2"});
+  EXPECT_NE(runToEnd(resume, root / "refused.log"), 0);
+  EXPECT_NE(readText((root / "refused.log").string()).find("checkpoint.world_change"), std::string::npos)
+      << readText((root / "refused.log").string());
+  resume.insert(resume.end(), {"--set", "checkpoint.world_change=keep_global_batch"});
+  ASSERT_EQ(runToEnd(resume, root / "mpi.log"), 0) << readText((root / "mpi.log").string());
+  const std::string log = readText((root / "mpi.log").string());
+  EXPECT_NE(log.find("on 2 ranks x batch 8 where it was written by 4 ranks x batch 4"), std::string::npos) << log;
+  EXPECT_EQ(loggedStep(out / "metrics.jsonl"), 6);
+  fs::remove_all(root);
+}
+
 TEST(RunDirectory, AResumeWithAnotherMaxStepsSaysTheScheduleChanges) {
   APS_REQUIRE_FASHION_MNIST();
   const fs::path root = scratch("maxsteps");

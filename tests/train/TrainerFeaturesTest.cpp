@@ -171,5 +171,46 @@ TEST_F(TrainerFeatures, EvalOnlyReportsTheCheckpointsMetricsWithoutTraining) {
   EXPECT_THROW(Trainer(config({}), nullptr).evaluateOnly(""), Error);
 }
 
+TEST_F(TrainerFeatures, ResumesOnAnotherWorldSizeOnlyWhenAsked) {
+  const std::string checkpoints = path("ck"), metrics = path("m.jsonl");
+  // 4 ranks x batch 8 over 128 images: 4 steps per epoch, 12 steps; the step-6 checkpoint is
+  // epoch 1, 2 steps (64 samples) into it.
+  const std::vector<std::string> common{"epochs=3", "checkpoint.dir=" + checkpoints, "checkpoint.interval_steps=2",
+                                        "checkpoint.keep=10"};
+  auto withWorld = [&](int world, std::vector<std::string> extra) {
+    std::vector<std::string> keys{"data.train_samples=128", "data.test_samples=64"};
+    keys.insert(keys.end(), common.begin(), common.end());
+    keys.insert(keys.end(), extra.begin(), extra.end());
+    return smallConfig("sim", world, keys);
+  };
+  Trainer(withWorld(4, {}), nullptr).run();
+  const std::string at6 = checkpointPath(checkpoints, 6);
+  // By default a checkpoint of 4 ranks does not resume on 2, and the error says how it could.
+  try {
+    Trainer(withWorld(2, {}), nullptr).run(at6);
+    FAIL() << "resumed on another world size without checkpoint.world_change";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("written by 4 ranks x batch 8"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("checkpoint.world_change"), std::string::npos) << e.what();
+  }
+  // keep_global_batch: 2 ranks x 16, the same 4 steps per epoch, so the run resumes at step 6.
+  Trainer same(withWorld(2, {"checkpoint.world_change=keep_global_batch", "logging.metrics_file=" + metrics}),
+               nullptr);
+  EXPECT_EQ(same.run(at6).steps, 12);
+  const auto train = records(metrics, "train");
+  ASSERT_FALSE(train.empty());
+  EXPECT_EQ(train.front()["step"], 7);
+  // keep_rank_batch: 2 ranks x 8 = global 16, 8 steps per epoch; 64 samples into epoch 1 is its
+  // step 4 (global step 12 of 24), and the LR is halved with the global batch.
+  const std::string metrics2 = path("m2.jsonl");
+  Trainer rank(withWorld(2, {"checkpoint.world_change=keep_rank_batch", "logging.metrics_file=" + metrics2}),
+               nullptr);
+  EXPECT_EQ(rank.run(at6).steps, 24);
+  const auto train2 = records(metrics2, "train");
+  ASSERT_FALSE(train2.empty());
+  EXPECT_EQ(train2.front()["step"], 13);
+  EXPECT_DOUBLE_EQ(train2.front()["lr"].get<double>(), 0.025);
+}
+
 }  // namespace
 }  // namespace aps::train
