@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     aps::optim::Sgd optimizer(params, {.lr = 0.1, .momentum = 0.9});
     aps::optim::LrScheduler scheduler(std::make_shared<aps::optim::ConstantLr>(0.1), optimizer);
     // A stored config (checkpoint metadata "config") is compared key by key with this one.
-    const aps::train::RunIdentity run{"resnet20", 0xdeadbeef, 4, 100, "model: {name: resnet20}\n"};
+    const aps::train::RunIdentity run{"resnet20", 0xdeadbeef, 4, 100, "model: {name: resnet20}\n", {}};
     aps::train::restoreTrainingState(c, path, run, *model, optimizer, scheduler);
   } catch (const aps::Error&) {
   }
