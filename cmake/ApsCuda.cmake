@@ -31,7 +31,7 @@ if(NOT APS_WITH_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
-    # aps::cuda_deps: cuDNN, NCCL, cudart and cuBLAS (cmake/ApsSystemLibs.cmake, also used by
+    # aps::cublas, aps::cudnn and aps::nccl (cmake/ApsSystemLibs.cmake, also used by
     # an installed aps's apsConfig.cmake).
     include(ApsSystemLibs)
     aps_import_cuda_libs(APS_CUDA_LIBS_FOUND)

@@ -27,11 +27,12 @@ function(aps_import_opencv found_var)
                                                INTERFACE_LINK_LIBRARIES "${libs}")
 endfunction()
 
-# aps::cuda_deps: cuDNN and NCCL (found next to the CUDA toolkit) with the toolkit's cudart
-# and cuBLAS targets; call after find_package(CUDAToolkit). Sets <found_var>.
+# The CUDA libraries beside the toolkit's CUDA::cudart, each its own imported target so that
+# a library links only what it calls: aps::cublas (cuBLAS and cuBLASLt), aps::cudnn and
+# aps::nccl (found next to the toolkit); call after find_package(CUDAToolkit). Sets <found_var>.
 function(aps_import_cuda_libs found_var)
   set(${found_var} TRUE PARENT_SCOPE)
-  if(TARGET aps::cuda_deps)
+  if(TARGET aps::nccl)
     return()
   endif()
   find_path(APS_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
@@ -42,8 +43,12 @@ function(aps_import_cuda_libs found_var)
     set(${found_var} FALSE PARENT_SCOPE)
     return()
   endif()
-  add_library(aps::cuda_deps INTERFACE IMPORTED)
-  set_target_properties(aps::cuda_deps PROPERTIES
-    INTERFACE_INCLUDE_DIRECTORIES "${APS_CUDNN_INCLUDE};${APS_NCCL_INCLUDE}"
-    INTERFACE_LINK_LIBRARIES "CUDA::cudart;CUDA::cublas;CUDA::cublasLt;${APS_CUDNN_LIB};${APS_NCCL_LIB}")
+  add_library(aps::cublas INTERFACE IMPORTED)
+  set_target_properties(aps::cublas PROPERTIES INTERFACE_LINK_LIBRARIES "CUDA::cublas;CUDA::cublasLt")
+  add_library(aps::cudnn INTERFACE IMPORTED)
+  set_target_properties(aps::cudnn PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${APS_CUDNN_INCLUDE}"
+                                              INTERFACE_LINK_LIBRARIES "${APS_CUDNN_LIB}")
+  add_library(aps::nccl INTERFACE IMPORTED)
+  set_target_properties(aps::nccl PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${APS_NCCL_INCLUDE}"
+                                             INTERFACE_LINK_LIBRARIES "${APS_NCCL_LIB}")
 endfunction()

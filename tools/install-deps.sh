@@ -22,6 +22,8 @@ TEST_PACKAGES=(
   # the sanitizer and fuzzing build (tools/build-san.sh): clang, its sanitizer and libFuzzer
   # runtimes, its OpenMP, llvm-symbolizer for readable reports
   clang libclang-rt-14-dev libomp-dev llvm
+  # the C++ API reference (the `doc` target) and its test
+  doxygen
   # an independent CRC-32C for the test that reads the TensorBoard event files back
   python3-crc32c
   # the Python module aps and its PyTorch DDP comm hook (python/): built and tested when found

@@ -1,10 +1,10 @@
 // Quantizes a few values to FP8 E4M3 (round to nearest, ties to even), then sums them over two
 // simulated ranks with E4M3 on the wire: aps used as a library (examples/cpp_embed/CMakeLists.txt).
-#include "comm/AllReduceAlgorithm.h"
-#include "comm/SimTransport.h"
-#include "precision/CodecSpec.h"
-#include "precision/FloatFormat.h"
-#include "precision/Quantizer.h"
+#include <aps/comm/AllReduceAlgorithm.h>
+#include <aps/comm/SimTransport.h>
+#include <aps/precision/CodecSpec.h>
+#include <aps/precision/FloatFormat.h>
+#include <aps/precision/Quantizer.h>
 
 #include <cstdio>
 #include <memory>
