@@ -27,6 +27,7 @@ struct TrainConfig {
     std::string name;
     double lr = 0, momentum = 0, weightDecay = 0, larsTrust = 0, beta1 = 0, beta2 = 0, eps = 0;
     double clipGradNorm = 0, clipGradValue = 0;  // on the reduced gradients; 0: off
+    int64_t accumulationSteps = 1;                // micro-batches of data.batch_size per optimizer step
     bool excludeBiasAndNorm = false;
   };
   struct Loss {

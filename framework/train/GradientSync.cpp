@@ -56,7 +56,8 @@ GradientSync::GradientSync(const TrainConfig& config, NamedTensors params, Ranks
       copies_(std::move(copies)),
       ranks_(ranks),
       metrics_(std::move(metrics)),
-      currentLocal_(copies_.size() + 1, 0) {
+      currentLocal_(copies_.size() + 1, 0),
+      holding_(copies_.size() + 1, 0) {
   for (const NamedTensors& copy : copies_) {
     APS_CHECK(copy.size() == params_.size(), "gradient sync: a model copy has {} parameters, the model {}", copy.size(),
               params_.size());
@@ -121,6 +122,7 @@ void GradientSync::attach(BeforeReady beforeReady) {
     NamedTensors& params = paramsOfCopy(c);
     for (size_t i = 0; i < params.size(); ++i) {
       autograd::addGradReadyHook(params[i].tensor, [this, i, c, beforeReady](Tensor& leaf) {
+        if (holding_[c]) return;
         const int local = currentLocal_[c];
         if (beforeReady) beforeReady(static_cast<int64_t>(i), local, leaf);
         reducer_->markReady(static_cast<int>(i), local);
@@ -131,7 +133,7 @@ void GradientSync::attach(BeforeReady beforeReady) {
       if (!beforeReady) {
         autograd::setGradTaker(params[i].tensor, [this, i, c](const Tensor& g) {
           // The reducer reads host memory: a gradient elsewhere goes through .grad.
-          return g.device().isCpu() &&
+          return !holding_[c] && g.device().isCpu() &&
                  reducer_->markReadyFrom(static_cast<int>(i), currentLocal_[c], static_cast<const float*>(g.rawData()));
         });
       }

@@ -66,6 +66,11 @@ class GradientSync {
   // gradients are that rank's).
   void setLocalRank(int localRank, int copy = 0) { currentLocal_[static_cast<size_t>(copy)] = localRank; }
 
+  // Gradient accumulation (optimizer.accumulation_steps): while model copy `copy`'s gradients
+  // are held, its backward sums them into .grad and the reducer sees nothing; the backward
+  // after holdGradients(false) hands the sums over (its hooks see .grad's final value).
+  void holdGradients(bool hold, int copy = 0) { holding_[static_cast<size_t>(copy)] = hold ? 1 : 0; }
+
   // The step the stochastic rounding streams are at (a resumed run continues them).
   void setStep(uint64_t step);
 
@@ -121,6 +126,7 @@ class GradientSync {
   std::shared_ptr<comm::BucketScaling> leaderScaling_;  // hierarchical: the leaders' level (headroom N/G)
   std::unique_ptr<comm::GradientReducer> reducer_;
   std::vector<int> currentLocal_;  // per model copy: the local rank its backward computes
+  std::vector<char> holding_;      // per model copy: gradients held in .grad (holdGradients)
   // The fidelity probe's running sums per parameter: rel_error, cosine, probed steps.
   std::vector<double> probeRelError_, probeCosine_;
   std::vector<int64_t> probeCount_;

@@ -15,7 +15,7 @@
 namespace aps::train {
 
 double peakLearningRate(const TrainConfig& config, int worldSize) {
-  const int64_t globalBatch = config.data.batchSize * worldSize;
+  const int64_t globalBatch = config.data.batchSize * config.optimizer.accumulationSteps * worldSize;
   return config.optimizer.lr * (config.schedule.scaleWithBatch
                                     ? static_cast<double>(globalBatch) / static_cast<double>(config.schedule.baseBatch)
                                     : 1.0);

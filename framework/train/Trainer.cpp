@@ -76,13 +76,19 @@ void Trainer::State::broadcastBuffersFromRankZero() {
   }
 }
 
-// One local rank's forward and backward on its batch; backward's gradient-ready hooks hand the
-// (loss-scaled) gradients to the reducer, whose buckets reduce while backward runs.
+// One local rank's forward and backward on its batch (micro-batch `micro` of the step);
+// backward's gradient-ready hooks hand the (loss-scaled) gradients to the reducer, whose
+// buckets reduce while backward runs. With optimizer.accumulation_steps = K, the first K - 1
+// micro-batches' gradients are held in .grad, summed, and the last one's hooks hand the sum
+// over; each backward starts from scale / K, so the sum is the mean over the K micro-batches.
 float Trainer::State::rankForwardBackward(nn::Module& net, const std::vector<nn::Dropout*>& rankDropouts, int copy,
-                                          int local, const data::Batch& batch) {
+                                          int local, const data::Batch& batch, int64_t micro) {
+  const int64_t accumulation = config.optimizer.accumulationSteps;
   sync->setLocalRank(local, copy);
-  // Dropout masks depend on (step, rank) only: the same under sim and mpi, and on resume.
-  for (nn::Dropout* d : rankDropouts) d->setNextStream(static_cast<uint64_t>(globalStep * world + firstRank + local));
+  sync->holdGradients(micro + 1 < accumulation, copy);
+  // Dropout masks depend on (step, micro-batch, rank) only: the same under sim and mpi, and on resume.
+  for (nn::Dropout* d : rankDropouts)
+    d->setNextStream(static_cast<uint64_t>((globalStep * accumulation + micro) * world + firstRank + local));
   Tensor images, labels;
   if (deviceBatches) {
     std::tie(images, labels) = deviceBatches->take(local);
@@ -95,16 +101,21 @@ float Trainer::State::rankForwardBackward(nn::Module& net, const std::vector<nn:
   const Tensor loss = ops::crossEntropy(
       logits, labels, {static_cast<float>(config.loss.labelSmoothing), info.segmentation ? 255 : -100});
   const float value = loss.item();
-  autograd::backward(loss, lossScaler ? lossScaler->rootGradient() : Tensor());
+  Tensor root = lossScaler ? lossScaler->rootGradient() : Tensor();
+  if (accumulation > 1)
+    root = Tensor::scalar((lossScaler ? lossScaler->scale() : 1.0f) / static_cast<float>(accumulation));
+  autograd::backward(loss, root);
   return value;
 }
 
-// Every local rank's forward and backward on its batch. Returns each local rank's loss.
+// Every local rank's forward and backward on its batches (micro[m][local]: micro-batch m of
+// local rank `local`; one micro-batch without accumulation). Returns each local rank's loss,
+// the mean over its micro-batches.
 // One at a time on all threads, or (comm.sim_workers) on C model copies at once, one thread
 // each: copy c computes local ranks c, c + C, ... in order. No kernel's bits depend on the
 // thread count, and each rank starts from the same weights and zeroed gradients, so both ways
 // compute the same bits.
-std::vector<float> Trainer::State::forwardBackward(const std::vector<data::Batch>& batches) {
+std::vector<float> Trainer::State::forwardBackward(const std::vector<std::vector<data::Batch>>& micro) {
   std::vector<float> losses(static_cast<size_t>(localRanks));
   NamedTensors rankZeroBuffers;
   const auto copiesInAll = static_cast<int>(copies.size()) + 1;
@@ -114,8 +125,16 @@ std::vector<float> Trainer::State::forwardBackward(const std::vector<data::Batch
     const auto& rankDropouts = c == 0 ? dropouts : copies[static_cast<size_t>(c - 1)].dropouts;
     for (int local = c; local < localRanks; local += copiesInAll) {
       if (local != c) net.zeroGradBeforeBackward();
-      losses[static_cast<size_t>(local)] =
-          rankForwardBackward(net, rankDropouts, c, local, batches[static_cast<size_t>(local)]);
+      float sum = 0;
+      for (size_t m = 0; m < micro.size(); ++m) {
+        // Accumulating on a GPU: each micro-batch is copied when its turn comes.
+        const bool stageNow = deviceBatches && micro.size() > 1;
+        if (stageNow) deviceBatches->stage(micro[m]);
+        sum += rankForwardBackward(net, rankDropouts, c, local, micro[m][static_cast<size_t>(local)],
+                                   static_cast<int64_t>(m));
+        if (stageNow) deviceBatches->release();
+      }
+      losses[static_cast<size_t>(local)] = sum / static_cast<float>(micro.size());
       if (local == 0 && localRanks > 1) {
         for (const auto& b : net.namedBuffers()) rankZeroBuffers.push_back({b.name, b.tensor.clone()});
       }
@@ -214,11 +233,12 @@ void Trainer::State::clipGradients(const NamedTensors& grads) {
 }
 
 // One optimizer step of every local rank, top to bottom.
-bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats& interval) {
+bool Trainer::State::trainStep(std::vector<std::vector<data::Batch>>& micro, IntervalStats& interval) {
   const auto start = Clock::now();
   faults.beforeStep(firstRank, localRanks, globalStep);
-  std::vector<float> losses = forwardBackward(batches);
-  if (deviceBatches) deviceBatches->release();  // every kernel that reads this step's batches is queued
+  std::vector<float> losses = forwardBackward(micro);
+  // Every kernel that reads this step's batches is queued (accumulation released each micro-batch's).
+  if (deviceBatches && micro.size() == 1) deviceBatches->release();
   const double computeSeconds = secondsSince(start);
   const comm::StepCommStats comm = sync->finishStep();  // the reduced, averaged gradients are in place
   const double loss = meanLossOverRanks(std::move(losses));
@@ -230,7 +250,7 @@ bool Trainer::State::trainStep(std::vector<data::Batch>& batches, IntervalStats&
   sync->adaptFormats(globalStep);
 
   interval.steps += 1;
-  interval.images += static_cast<int64_t>(batches[0].size()) * world;
+  for (const auto& batches : micro) interval.images += static_cast<int64_t>(batches[0].size()) * world;
   interval.loss += loss;
   interval.compute += computeSeconds;
   interval.comm += comm.commSeconds;
@@ -257,41 +277,49 @@ void Trainer::State::trainEpoch() {
     // Resuming mid-epoch: skip the batches already trained (sample augmentation depends only
     // on (seed, epoch, sample), so the rest of the epoch is unchanged).
     indices.erase(indices.begin(), indices.begin() + std::min<int64_t>(static_cast<int64_t>(indices.size()),
-                                                                       batchInEpoch * config.data.batchSize));
+                                                                       batchInEpoch * stepBatch()));
     loaders[static_cast<size_t>(i)]->startEpoch(static_cast<uint64_t>(epoch), std::move(indices));
   }
   if (deviceBatches) deviceBatches->discardStaged();  // none is left by a finished epoch
-  std::vector<data::Batch> batches(static_cast<size_t>(localRanks)), ahead(batches.size());
+  const int64_t accumulation = config.optimizer.accumulationSteps;
+  // micro[m]: every local rank's m-th micro-batch of the step (one without accumulation).
+  std::vector<std::vector<data::Batch>> micro(static_cast<size_t>(accumulation),
+                                              std::vector<data::Batch>(static_cast<size_t>(localRanks)));
+  std::vector<data::Batch>& batches = micro[0];
+  std::vector<data::Batch> ahead(batches.size());
   IntervalStats interval;
-  // Each local rank's next batch (the `ahead`-th after this step's), its wait for the loader counted.
-  auto fetch = [&](std::vector<data::Batch>& into, int64_t stepsAhead) {
+  // Each local rank's next batch (micro-batch m of the `stepsAhead`-th step after this one), its
+  // wait for the loader counted.
+  auto fetch = [&](std::vector<data::Batch>& into, int64_t stepsAhead, int64_t m = 0) {
     for (int i = 0; i < localRanks; ++i) {
       const double waitedBefore = loaders[static_cast<size_t>(i)]->stats().waitSeconds;
       APS_CHECK(loaders[static_cast<size_t>(i)]->next(into[static_cast<size_t>(i)]),
-                "rank {}: the data shard ended after {} of {} batches", firstRank + i, batchInEpoch + stepsAhead,
-                stepsPerEpoch);
+                "rank {}: the data shard ended after {} of {} batches", firstRank + i,
+                (batchInEpoch + stepsAhead) * accumulation + m, stepsPerEpoch * accumulation);
       interval.dataWait += loaders[static_cast<size_t>(i)]->stats().waitSeconds - waitedBefore;
     }
   };
   while (batchInEpoch < stepsPerEpoch && globalStep < totalSteps) {
     const auto start = Clock::now();
-    if (deviceBatches && deviceBatches->staged()) {
+    if (accumulation > 1) {
+      for (int64_t m = 0; m < accumulation; ++m) fetch(micro[static_cast<size_t>(m)], 0, m);
+    } else if (deviceBatches && deviceBatches->staged()) {
       std::swap(batches, ahead);  // staged during the last step
     } else {
       fetch(batches, 0);
       if (deviceBatches) deviceBatches->stage(batches);
     }
     // On a GPU the next step's batches are copied while this step computes.
-    if (deviceBatches && batchInEpoch + 1 < stepsPerEpoch && globalStep + 1 < totalSteps) {
+    if (deviceBatches && accumulation == 1 && batchInEpoch + 1 < stepsPerEpoch && globalStep + 1 < totalSteps) {
       fetch(ahead, 1);
       deviceBatches->stage(ahead);
     }
-    trainStep(batches, interval);
+    trainStep(micro, interval);
     ++batchInEpoch;
     ++globalStep;
     const double stepSeconds = secondsSince(start);
     interval.seconds += stepSeconds;
-    log->progress(position(), stepSeconds, config.data.batchSize * world);
+    log->progress(position(), stepSeconds, stepBatch() * world);
     if (globalStep % config.logging.interval == 0) logInterval(interval);
     if (stepCheckpointDue() && batchInEpoch < stepsPerEpoch) save();  // checkpoint.interval_steps
     if (preemption != nullptr && (preemptedBy = preemption->agreedSignal(*transport)) != 0) break;
@@ -491,8 +519,11 @@ TrainSummary Trainer::run(const std::string& resumeArgument) {
   s.log->openMetrics(s.config.logging.metricsFile, !resumeFrom.empty());
   s.log->openTensorBoard(s.config.logging.tensorboardDir);
   s.log->write({{"type", "formats"}, {"step", s.globalStep}, {"layers", s.sync->formatsRecord()}});
-  spdlog::info("training {} on {} ({} ranks x batch {}, {} steps per epoch, {} steps)", s.config.model.name,
-               s.config.data.dataset, s.world, s.config.data.batchSize, s.stepsPerEpoch, s.totalSteps);
+  const int64_t accumulation = s.config.optimizer.accumulationSteps;
+  spdlog::info("training {} on {} ({} ranks x batch {}{}, {} steps per epoch, {} steps)", s.config.model.name,
+               s.config.data.dataset, s.world, s.config.data.batchSize,
+               accumulation > 1 ? fmt::format(" x {} accumulated", accumulation) : std::string(), s.stepsPerEpoch,
+               s.totalSteps);
   const auto start = Clock::now();
   const PreemptionWatch watch;
   s.preemption = &watch;

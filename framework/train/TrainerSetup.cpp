@@ -145,10 +145,14 @@ void Trainer::State::setupData() {
     monitor = std::make_unique<EvalMonitor>(config.eval.monitor, config.eval.minDelta, info.segmentation);
   }
   sampler = std::make_unique<data::DistributedSampler>(size, world, firstRank, true, config.seed, true);
-  stepsPerEpoch = sampler->numSamples() / d.batchSize;
+  stepsPerEpoch = sampler->numSamples() / stepBatch();
   APS_CHECK(stepsPerEpoch > 0,
-            "data.batch_size = {} is larger than a rank's shard ({} samples of {} over {} ranks): no full batch",
-            d.batchSize, sampler->numSamples(), size, world);
+            "data.batch_size = {}{} is larger than a rank's shard ({} samples of {} over {} ranks): no full batch",
+            d.batchSize,
+            config.optimizer.accumulationSteps > 1
+                ? fmt::format(" x optimizer.accumulation_steps = {}", config.optimizer.accumulationSteps)
+                : std::string(),
+            sampler->numSamples(), size, world);
   totalSteps = config.maxSteps > 0 ? config.maxSteps : config.epochs * stepsPerEpoch;
   // Simulated ranks share the process's cores: one loader thread each is plenty.
   const int workers = localRanks > 1 ? std::min<int>(1, static_cast<int>(d.workers)) : static_cast<int>(d.workers);
@@ -270,7 +274,7 @@ void Trainer::State::save() {
   c.batchInEpoch = batchInEpoch;
   c.globalStep = globalStep;
   c.world = world;
-  c.rankBatch = config.data.batchSize;
+  c.rankBatch = stepBatch();
   c.addSection("model", model->stateDict());
   c.addSection("optimizer", optimizer->stateDict());
   NamedTensors schedule = scheduler->stateDict();
@@ -320,26 +324,28 @@ void Trainer::State::adaptToCheckpointWorld(const std::string& path) {
             "checkpoint '{}' was written by {} ranks x batch {} (global batch {}); this run has {} ranks. Resuming on "
             "another world size changes the run: set checkpoint.world_change to keep_global_batch (each rank takes "
             "{} / {}) or keep_rank_batch (global batch {} x {}, the LR scaled with it)",
-            path, c.world, c.rankBatch, oldGlobal, world, oldGlobal, world, world, config.data.batchSize);
+            path, c.world, c.rankBatch, oldGlobal, world, oldGlobal, world, world, stepBatch());
   auto change = std::make_unique<WorldChange>();
   change->oldWorld = c.world;
   change->oldGlobalBatch = oldGlobal;
   if (mode == "keep_global_batch") {
-    APS_CHECK(oldGlobal % world == 0,
+    const int64_t accumulation = config.optimizer.accumulationSteps;
+    APS_CHECK(oldGlobal % (world * accumulation) == 0,
               "checkpoint.world_change: keep_global_batch: the global batch {} of checkpoint '{}' does not divide over "
-              "{} ranks; use keep_rank_batch or a rank count that divides it",
-              oldGlobal, path, world);
-    config.data.batchSize = oldGlobal / world;
+              "{} ranks{}; use keep_rank_batch or a rank count that divides it",
+              oldGlobal, path, world,
+              accumulation > 1 ? fmt::format(" x {} accumulated micro-batches", accumulation) : std::string());
+    config.data.batchSize = oldGlobal / (world * accumulation);
     config.resolved["data"]["batch_size"] = config.data.batchSize;
   } else if (!config.schedule.scaleWithBatch) {
-    change->lrScale = static_cast<double>(world * config.data.batchSize) / static_cast<double>(oldGlobal);
+    change->lrScale = static_cast<double>(world * stepBatch()) / static_cast<double>(oldGlobal);
   }
   spdlog::warn(
       "resuming '{}' on {} ranks x batch {} where it was written by {} ranks x batch {} (checkpoint.world_change: {}): "
       "the global batch is {}{}; each rank's data shard, random streams and position in the epoch are re-derived "
       "for {} ranks (the rest of this epoch is not the samples the old world would have seen), and error-feedback "
       "residuals restart from zero",
-      path, world, config.data.batchSize, c.world, c.rankBatch, mode, world * config.data.batchSize,
+      path, world, stepBatch(), c.world, c.rankBatch, mode, world * stepBatch(),
       change->lrScale != 1.0 ? fmt::format(", the LR x {:.4g}", change->lrScale) : std::string(), world);
   worldChange = std::move(change);
 }
@@ -349,7 +355,7 @@ void Trainer::State::adaptToCheckpointWorld(const std::string& path) {
 // step counts follow.
 void Trainer::State::remapPosition(Checkpoint& c, const std::string& path) const {
   const int64_t samples = c.batchInEpoch * worldChange->oldGlobalBatch;
-  const int64_t inEpoch = std::min(samples / (world * config.data.batchSize), stepsPerEpoch - 1);
+  const int64_t inEpoch = std::min(samples / (world * stepBatch()), stepsPerEpoch - 1);
   const int64_t step = c.epoch * stepsPerEpoch + inEpoch;
   if (step != c.globalStep) {
     spdlog::info("checkpoint '{}': epoch {} step {} of {} ranks is step {} ({} of epoch {}) here", path, c.epoch,

@@ -113,11 +113,14 @@ struct Trainer::State {
   TrainSummary preempted(double seconds);
   void trainEpoch();
   bool stepCheckpointDue() const;
-  bool trainStep(std::vector<data::Batch>& batches, IntervalStats& interval);
-  std::vector<float> forwardBackward(const std::vector<data::Batch>& batches);
-  // One local rank's forward and backward on `model` (the model or a copy); returns its loss.
+  bool trainStep(std::vector<std::vector<data::Batch>>& micro, IntervalStats& interval);
+  std::vector<float> forwardBackward(const std::vector<std::vector<data::Batch>>& micro);
+  // One local rank's forward and backward on `model` (the model or a copy) and micro-batch
+  // `micro` of the step; returns its loss.
   float rankForwardBackward(nn::Module& model, const std::vector<nn::Dropout*>& rankDropouts, int copy, int local,
-                            const data::Batch& batch);
+                            const data::Batch& batch, int64_t micro);
+  // Samples per rank per optimizer step: data.batch_size x optimizer.accumulation_steps.
+  int64_t stepBatch() const { return config.data.batchSize * config.optimizer.accumulationSteps; }
   void setupModelCopies();
   double meanLossOverRanks(std::vector<float> losses);
   bool update(bool gradientsFinite, double loss);

@@ -71,6 +71,19 @@ TEST_F(DeviceTrainer, Fp32AndE4m3ApsTrainToTheCpuBits) {
   }
 }
 
+// Gradient accumulation on the device: each micro-batch is copied when its turn comes, the
+// gradients sum in the device's .grad, and the step is the CPU's, bit for bit.
+TEST_F(DeviceTrainer, GradientAccumulationTrainsToTheCpuBits) {
+  const std::vector<std::string> extra{"max_steps=6", "optimizer.accumulation_steps=2", "precision.format=e4m3",
+                                       "precision.scaling=aps"};
+  const NamedTensors cpu = train("cpu", extra, path("cpu.jsonl"));
+  const NamedTensors gpu = train("cuda", extra, path("gpu.jsonl"));
+  std::string differs;
+  EXPECT_TRUE(bitIdentical(cpu, gpu, &differs)) << "first difference in " << differs;
+  EXPECT_EQ(trainLosses(path("cpu.jsonl")), trainLosses(path("gpu.jsonl")));
+  EXPECT_EQ(trainLosses(path("cpu.jsonl")).size(), 6u);
+}
+
 // A checkpoint is the same file from either device: a CPU checkpoint resumes on the GPU and a
 // GPU checkpoint on the CPU, and both end with the bits of the run that never stopped.
 TEST_F(DeviceTrainer, CheckpointsResumeAcrossDevicesBitIdentically) {
