@@ -1,8 +1,13 @@
-// aps_formats: inspect the low-precision float formats: their limits, every value, what
-// they make of given numbers, and their rounding error on random data.
+// aps_formats: inspect the low-precision float formats and wire codecs (every name
+// precision.format takes: the float presets and maps, the OCP MX types, block-scaled formats
+// and Dettmers' 8-bit types): their limits, every value, what they make of given numbers, and
+// their rounding error on random data.
 #include "framework/core/Error.h"
 #include "framework/core/Rng.h"
 #include "precision/ApsScaler.h"
+#include "precision/Codec.h"
+#include "precision/CodecSpec.h"
+#include "precision/DettmersCodec.h"
 #include "precision/FloatFormat.h"
 #include "precision/Quantizer.h"
 #include "tools/common/ToolMain.h"
@@ -15,24 +20,34 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
 
 namespace {
 
+using aps::precision::CodecSpec;
 using aps::precision::FloatFormat;
 using aps::precision::Quantizer;
 using aps::precision::RoundingMode;
+using Kind = CodecSpec::Kind;
 
-// A preset name ("e4m3") or a YAML map ("{exponent_bits: 3, mantissa_bits: 4}").
-FloatFormat parseFormat(const std::string& text) {
+// What precision.format takes: a name ("e4m3", "mxfp4", "e3m0/block32", "dettmers_dynamic",
+// "e4m3:stochastic") or a YAML map ("{exponent_bits: 3, mantissa_bits: 4}").
+CodecSpec parseSpec(const std::string& text) {
   YAML::Node node;
   try {
     node = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    APS_FAIL("format '{}' is neither a preset name nor a YAML map: {}", text, e.what());
+    APS_FAIL("format '{}' is neither a name nor a YAML map: {}", text, e.what());
   }
-  return FloatFormat::fromYaml(node);
+  return CodecSpec::fromYaml(node);
+}
+
+// Bits on the wire per value of a long message (the scales or absmax amortised).
+double bitsPerValue(const aps::precision::Codec& codec) {
+  constexpr int64_t n = 1 << 20;
+  return static_cast<double>(codec.encodedBytes(n)) * 8.0 / static_cast<double>(n);
 }
 
 std::string g9(double v) {
@@ -41,18 +56,46 @@ std::string g9(double v) {
   return buf;
 }
 
-void info(const FloatFormat& f) {
-  fmt::print("format: {}\n", f.describe());
-  fmt::print("bits: {}\n", f.bits());
-  fmt::print("bias: {}\n", f.bias);
-  fmt::print("max: {}\n", g9(f.maxValue()));
-  fmt::print("min_normal: {}\n", g9(f.minNormal()));
-  fmt::print("min_subnormal: {}\n", g9(f.minSubnormal()));
-  fmt::print("epsilon: {}\n", g9(f.epsilon()));
-  fmt::print("finite_values: {}\n", f.finiteCount());
-  fmt::print("inf: {}\nnan: {}\n", f.hasInf() ? "yes" : "no", f.hasNan() ? "yes" : "no");
+void info(const FloatFormat& f, const char* prefix = "") {
+  fmt::print("{}format: {}\n", prefix, f.describe());
+  fmt::print("{}bits: {}\n", prefix, f.bits());
+  fmt::print("{}bias: {}\n", prefix, f.bias);
+  fmt::print("{}max: {}\n", prefix, g9(f.maxValue()));
+  fmt::print("{}min_normal: {}\n", prefix, g9(f.minNormal()));
+  fmt::print("{}min_subnormal: {}\n", prefix, g9(f.minSubnormal()));
+  fmt::print("{}epsilon: {}\n", prefix, g9(f.epsilon()));
+  fmt::print("{}finite_values: {}\n", prefix, f.finiteCount());
+  fmt::print("{}inf: {}\n{}nan: {}\n", prefix, f.hasInf() ? "yes" : "no", prefix, f.hasNan() ? "yes" : "no");
   // APS's headroom for N summands costs log2(N) binades of the range (docs/ALGORITHMS.md).
-  fmt::print("aps_max_ranks: {:.0f}\n", aps::precision::ApsScaler::maxRanks(f));
+  if (*prefix == '\0') fmt::print("aps_max_ranks: {:.0f}\n", aps::precision::ApsScaler::maxRanks(f));
+}
+
+// A codec that is more than a float format: what travels, per block, and its element or code values.
+void info(const CodecSpec& spec, const std::string& given) {
+  const auto codec = aps::precision::makeCodec(spec);
+  fmt::print("codec: {}\n", given == codec->name() ? given : given + " (" + codec->name() + ")");
+  fmt::print("bits_per_value: {}\n", g9(bitsPerValue(*codec)));
+  if (spec.kind == Kind::BlockScaled) {
+    fmt::print("kind: block_scaled\nblock_size: {}\n", spec.blockSize);
+    fmt::print("scale: e8m0 (one byte per block: a power of two from 2^-127 to 2^127)\n");
+    fmt::print("rounding: {}\n", aps::precision::roundingModeName(spec.rounding));
+    info(spec.format, "element_");
+    return;
+  }
+  const bool dynamic = spec.kind == Kind::DettmersDynamic;
+  const auto book = dynamic ? aps::precision::DettmersCodec::dynamicTreeCodeBook()
+                            : aps::precision::DettmersCodec::linearCodeBook();
+  float smallest = 1.0f;
+  int distinct = 0;
+  for (size_t c = 0; c < book.size(); ++c) {
+    if (book[c] > 0 && book[c] < smallest) smallest = book[c];
+    if (c == 0 || book[c] != book[c - 1]) ++distinct;
+  }
+  fmt::print("kind: {}\n", dynamic ? "dettmers_dynamic" : "dettmers_linear");
+  fmt::print("block_size: {}\n", spec.blockSize > 0 ? std::to_string(spec.blockSize) : "0 (one absmax per message)");
+  fmt::print("scale: fp32 absmax (4 bytes per block); a value travels as the nearest of 256 codes x absmax\n");
+  fmt::print("code_values: {}\n", distinct);
+  fmt::print("max: 1 (x absmax)\nmin_positive: {} (x absmax)\n", g9(smallest));
 }
 
 void table(const FloatFormat& f) {
@@ -68,16 +111,41 @@ void table(const FloatFormat& f) {
   }
 }
 
-// One output line per input line: a blank input line gives a blank output line, and line i
-// (0-based, blank lines counted) rounds stochastically with randomBits32(seed, 0, i), so the
-// result of a number does not depend on the blank lines above it.
-void quantize(const FloatFormat& f, RoundingMode mode, uint64_t seed) {
-  const Quantizer q(f);
+// Dettmers' code book: code, its value (x the block's absmax).
+void table(const CodecSpec& spec) {
+  APS_CHECK(spec.kind != Kind::BlockScaled,
+            "table: {} scales each block of {} values by a shared power of two, so a code's value depends on its "
+            "block; 'aps_formats table {}' lists the element codes",
+            aps::precision::makeCodec(spec)->name(), spec.blockSize, spec.format.name);
+  const auto book = spec.kind == Kind::DettmersDynamic ? aps::precision::DettmersCodec::dynamicTreeCodeBook()
+                                                       : aps::precision::DettmersCodec::linearCodeBook();
+  for (size_t c = 0; c < book.size(); ++c) fmt::print("0x{:02x} {}\n", c, g9(book[c]));
+}
+
+void printValue(float y) {
+  if (std::isnan(y)) {
+    std::printf("nan\n");  // never "-nan": NaN has no sign a user can rely on
+  } else {
+    std::printf("%.9g\n", static_cast<double>(y));
+  }
+}
+
+// One output line per input line: a blank input line gives a blank output line. A float
+// format rounds line i (0-based, blank lines counted) stochastically with
+// randomBits32(seed, 0, i), so the result of a number does not depend on the blank lines above
+// it. A codec with blocks encodes the numbers (blank lines left out) as one message, in order:
+// consecutive numbers share a block, as consecutive gradient values do.
+void quantize(const CodecSpec& spec, RoundingMode mode, uint64_t seed) {
+  const bool plain = spec.kind == Kind::Float;
+  const Quantizer q(spec.format);
+  std::vector<float> values;
+  std::vector<bool> blank;
   std::string line;
   for (uint64_t index = 0; std::getline(std::cin, line); ++index) {
     const auto first = line.find_first_not_of(" \t\r");
     if (first == std::string::npos) {
-      std::printf("\n");
+      if (plain) std::printf("\n");
+      blank.push_back(true);
       continue;
     }
     const auto last = line.find_last_not_of(" \t\r");
@@ -94,28 +162,54 @@ void quantize(const FloatFormat& f, RoundingMode mode, uint64_t seed) {
               "quantize: line {}: '{}' is outside the float range (magnitude up to 3.40282347e+38; write inf for "
               "infinity)",
               index + 1, shown);
-    const uint32_t bits = aps::randomBits32(seed, 0, index);
-    const float y = q.quantize(x, mode, bits);
-    if (std::isnan(y)) {
-      std::printf("nan\n");  // never "-nan": NaN has no sign a user can rely on
+    if (plain) {
+      printValue(q.quantize(x, mode, aps::randomBits32(seed, 0, index)));
     } else {
-      std::printf("%.9g\n", static_cast<double>(y));
+      values.push_back(x);
+      blank.push_back(false);
+    }
+  }
+  if (plain) return;
+  const auto codec = aps::precision::makeCodec(spec);
+  const auto n = static_cast<int64_t>(values.size());
+  std::vector<uint8_t> wire(codec->encodedBytes(n));
+  std::vector<float> out(values.size());
+  codec->encode(values.data(), n, wire.data(), {seed, 0, 0});
+  codec->decode(wire.data(), n, out.data());
+  size_t next = 0;
+  for (const bool b : blank) {
+    if (b) {
+      std::printf("\n");
+    } else {
+      printValue(out[next++]);
     }
   }
 }
 
-void errorStats(const FloatFormat& f, const std::string& dist, int64_t count, uint64_t seed, RoundingMode mode) {
+void errorStats(const CodecSpec& spec, const std::string& dist, int64_t count, uint64_t seed, RoundingMode mode) {
   APS_CHECK(dist == "normal" || dist == "uniform", "error: --dist '{}' is unknown (normal, uniform)", dist);
   APS_CHECK(count > 0, "error: --count {} must be > 0", count);
+  const FloatFormat& f = spec.format;
   aps::Rng rng(seed);
   std::vector<float> x(static_cast<size_t>(count)), q(x.size());
   for (auto& v : x) v = dist == "normal" ? rng.normal() : 2.0f * rng.uniform() - 1.0f;
-  Quantizer(f).quantize(x.data(), q.data(), count, mode, {seed, 1, 0});
+  if (spec.kind == Kind::Float) {
+    Quantizer(f).quantize(x.data(), q.data(), count, mode, {seed, 1, 0});
+  } else {
+    // Through the codec's bytes: what a rank receives of these values.
+    const auto codec = aps::precision::makeCodec(spec);
+    std::vector<uint8_t> wire(codec->encodedBytes(count));
+    codec->encode(x.data(), count, wire.data(), {seed, 1, 0});
+    codec->decode(wire.data(), count, q.data());
+  }
+  // A saturated value: at the format's largest finite magnitude (a codec with blocks: never
+  // counted, its scales follow the data).
+  const double top = spec.kind == Kind::Float ? f.maxValue() : std::numeric_limits<double>::infinity();
   double absSum = 0, sq = 0, relSum = 0, relMax = 0, bias = 0;
   int64_t relCount = 0, flushed = 0, saturated = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     const double d = static_cast<double>(q[i]) - x[i];
-    if (!std::isfinite(q[i]) || std::fabs(q[i]) >= f.maxValue()) ++saturated;
+    if (!std::isfinite(q[i]) || std::fabs(q[i]) >= top) ++saturated;
     if (x[i] != 0.0f && q[i] == 0.0f) ++flushed;
     if (!std::isfinite(d)) continue;
     absSum += std::fabs(d);
@@ -129,8 +223,9 @@ void errorStats(const FloatFormat& f, const std::string& dist, int64_t count, ui
     }
   }
   const double n = static_cast<double>(count);
-  fmt::print("format: {}\ndist: {}\nrounding: {}\ncount: {}\n", f.describe(), dist,
-             aps::precision::roundingModeName(mode), count);
+  fmt::print("format: {}\ndist: {}\nrounding: {}\ncount: {}\n",
+             spec.kind == Kind::Float ? f.describe() : aps::precision::makeCodec(spec)->name(), dist,
+             aps::precision::roundingModeName(spec.kind == Kind::Float ? mode : spec.rounding), count);
   fmt::print("mean_abs_error: {}\nrms_error: {}\nmean_error: {}\n", g9(absSum / n), g9(std::sqrt(sq / n)),
              g9(bias / n));
   fmt::print("mean_relative_error: {}\nmax_relative_error: {}\n", g9(relCount ? relSum / relCount : 0.0), g9(relMax));
@@ -146,30 +241,39 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   int64_t count = 1000000;
 
+  const std::string formatHelp =
+      "any precision.format: a preset (e4m3), an MX type (mxfp4), blocks (e3m0/block32), Dettmers' types "
+      "(dettmers_dynamic), a rounding (e4m3:stochastic) or a YAML map";
   auto* infoCmd = app.add_subcommand(
-      "info", "bias, max, min normal, min subnormal, epsilon, finite values, the most ranks APS serves");
-  infoCmd->add_option("format", format, "preset name or YAML map")->required();
-  auto* tableCmd = app.add_subcommand("table", "every code of a format of <= 8 bits and its value");
-  tableCmd->add_option("format", format, "preset name or YAML map")->required();
-  auto* quantizeCmd = app.add_subcommand("quantize", "quantize one decimal number per stdin line (%.9g)");
-  quantizeCmd->add_option("--format", format, "preset name or YAML map")->required();
-  quantizeCmd->add_option("--rounding", rounding, "nearest, stochastic or toward_zero");
+      "info",
+      "bias, max, min normal, min subnormal, epsilon, finite values, the most ranks APS serves; for a codec with "
+      "blocks, its bits per value, block and scale");
+  infoCmd->add_option("format", format, formatHelp)->required();
+  auto* tableCmd =
+      app.add_subcommand("table", "every code of a format of <= 8 bits (or of Dettmers' code book) and its value");
+  tableCmd->add_option("format", format, formatHelp)->required();
+  auto* quantizeCmd = app.add_subcommand(
+      "quantize", "quantize one decimal number per stdin line (%.9g); a codec with blocks encodes them as one message");
+  quantizeCmd->add_option("--format", format, formatHelp)->required();
+  auto* roundingOption = quantizeCmd->add_option("--rounding", rounding, "nearest, stochastic or toward_zero");
   quantizeCmd->add_option(
       "--seed", seed,
       "stochastic rounding seed (input line i, from 0, blank lines counted, uses randomBits32(seed, 0, i))");
   auto* errorCmd = app.add_subcommand("error", "rounding error statistics on random data");
-  errorCmd->add_option("format", format, "preset name or YAML map")->required();
+  errorCmd->add_option("format", format, formatHelp)->required();
   errorCmd->add_option("--dist", dist, "normal (N(0,1)) or uniform (U(-1,1))");
   errorCmd->add_option("--count", count, "number of samples");
   errorCmd->add_option("--seed", seed, "random seed");
-  errorCmd->add_option("--rounding", rounding, "nearest, stochastic or toward_zero");
+  auto* errorRounding = errorCmd->add_option("--rounding", rounding, "nearest, stochastic or toward_zero");
 
   return aps::runTool(app, argc, argv, [&] {
-    const FloatFormat f = parseFormat(format);
-    const RoundingMode mode = aps::precision::parseRoundingMode(rounding);
-    if (*infoCmd) info(f);
-    if (*tableCmd) table(f);
-    if (*quantizeCmd) quantize(f, mode, seed);
-    if (*errorCmd) errorStats(f, dist, count, seed, mode);
+    CodecSpec spec = parseSpec(format);
+    // --rounding, where given, wins over a name's ':rounding'.
+    if (roundingOption->count() > 0 || errorRounding->count() > 0) spec.rounding = aps::precision::parseRoundingMode(rounding);
+    const bool plain = spec.kind == Kind::Float;
+    if (*infoCmd) plain ? info(spec.format) : info(spec, format);
+    if (*tableCmd) plain ? table(spec.format) : table(spec);
+    if (*quantizeCmd) quantize(spec, spec.rounding, seed);
+    if (*errorCmd) errorStats(spec, dist, count, seed, spec.rounding);
   });
 }
