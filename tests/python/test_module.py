@@ -3,6 +3,8 @@
 Run by ctest with PYTHONPATH=build/python and APS_FORMATS=<aps_formats binary>.
 """
 import ast
+import contextlib
+import io
 import os
 import re
 import subprocess
@@ -431,6 +433,50 @@ class FakeQuantize(unittest.TestCase):
         self.assertTrue(torch.equal(x.grad, torch.ones_like(x)))
         z = aps.torch.fake_quantize(x, "e4m3", block_size=16)
         self.assertTrue(torch.equal(z.detach(), aps.block_quantize(x, "e4m3", 16)))
+
+
+@unittest.skipIf(torch is None, "PyTorch is not installed")
+class ReadmeExamples(unittest.TestCase):
+    """The README's Python blocks ("From PyTorch") run as written; those that use `ddp_model`
+    get a one-rank gloo DDP model with conv1 and fc layers, trained one step through the hook."""
+
+    def blocks(self):
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        with open(os.path.join(root, "README.md")) as f:
+            text = f.read()
+        section = text[text.index("## From PyTorch"):]
+        section = section[:section.index("\n## ", 3)]
+        return re.findall(r"```python\n(.*?)```", section, re.S)
+
+    def test_blocks_run(self):
+        import tempfile
+        import torch.distributed as dist
+        blocks = self.blocks()
+        self.assertGreaterEqual(len(blocks), 4)
+        with tempfile.TemporaryDirectory() as tmp:
+            dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=0, world_size=1)
+            try:
+                for block in blocks:
+                    with self.subTest(block=block.splitlines()[0]):
+                        namespace = {}
+                        if "ddp_model" in block:
+                            model = torch.nn.Sequential()
+                            model.add_module("conv1", torch.nn.Conv2d(1, 4, 3))
+                            model.add_module("flatten", torch.nn.Flatten())
+                            model.add_module("fc", torch.nn.Linear(4 * 6 * 6, 3))
+                            namespace["ddp_model"] = torch.nn.parallel.DistributedDataParallel(model)
+                        with contextlib.redirect_stdout(io.StringIO()):
+                            exec(compile(block, "README.md", "exec"), namespace)
+                        if "ddp_model" in block:
+                            namespace["ddp_model"](torch.randn(2, 1, 8, 8)).sum().backward()
+                            state = namespace["state"]
+                            state.close()
+                            self.assertEqual(state.steps, 1)
+                            if "hybrid" in block:
+                                formats = [state.param_format(p) for p in namespace["ddp_model"].parameters()]
+                                self.assertEqual(formats, [1, 1, 2, 2])
+            finally:
+                dist.destroy_process_group()
 
 
 if __name__ == "__main__":
