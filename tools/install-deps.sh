@@ -28,6 +28,8 @@ TEST_PACKAGES=(
   python3-crc32c
   # the Python module aps and its PyTorch DDP comm hook (python/): built and tested when found
   python3-dev pybind11-dev python3-numpy python3-torch
+  # `pip install .` of the package (pyproject.toml, setup.py) and its test in a clean venv
+  python3-setuptools python3-wheel python3-pip python3-venv
 )
 
 case "${1:-}" in

@@ -1,18 +1,27 @@
-"""A PyTorch DistributedDataParallel comm hook that sends aps's formats on the wire.
+"""aps for PyTorch: a DistributedDataParallel comm hook that sends aps's formats on the wire,
+and a straight-through fake-quantization op.
 
     import aps.torch
     state = aps.torch.CommState(format="e4m3", scaling="aps")   # aps_train's vocabulary
     ddp_model.register_comm_hook(state, aps.torch.comm_hook)
 
+    y = aps.torch.fake_quantize(x, "e4m3")   # forward: aps.quantize; backward: the identity
+
 Each gradient bucket is reduced by aps's own C++ code (the bucket hooks and the all-reduce
 schedule aps_train uses: error feedback, APS or FP8-LM scaling, then two_shot, allgather or
 ring), with the encoded bytes moved by torch.distributed point-to-point messages on uint8
 tensors (gloo on CPU; NCCL where a GPU exists). The result is the mean over ranks, in the same
-bits aps_train's all-reduce gives for the same gradients.
+bits aps_train's all-reduce gives for the same gradients. The hook returns a pending Future:
+one worker thread per CommState reduces the buckets in the order DDP hands them over (the
+same on every rank), while backward goes on computing the next buckets' gradients.
 """
+import queue
+import threading
+
 import torch
 import torch.distributed as dist
 
+import aps
 from . import _aps
 
 # The keys of aps_train's YAML that apply to a gradient all-reduce, with their defaults.
@@ -25,7 +34,14 @@ DEFAULTS = {
     "error_feedback": False,   # precision.error_feedback
     "seed": 0,                 # seeds stochastic rounding (per step and bucket, as aps_train)
     "max_parameters": 65536,   # per-parameter state slots (residuals, statistics)
+    "overlap": True,           # comm.overlap: reduce on a worker thread during backward (False: in the hook)
+    "hybrid": [],              # precision.hybrid: [{"pattern": "fc.*", "format": "fp16"}, ...], first match wins
+    "hybrid_auto": False,      # precision.hybrid_auto: aps_train's alone (the hook keeps the rules' formats)
+    "hybrid_underflow": 0.01,  # hybrid_auto's thresholds: accepted, read only with hybrid_auto
+    "hybrid_saturation": 0.0001,
 }
+# precision.scaling's names (autoscale is FP8-LM's automatic scaling; fp8lm is the same).
+SCALINGS = ("none", "aps", "global", "autoscale", "fp8lm", "block")
 
 
 def _flatten(config):
@@ -49,13 +65,19 @@ class CommState:
     After training: bytes_sent (this rank's wire bytes), steps, non_finite_steps.
     """
 
-    def __init__(self, config=None, process_group=None, **overrides):
+    def __init__(self, config=None, process_group=None, model=None, **overrides):
         settings = _flatten(config)
         settings.update(_flatten(overrides))
         unknown = sorted(set(settings) - set(DEFAULTS))
         if unknown:
             raise ValueError(f"aps.torch.CommState: unknown key(s) {unknown}; known: {sorted(DEFAULTS)}")
         self.settings = {**DEFAULTS, **settings}
+        scaling = str(self.settings["scaling"])
+        if scaling not in SCALINGS:
+            raise ValueError(f"aps.torch.CommState: scaling = '{scaling}' is unknown; known: {', '.join(SCALINGS)}")
+        if self.settings["hybrid_auto"]:
+            raise ValueError("aps.torch.CommState: hybrid_auto (widening a layer's format from its statistics) is "
+                             "aps_train's alone; the hook sends the formats the hybrid rules give")
         self.group = process_group
         # NCCL moves only device tensors: the encoded bytes go through the current GPU there.
         self.wire_device = None
@@ -63,19 +85,30 @@ class CommState:
             self.wire_device = torch.device("cuda", torch.cuda.current_device())
         self.rank = dist.get_rank(process_group)
         self.world_size = dist.get_world_size(process_group)
-        fmt, rounding = str(self.settings["format"]), str(self.settings["rounding"])
-        codec = fmt if (":" in fmt or rounding == "nearest") else f"{fmt}:{rounding}"
+        rounding = str(self.settings["rounding"])
+        self._rules = _hybrid_rules(self.settings["hybrid"])
+        codecs = [_codec(self.settings["format"], rounding)] + [_codec(fmt, rounding) for _, fmt in self._rules]
+        self._names = {}  # data_ptr -> parameter name, for the hybrid rules
+        if model is not None:
+            module = getattr(model, "module", model)  # a DDP model: its module's names
+            self._names = {p.data_ptr(): name for name, p in module.named_parameters()}
+        if self._rules and not self._names:
+            raise ValueError("aps.torch.CommState: hybrid rules match parameter names: pass model=<the module>")
         self.transport = _aps.Transport(self.rank, self.world_size, self._exchange)
-        self.reducer = _aps.BucketReducer(self.transport, codec, str(self.settings["scaling"]),
-                                          str(self.settings["algorithm"]), bool(self.settings["error_feedback"]),
-                                          int(self.settings["seed"]), int(self.settings["max_parameters"]),
-                                          int(self.settings["block_size"]))
+        self.reducer = _aps.BucketReducer(self.transport, codecs, scaling, str(self.settings["algorithm"]),
+                                          bool(self.settings["error_feedback"]), int(self.settings["seed"]),
+                                          int(self.settings["max_parameters"]), int(self.settings["block_size"]))
+        self.overlap = bool(self.settings["overlap"])
         self.step = 0
         self.steps = 0
         self.bytes_sent = 0
         self.non_finite_steps = 0
         self._non_finite = False
         self._ids = {}
+        self._formats = {}
+        self._queue = None
+        self._worker = None
+        self._failure = None
 
     def _global_rank(self, rank):
         if self.group is None:
@@ -115,14 +148,30 @@ class CommState:
             self._ids[key] = len(self._ids)
         return self._ids[key]
 
-    def all_reduce(self, flat, layers, bucket=0):
+    def param_format(self, tensor):
+        """The index of the codec a parameter travels in: 0 for precision.format, 1 + r for the
+        first hybrid rule r whose pattern matches its name."""
+        key = tensor.data_ptr()
+        if key not in self._formats:
+            fmt = 0
+            if self._rules:
+                name = self._names.get(key)
+                if name is None:
+                    raise ValueError("aps.torch.CommState: a bucket holds a parameter that is not in model=")
+                fmt = next((1 + r for r, (pattern, _) in enumerate(self._rules) if _aps.glob_match(pattern, name)), 0)
+            self._formats[key] = fmt
+        return self._formats[key]
+
+    def all_reduce(self, flat, layers, bucket=0, formats=()):
         """Reduces a flat float32 CPU tensor in place to the mean over ranks. layers: a list of
-        (param_id, offset) for the parameters in it, in order. Returns the flat tensor."""
+        (param_id, offset) for the parameters in it, in order; formats: their codec indices
+        (param_format; empty: all precision.format). Returns the flat tensor."""
         if flat.dtype != torch.float32 or flat.device.type != "cpu" or not flat.is_contiguous():
             raise ValueError(f"aps.torch: expected a contiguous float32 CPU tensor, got {flat.dtype} on {flat.device}")
         ids = [int(i) for i, _ in layers]
         offsets = [int(o) for _, o in layers]
-        stats = self.reducer.reduce(flat.detach().numpy(), ids, offsets, int(bucket), self.step)
+        stats = self.reducer.reduce(flat.detach().numpy(), ids, offsets, int(bucket), self.step,
+                                    [int(f) for f in formats])
         self.bytes_sent += stats["bytes_sent"]
         self._non_finite = self._non_finite or stats["non_finite"]
         return flat
@@ -136,20 +185,110 @@ class CommState:
         self.steps += 1
 
 
+    def reduce_bucket(self, buffer, layers, index, last, formats=()):
+        """A DDP bucket's reduction, in place in `buffer` (any dtype or device: reduced in
+        float32 on the CPU), then end_step() after the step's last bucket."""
+        flat = buffer if buffer.device.type == "cpu" and buffer.dtype == torch.float32 else buffer.float().cpu()
+        self.all_reduce(flat, layers, index, formats)
+        if flat is not buffer:
+            buffer.copy_(flat)
+        if last:
+            self.end_step()
+        return buffer
+
+    def submit(self, buffer, layers, index, last, formats=()):
+        """reduce_bucket on the worker thread; returns a Future completed with `buffer`. Buckets
+        are reduced in the order they are submitted; after a failure, every later one fails
+        with the same error."""
+        if self._worker is None:
+            self._queue = queue.SimpleQueue()
+            self._worker = threading.Thread(target=self._work, name="aps-comm", daemon=True)
+            self._worker.start()
+        future = torch.futures.Future()
+        self._queue.put((future, (buffer, layers, index, last, formats)))
+        return future
+
+    def _work(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, args = item
+            if self._failure is None:
+                try:
+                    future.set_result(self.reduce_bucket(*args))
+                    continue
+                except Exception as e:  # noqa: BLE001  (handed to the Future: DDP raises it in backward)
+                    self._failure = e
+            future.set_exception(self._failure)
+
+    def close(self):
+        """Ends the worker thread once the buckets handed to it are reduced."""
+        if self._worker is not None:
+            self._queue.put(None)
+            self._worker.join()
+            self._worker = None
+
+
+def _codec(fmt, rounding):
+    fmt = str(fmt)
+    return fmt if (":" in fmt or rounding == "nearest") else f"{fmt}:{rounding}"
+
+
+def _hybrid_rules(rules):
+    """precision.hybrid as (pattern, format) pairs: [{"pattern": "fc.*", "format": "fp16"}, ...]."""
+    if not isinstance(rules, (list, tuple)):
+        raise ValueError(f"aps.torch.CommState: hybrid is a list of {{pattern, format}} rules, not {rules!r}")
+    out = []
+    for rule in rules:
+        if not isinstance(rule, dict) or set(rule) != {"pattern", "format"} or not isinstance(rule["format"], str):
+            raise ValueError("aps.torch.CommState: a hybrid rule is {'pattern': 'fc.*', 'format': 'fp16'} (a format "
+                             f"name or codec spec), not {rule!r}")
+        out.append((str(rule["pattern"]), rule["format"]))
+    return out
+
+
 def comm_hook(state, bucket):
-    """DDP comm hook: ddp_model.register_comm_hook(state, aps.torch.comm_hook)."""
+    """DDP comm hook: ddp_model.register_comm_hook(state, aps.torch.comm_hook). Returns a pending
+    Future reduced on state's worker thread (comm.overlap, the default), or with overlap=False
+    a completed one reduced here."""
     buffer = bucket.buffer()
-    flat = buffer if buffer.device.type == "cpu" and buffer.dtype == torch.float32 else buffer.float().cpu()
     base = buffer.data_ptr()
     size = buffer.element_size()
-    layers = [(state.param_id(p), (g.data_ptr() - base) // size) for p, g in zip(bucket.parameters(),
-                                                                               bucket.gradients())]
-    layers.sort(key=lambda layer: layer[1])
-    state.all_reduce(flat, layers, bucket.index())
-    if flat is not buffer:
-        buffer.copy_(flat)
-    if bucket.is_last():
-        state.end_step()
+    layers = [((g.data_ptr() - base) // size, state.param_id(p), state.param_format(p))
+              for p, g in zip(bucket.parameters(), bucket.gradients())]
+    layers.sort()
+    formats = [f for _, _, f in layers]
+    layers = [(i, offset) for offset, i, _ in layers]
+    if state.overlap:
+        return state.submit(buffer, layers, bucket.index(), bucket.is_last(), formats)
+    state.reduce_bucket(buffer, layers, bucket.index(), bucket.is_last(), formats)
     future = torch.futures.Future()
     future.set_result(buffer)
     return future
+
+
+class _FakeQuantize(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, format, rounding, block_size, seed, stream):
+        if block_size is None:
+            return aps.quantize(x, format, rounding, seed, stream)
+        return aps.block_quantize(x, format, block_size, rounding, seed, stream)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None, None, None, None, None
+
+
+def fake_quantize(x, format, rounding="nearest", block_size=None, seed=0, stream=0):
+    """x rounded to an aps format in the forward pass, the gradient passed through unchanged in
+    the backward pass (the straight-through estimator), for quantization-aware experiments.
+
+    format: a preset name, a dict of format keys or an aps.Format (aps.quantize), or an MX type
+    name ("mxfp4", "mxfp8_e4m3", ...: its element format with a scale per 32 values).
+    block_size: a power-of-two scale per block_size values (aps.block_quantize; 0: one scale).
+    The result has x's shape, dtype and device; seed and stream drive stochastic rounding.
+    """
+    if isinstance(format, str) and format in aps.MX_ELEMENTS:
+        format, block_size = aps.MX_ELEMENTS[format], 32 if block_size is None else block_size
+    return _FakeQuantize.apply(x, format, rounding, block_size, seed, stream)

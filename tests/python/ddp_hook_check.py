@@ -8,12 +8,21 @@
    owner's sum.
 3. fp32 (native) gives the mean in rank order; allgather and ring give close results.
 4. A small DDP training with E4M3 + APS through the hook learns.
+5. The hook's pending Futures (comm.overlap, reduced on a worker thread) give the bits of the
+   synchronous hook (overlap: False) over a training of many buckets; a failure reaches the
+   Future and every later one.
+6. Hybrid rules: a bucket mixing formats gives each parameter the bits its format alone gives;
+   through DDP the rules match the module's parameter names.
+7. CommState's errors: the scaling names (autoscale among them), hybrid_auto, hybrid without
+   model=.
 
     torchrun --nproc_per_node 4 tests/python/ddp_hook_check.py
 """
 import math
 import os
+import re
 import sys
+import threading
 
 import numpy as np
 import torch
@@ -179,12 +188,117 @@ def check_training(rank, world):
     return f"training accuracy {accuracy:.3f}"
 
 
+def train_steps(rank, overlap, steps=12, config=None):
+    """Parameters after a short DDP training of a model in several buckets through the hook."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(),
+                                torch.nn.Linear(64, 4))
+    # A bucket cap of ~4 KiB: several buckets per step, so the order of their reduction matters.
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.004)
+    settings = {"format": "e4m3:stochastic", "scaling": "aps", "error_feedback": True, "seed": 3}
+    settings.update(config or {})
+    state = aps.torch.CommState(settings, overlap=overlap, model=ddp)
+    ddp.register_comm_hook(state, aps.torch.comm_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    gen = torch.Generator().manual_seed(100 + rank)
+    for _ in range(steps):
+        x = torch.randn(32, 20, generator=gen)
+        y = torch.randint(0, 4, (32,), generator=gen)
+        loss = torch.nn.functional.cross_entropy(ddp(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    state.close()
+    return [p.detach().clone() for p in model.parameters()], state
+
+
+def check_overlap(rank, world):
+    sync, sync_state = train_steps(rank, overlap=False)
+    overlapped, state = train_steps(rank, overlap=True)
+    assert state.overlap and not sync_state.overlap
+    assert state.steps == sync_state.steps == 12, (state.steps, sync_state.steps)
+    assert state.bytes_sent == sync_state.bytes_sent, (state.bytes_sent, sync_state.bytes_sent)
+    for a, b in zip(sync, overlapped):
+        assert torch.equal(a.view(-1).view(torch.int32), b.view(-1).view(torch.int32)), "overlap changed the bits"
+    # The hook hands back pending Futures: a bucket on the worker thread completes later.
+    blocker = threading.Event()
+    state = aps.torch.CommState(format="e4m3")
+    state.submit(torch.zeros(4), [(0, 0)], 0, False).then(lambda f: blocker.wait())
+    future = state.submit(torch.zeros(4), [(0, 0)], 1, False)
+    assert not future.done(), "the hook's Future completed before the worker reduced it"
+    blocker.set()
+    future.wait()
+    # A failure reaches its Future and the later ones (every rank fails alike: no message sent).
+    failing = aps.torch.CommState(format="e4m3", max_parameters=4)
+    futures = [failing.submit(torch.zeros(4), [(9, 0)], 0, False), failing.submit(torch.zeros(4), [(0, 0)], 1, True)]
+    for f in futures:
+        try:
+            f.wait()
+        except Exception as e:  # noqa: BLE001
+            assert "max_parameters" in str(e), e
+        else:
+            raise AssertionError("a failed reduction completed its Future")
+    state.close()
+    failing.close()
+    return "overlap bit-identical"
+
+
+def check_hybrid(rank, world):
+    sizes = [300, 50, 200]
+    grads = np.concatenate(rank_gradients(rank, sizes, 4))
+    # Parameters 0 and 2 in fp16 (a hybrid rule), 1 in E4M3, APS on both (formats given here:
+    # the model's names are not read).
+    hybrid = aps.torch.CommState(format="e4m3", scaling="aps", hybrid=[{"pattern": "x", "format": "fp16"}],
+                                 model=torch.nn.Linear(1, 1))
+    flat = torch.from_numpy(grads.copy())
+    hybrid.all_reduce(flat, [(0, 0), (1, 300), (2, 350)], formats=[1, 0, 1])
+    fp16 = aps.torch.CommState(format="fp16", scaling="aps")
+    alone = torch.from_numpy(np.concatenate([grads[0:300], grads[350:550]]))
+    fp16.all_reduce(alone, [(0, 0), (2, 300)])
+    e4m3 = aps.torch.CommState(format="e4m3", scaling="aps")
+    middle = torch.from_numpy(grads[300:350].copy())
+    e4m3.all_reduce(middle, [(1, 0)])
+    expected = torch.cat([alone[:300], middle, alone[300:]])
+    assert torch.equal(flat.view(torch.int32), expected.view(torch.int32)), "hybrid: not each format's bits"
+    fp16.all_reduce(torch.from_numpy(grads[300:350].copy()), [(1, 0)])
+    assert e4m3.bytes_sent < fp16.bytes_sent and hybrid.bytes_sent < fp16.bytes_sent, "formats not told apart"
+    # aps_train's section, with the module's names: "0.*" (the first Linear) in fp16.
+    section = {"precision": {"format": "e4m3", "scaling": "aps", "hybrid": [{"pattern": "0.*", "format": "fp16"}],
+                             "hybrid_auto": False, "hybrid_underflow": 0.01}}
+    params, state = train_steps(rank, overlap=True, steps=3, config=section["precision"])
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+    named = aps.torch.CommState(section, model=model)
+    assert [named.param_format(p) for p in model.parameters()] == [1, 1, 0, 0]
+    assert state.steps == 3
+    return "hybrid"
+
+
+def check_errors(rank, world):
+    def refused(pattern, *args, **kwargs):
+        try:
+            aps.torch.CommState(*args, **kwargs)
+        except ValueError as e:
+            assert re.search(pattern, str(e)), f"{e!r} does not match {pattern!r}"
+            return
+        raise AssertionError(f"CommState({args}, {kwargs}) was accepted")
+
+    refused(r"scaling = 'fp9'.*none, aps, global, autoscale, fp8lm, block", format="e4m3", scaling="fp9")
+    refused("hybrid_auto", {"precision": {"format": "e4m3", "hybrid_auto": True}})
+    refused("model=", format="e4m3", hybrid=[{"pattern": "fc.*", "format": "fp16"}])
+    refused("a hybrid rule is", format="e4m3", hybrid=[{"pattern": "fc.*"}], model=torch.nn.Linear(1, 1))
+    refused("unknown key", format="e4m3", kahan=True)
+    for scaling in ("autoscale", "fp8lm"):
+        aps.torch.CommState(format="e4m3", scaling=scaling)
+    return "errors"
+
+
 def main():
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.set_num_threads(1)
     results = [check_bits(rank, world), check_block_bits(rank, world), check_algorithms(rank, world),
-               check_training(rank, world)]
+               check_training(rank, world), check_overlap(rank, world), check_hybrid(rank, world),
+               check_errors(rank, world)]
     dist.barrier()
     if rank == 0:
         print("ddp_hook_check: ok:", ", ".join(results))

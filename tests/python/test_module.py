@@ -2,13 +2,22 @@
 
 Run by ctest with PYTHONPATH=build/python and APS_FORMATS=<aps_formats binary>.
 """
+import ast
+import contextlib
+import io
 import os
+import re
 import subprocess
 import unittest
 
 import numpy as np
 
 import aps
+
+try:
+    import torch
+except ImportError:  # the NumPy tests run without PyTorch
+    torch = None
 
 TOOL = os.environ.get("APS_FORMATS", "build/bin/aps_formats")
 CUSTOM = {"exponent_bits": 3, "mantissa_bits": 2, "bias": 2, "subnormals": False}
@@ -165,6 +174,309 @@ class Errors(unittest.TestCase):
             aps.decode(b"abc", "fp16", 2)
         with self.assertRaises(TypeError):
             aps.quantize(np.ones(2, np.float32), 3.5)
+
+    def test_mx_names_point_to_block_quantize(self):
+        for name, element in aps.MX_ELEMENTS.items():
+            with self.assertRaisesRegex(aps.Error, rf"'{name}' is a block-scaled codec.*"
+                                                   rf"aps\.block_quantize\(x, '{element}', 32\).*aps\.encode\(x, '{name}'\)"):
+                aps.quantize(np.ones(2, np.float32), name)
+        with self.assertRaisesRegex(aps.Error, r"block_quantize\(x, 'e3m0', 16\)"):
+            aps.Format("e3m0/block16")
+        with self.assertRaisesRegex(aps.Error, "Dettmers"):
+            aps.quantize(np.ones(2, np.float32), "dettmers_dynamic")
+        with self.assertRaisesRegex(aps.Error, "rounding='stochastic'"):
+            aps.quantize(np.ones(2, np.float32), "e4m3:stochastic")
+
+    def test_bad_dtypes_name_the_argument(self):
+        with self.assertRaisesRegex(TypeError, "aps.quantize: x .*complex"):
+            aps.quantize(np.ones(2, np.complex64), "e4m3")
+        with self.assertRaisesRegex(TypeError, "aps.block_quantize: x .*dtype <U1"):
+            aps.block_quantize(np.array(["a"]), "e4m3")
+        with self.assertRaisesRegex(TypeError, r"aps.aps_shifts: layers\[1\]"):
+            aps.aps_shifts([np.ones(2, np.float32), np.ones(2, np.complex64)], "e4m3")
+        with self.assertRaisesRegex(TypeError, "aps.decode: data must be a uint8 array, not dtype float32"):
+            aps.decode(np.ones(2, np.float32), "e4m3", 8)
+        with self.assertRaisesRegex(TypeError, "aps.decode: data must be a contiguous bytes-like"):
+            aps.decode(12, "e4m3", 8)
+
+
+class NumPyKinds(unittest.TestCase):
+    def test_float_dtypes_are_kept(self):
+        x = inputs()[:64]
+        expected = aps.quantize(x, "e4m3")
+        for dtype in (np.float16, np.float64):
+            y = aps.quantize(x.astype(dtype), "e4m3")
+            self.assertEqual(y.dtype, dtype)
+            # Computed on x.astype(dtype) in float32, then cast back.
+            self.assertTrue(same_bits(y.astype(np.float32),
+                                      aps.quantize(x.astype(dtype).astype(np.float32), "e4m3").astype(dtype)))
+        self.assertTrue(same_bits(aps.quantize(x.astype(np.float64), "e4m3"), expected))
+        self.assertEqual(aps.quantize([0.3, 1.7], "e4m3").dtype, np.float32)
+        self.assertEqual(aps.quantize(np.arange(4), "e4m3").dtype, np.float32)
+
+    def test_non_contiguous(self):
+        x = np.random.default_rng(2).standard_normal((8, 6)).astype(np.float32)
+        view = x[::2, 1::2]
+        self.assertFalse(view.flags.c_contiguous)
+        self.assertTrue(same_bits(aps.quantize(view, "e5m2"), aps.quantize(view.copy(), "e5m2")))
+        self.assertTrue(same_bits(aps.block_quantize(view.T, "e2m1", 4), aps.block_quantize(view.T.copy(), "e2m1", 4)))
+        self.assertTrue(same_bits(aps.scale_by_power_of_two(view, 3), view * 8))
+        self.assertEqual(aps.encode(view, "e4m3"), aps.encode(view.copy(), "e4m3"))
+
+
+class Buffers(unittest.TestCase):
+    def test_decode_takes_every_bytes_like(self):
+        x = inputs()[np.isfinite(inputs())]
+        for codec in ("e4m3", "mxfp4", "fp16"):
+            data = aps.encode(x, codec)
+            self.assertIsInstance(data, bytes)
+            expected = aps.decode(data, codec, x.size)
+            array = np.frombuffer(data, np.uint8)
+            forms = [bytearray(data), memoryview(data), array, array.copy().view(np.int8),
+                     np.concatenate([array, array]).reshape(2, -1)[0], np.repeat(array, 2)[::2]]
+            if torch is not None:
+                forms.append(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+            for form in forms:
+                with self.subTest(codec=codec, form=type(form).__name__):
+                    got = aps.decode(form, codec, x.size)
+                    if torch is not None and isinstance(form, torch.Tensor):
+                        self.assertIsInstance(got, torch.Tensor)
+                        got = got.numpy()
+                    self.assertTrue(same_bits(got, expected))
+
+
+class Version(unittest.TestCase):
+    def test_version_is_the_cmake_projects(self):
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        with open(os.path.join(root, "CMakeLists.txt")) as f:
+            version = re.search(r"project\(aps VERSION ([0-9.]+)", f.read()).group(1)
+        self.assertEqual(aps.__version__, version)
+        self.assertEqual(aps._aps.__version__, version)
+
+
+class Stubs(unittest.TestCase):
+    """python/aps/_aps.pyi against the module: the same names, the same parameters."""
+
+    def stub(self):
+        path = os.path.join(os.path.dirname(aps.__file__), "_aps.pyi")
+        with open(path) as f:
+            return ast.parse(f.read())
+
+    @staticmethod
+    def parameters(doc, name):
+        # pybind11's first docstring line: name(a: T, b: T = default) -> R
+        line = doc.splitlines()[0]
+        inner = line[line.index("(") + 1: line.rindex(")")]
+        names, depth, current = [], 0, ""
+        for ch in inner + ",":
+            if ch in "[(":
+                depth += 1
+            elif ch in "])":
+                depth -= 1
+            if ch == "," and depth == 0:
+                if current.strip():
+                    names.append(current.split(":")[0].strip())
+                current = ""
+            else:
+                current += ch
+        return [n for n in names if n != "self"]
+
+    def test_every_name_and_parameter(self):
+        tree = self.stub()
+        functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        public = {n for n in dir(aps._aps) if not n.startswith("_")}
+        self.assertEqual(public, set(functions) | set(classes))
+        for name, node in functions.items():
+            self.assertEqual([a.arg for a in node.args.args], self.parameters(getattr(aps._aps, name).__doc__, name),
+                             name)
+        for name, node in classes.items():
+            cls = getattr(aps._aps, name)
+            members = {n.name: n for n in node.body if isinstance(n, ast.FunctionDef)}
+            public = {m for m in vars(cls) if not m.startswith("_")}
+            self.assertEqual(public, {m for m in members if not m.startswith("_")}, name)
+            for member, fn in members.items():
+                if member.startswith("__") and member != "__init__" or not callable(getattr(cls, member)):
+                    continue
+                if isinstance(vars(cls).get(member), property):
+                    continue
+                doc = getattr(cls, member).__doc__
+                if doc is None or not doc.startswith(member):
+                    continue
+                params = [a.arg for a in fn.args.args if a.arg != "self"]
+                self.assertEqual(params, self.parameters(doc, member), f"{name}.{member}")
+
+    def test_marker_next_to_the_stubs(self):
+        self.assertTrue(os.path.isfile(os.path.join(os.path.dirname(aps.__file__), "py.typed")))
+
+
+@unittest.skipIf(torch is None, "PyTorch is not installed")
+class TorchInTorchOut(unittest.TestCase):
+    def x(self, shape=(6, 7)):
+        g = torch.Generator().manual_seed(3)
+        return torch.randn(*shape, generator=g) * 10
+
+    def test_quantize_keeps_kind_shape_dtype(self):
+        x = self.x()
+        expected = aps.quantize(x.numpy(), "e4m3")
+        y = aps.quantize(x, "e4m3")
+        self.assertIsInstance(y, torch.Tensor)
+        self.assertEqual((y.shape, y.dtype, y.device), (x.shape, x.dtype, x.device))
+        self.assertTrue(same_bits(y.numpy(), expected))
+        for dtype in (torch.bfloat16, torch.float16, torch.float64):
+            with self.subTest(dtype=dtype):
+                xd = x.to(dtype)
+                yd = aps.quantize(xd, "e5m2", "stochastic", seed=4)
+                self.assertEqual((yd.shape, yd.dtype), (x.shape, dtype))
+                ref = aps.quantize(xd.float().numpy(), "e5m2", "stochastic", seed=4)
+                self.assertTrue(torch.equal(yd, torch.from_numpy(ref).to(dtype)))
+
+    def test_every_array_function(self):
+        x = self.x((5, 13)).to(torch.bfloat16)
+        ref = x.float().numpy()
+        cases = {
+            "block_quantize": (aps.block_quantize(x, "e2m1", 8), aps.block_quantize(ref, "e2m1", 8)),
+            "scale_by_power_of_two": (aps.scale_by_power_of_two(x, -3), aps.scale_by_power_of_two(ref, -3)),
+        }
+        for name, (got, expected) in cases.items():
+            with self.subTest(function=name):
+                self.assertIsInstance(got, torch.Tensor)
+                self.assertEqual((got.shape, got.dtype), (x.shape, x.dtype))
+                self.assertTrue(torch.equal(got, torch.from_numpy(expected).to(x.dtype)))
+        self.assertEqual(aps.aps_shifts([x, x * 1000], "e4m3", world_size=2), aps.aps_shifts([ref, ref * 1000], "e4m3",
+                                                                                             world_size=2))
+        data = aps.encode(x, "e4m3")
+        self.assertIsInstance(data, torch.Tensor)
+        self.assertEqual((data.dtype, data.numel()), (torch.uint8, x.numel()))
+        self.assertEqual(data.numpy().tobytes(), aps.encode(ref, "e4m3"))
+        y = aps.decode(data, "e4m3", x.numel())
+        self.assertIsInstance(y, torch.Tensor)
+        self.assertEqual(y.dtype, torch.float32)
+        self.assertTrue(same_bits(y.numpy(), aps.quantize(ref, "e4m3").ravel()))
+
+    def test_requires_grad_and_non_contiguous(self):
+        x = self.x((8, 6)).requires_grad_()
+        y = aps.quantize(x, "e4m3")
+        self.assertFalse(y.requires_grad)
+        self.assertTrue(torch.equal(y, aps.quantize(x.detach(), "e4m3")))
+        view = x.detach().t()[::2]
+        self.assertFalse(view.is_contiguous())
+        self.assertTrue(torch.equal(aps.quantize(view, "e3m2"), aps.quantize(view.contiguous(), "e3m2")))
+        self.assertTrue(torch.equal(aps.block_quantize(view, "e2m1", 4), aps.block_quantize(view.contiguous(), "e2m1", 4)))
+        self.assertEqual(aps.quantize(x.detach(), "e4m3")[::2].shape, (4, 6))
+
+    def test_input_untouched(self):
+        x = self.x()
+        before = x.clone()
+        aps.quantize(x, "e2m1")
+        aps.scale_by_power_of_two(x, 5)
+        self.assertTrue(torch.equal(x, before))
+
+    def test_integer_tensor_gives_float32(self):
+        y = aps.quantize(torch.arange(10), "e2m1")
+        self.assertEqual(y.dtype, torch.float32)
+        self.assertEqual(y.tolist(), aps.quantize(np.arange(10, dtype=np.float32), "e2m1").tolist())
+
+    def test_bad_dtypes_name_the_argument(self):
+        with self.assertRaisesRegex(TypeError, "aps.quantize: x must be a real tensor.*complex64"):
+            aps.quantize(torch.ones(2, dtype=torch.complex64), "e4m3")
+        with self.assertRaisesRegex(TypeError, "aps.decode: data must be a uint8 tensor, not torch.float32"):
+            aps.decode(torch.ones(2), "e4m3", 8)
+
+    @unittest.skipUnless(torch is not None and torch.cuda.is_available(), "no CUDA device")
+    def test_device_kept(self):
+        x = self.x().cuda().half()
+        y = aps.quantize(x, "e4m3")
+        self.assertEqual((y.device, y.dtype), (x.device, x.dtype))
+        self.assertTrue(torch.equal(y.cpu(), aps.quantize(x.cpu(), "e4m3")))
+        data = aps.encode(x, "mxfp4")
+        self.assertEqual(data.device, x.device)
+        self.assertEqual(aps.decode(data, "mxfp4", x.numel()).device, x.device)
+
+
+@unittest.skipIf(torch is None, "PyTorch is not installed")
+class FakeQuantize(unittest.TestCase):
+    def test_forward_is_quantize_backward_is_identity(self):
+        import aps.torch
+        g = torch.Generator().manual_seed(8)
+        x = (torch.randn(4, 9, generator=g) * 3).requires_grad_()
+        y = aps.torch.fake_quantize(x, "e4m3", rounding="stochastic", seed=5)
+        self.assertTrue(y.requires_grad)
+        self.assertTrue(torch.equal(y.detach(), aps.quantize(x, "e4m3", "stochastic", seed=5)))
+        upstream = torch.randn(4, 9, generator=g)
+        y.backward(upstream)
+        self.assertTrue(torch.equal(x.grad, upstream))
+
+    def test_gradient_reaches_earlier_layers(self):
+        import aps.torch
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(5, 3)
+        x = torch.randn(7, 5)
+        loss = aps.torch.fake_quantize(layer(x), "e2m1").pow(2).sum()
+        loss.backward()
+        self.assertIsNotNone(layer.weight.grad)
+        self.assertGreater(float(layer.weight.grad.abs().sum()), 0.0)
+        # Straight through: the gradient of sum(q(h)^2) is 2 q(h) at h, through the identity.
+        h = layer(x)
+        q = aps.quantize(h, "e2m1")
+        expected = (2 * q).t() @ x
+        self.assertTrue(torch.allclose(layer.weight.grad, expected, rtol=1e-5, atol=1e-5))
+
+    def test_dtypes_and_mx(self):
+        import aps.torch
+        x = torch.randn(64, dtype=torch.bfloat16).requires_grad_()
+        y = aps.torch.fake_quantize(x, "mxfp4")
+        self.assertEqual(y.dtype, torch.bfloat16)
+        self.assertTrue(torch.equal(y.detach(), aps.block_quantize(x, "e2m1", 32)))
+        y.sum().backward()
+        self.assertEqual(x.grad.dtype, torch.bfloat16)
+        self.assertTrue(torch.equal(x.grad, torch.ones_like(x)))
+        z = aps.torch.fake_quantize(x, "e4m3", block_size=16)
+        self.assertTrue(torch.equal(z.detach(), aps.block_quantize(x, "e4m3", 16)))
+
+
+@unittest.skipIf(torch is None, "PyTorch is not installed")
+class ReadmeExamples(unittest.TestCase):
+    """The README's Python blocks ("From PyTorch") run as written; those that use `ddp_model`
+    get a one-rank gloo DDP model with conv1 and fc layers, trained one step through the hook."""
+
+    def blocks(self):
+        root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        with open(os.path.join(root, "README.md")) as f:
+            text = f.read()
+        section = text[text.index("## From PyTorch"):]
+        section = section[:section.index("\n## ", 3)]
+        return re.findall(r"```python\n(.*?)```", section, re.S)
+
+    def test_blocks_run(self):
+        import tempfile
+        import torch.distributed as dist
+        blocks = self.blocks()
+        self.assertGreaterEqual(len(blocks), 4)
+        with tempfile.TemporaryDirectory() as tmp:
+            dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=0, world_size=1)
+            try:
+                for block in blocks:
+                    with self.subTest(block=block.splitlines()[0]):
+                        namespace = {}
+                        if "ddp_model" in block:
+                            model = torch.nn.Sequential()
+                            model.add_module("conv1", torch.nn.Conv2d(1, 4, 3))
+                            model.add_module("flatten", torch.nn.Flatten())
+                            model.add_module("fc", torch.nn.Linear(4 * 6 * 6, 3))
+                            namespace["ddp_model"] = torch.nn.parallel.DistributedDataParallel(model)
+                        with contextlib.redirect_stdout(io.StringIO()):
+                            exec(compile(block, "README.md", "exec"), namespace)
+                        if "ddp_model" in block:
+                            namespace["ddp_model"](torch.randn(2, 1, 8, 8)).sum().backward()
+                            state = namespace["state"]
+                            state.close()
+                            self.assertEqual(state.steps, 1)
+                            if "hybrid" in block:
+                                formats = [state.param_format(p) for p in namespace["ddp_model"].parameters()]
+                                self.assertEqual(formats, [1, 1, 2, 2])
+            finally:
+                dist.destroy_process_group()
 
 
 if __name__ == "__main__":
