@@ -3,6 +3,7 @@
 #include "framework/core/Error.h"
 #include "models/Fcn.h"
 #include "models/ResNet.h"
+#include "models/Mlp.h"
 #include "models/SmallConvNet.h"
 
 #include <fmt/format.h>
@@ -81,6 +82,14 @@ const std::vector<Entry>& entries() {
     t.push_back(
         {{"convnet", "small CNN without batch norm (2 convs, global pooling, linear; for tests)", kCifarClasses, false},
          [](const ModelOptions& o) { return std::make_shared<SmallConvNet>(o.inChannels, o.numClasses, o.seed); }});
+    t.push_back({{"mlp",
+                  "multilayer perceptron: the flattened input, hidden layers of model.widths, ReLU between "
+                  "(Dettmers' MNIST 784-1200-1200-10 by default)",
+                  kCifarClasses, false},
+                 [](const ModelOptions& o) {
+                   return std::make_shared<Mlp>(o.widths.empty() ? std::vector<int64_t>{784, 1200, 1200} : o.widths,
+                                                o.numClasses, o.seed);
+                 }});
     return t;
   }();
   return table;

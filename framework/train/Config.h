@@ -14,6 +14,7 @@ struct TrainConfig {
   struct Model {
     std::string name;
     int64_t numClasses = 0, inChannels = 0;
+    std::vector<int64_t> widths;    // mlp: input features, then the hidden layers' widths
     std::string initFrom, initMap;  // initial weights (safetensors) and their key renames
   };
   struct Data {

@@ -75,6 +75,10 @@ std::vector<ConfigKey> modelKeys() {
        APS_FIELD(model.name)},
       {"model.num_classes", K::Int, "10", 1, 1e6, {}, "output classes", APS_FIELD(model.numClasses)},
       {"model.in_channels", K::Int, "1", 1, 1024, {}, "input channels", APS_FIELD(model.inChannels)},
+      {"model.widths", K::IntList, "[784, 1200, 1200]", 0, 0, {},
+       "mlp only: the input features (the dataset's C x H x W) and each hidden layer's width; the classifier maps "
+       "the last to num_classes",
+       APS_FIELD(model.widths)},
       {"model.init_from", K::String, "''", 0, 0, {},
        "safetensors file of initial weights (torchvision names); missing and unexpected keys are reported",
        APS_FIELD(model.initFrom)},

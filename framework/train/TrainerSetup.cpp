@@ -14,6 +14,8 @@
 #include "framework/train/TrainerState.h"
 #include "models/Weights.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -95,7 +97,7 @@ void Trainer::State::checkSameConfig() {
 
 void Trainer::State::setupModel() {
   info = models::modelInfo(config.model.name);
-  model = models::createModel(config.model.name, {config.model.numClasses, config.model.inChannels, config.seed});
+  model = models::createModel(config.model.name, {config.model.numClasses, config.model.inChannels, config.seed, config.model.widths});
   if (!config.model.initFrom.empty()) {
     const auto report =
         models::initialFrom(*model, config.model.initFrom, models::parseKeyRenames(config.model.initMap));
@@ -121,6 +123,15 @@ void Trainer::State::setupData() {
   const auto shape = trainSet->sampleShape();
   APS_CHECK(shape.image.at(0) == config.model.inChannels, "model.in_channels = {} but dataset '{}' has {} channels",
             config.model.inChannels, d.dataset, shape.image.at(0));
+  if (config.model.name == "mlp") {
+    int64_t features = 1;
+    for (const int64_t s : shape.image) features *= s;
+    APS_CHECK(!config.model.widths.empty() && config.model.widths.front() == features,
+              "model.widths[0] = {} but dataset '{}' has {} features per sample ({}): the mlp's input layer must "
+              "take them all",
+              config.model.widths.empty() ? 0 : config.model.widths.front(), d.dataset, features,
+              fmt::format("{}", fmt::join(shape.image, " x ")));
+  }
   APS_CHECK(info.segmentation == !shape.label.empty(), "model '{}' is a {} model but dataset '{}' is for {}", info.name,
             info.segmentation ? "segmentation" : "classification", d.dataset,
             shape.label.empty() ? "classification" : "segmentation");
@@ -180,7 +191,7 @@ void Trainer::State::setupModelCopies() {
   for (int c = 1; c < count; ++c) {
     ModelCopy copy;
     copy.model =
-        models::createModel(config.model.name, {config.model.numClasses, config.model.inChannels, config.seed});
+        models::createModel(config.model.name, {config.model.numClasses, config.model.inChannels, config.seed, config.model.widths});
     prepareForTraining(*copy.model, copy.params, copy.dropouts);
     copies.push_back(std::move(copy));
   }

@@ -280,5 +280,26 @@ TEST_F(TrainerFeatures, GradientAccumulationWithBatchNormAndLowPrecisionLearns) 
   EXPECT_LT(losses.back(), losses.front());
 }
 
+TEST_F(TrainerFeatures, MlpTrainsAndItsInputWidthMustMatchTheData) {
+  // Dettmers' 784-1200-1200-10 network on Fashion-MNIST learns; a first width other than the
+  // dataset's 1 x 28 x 28 is refused before training, naming the key and both numbers.
+  const std::string metrics = path("m.jsonl");
+  Trainer mlp(config({"model.name=mlp", "epochs=2", "data.augment=false", "logging.metrics_file=" + metrics}), nullptr);
+  mlp.run();
+  const auto losses = trainLosses(metrics);
+  ASSERT_GE(losses.size(), 8u);
+  EXPECT_LT(losses.back(), losses.front());
+  Trainer wrong(config({"model.name=mlp", "model.widths=[100, 50]"}), nullptr);
+  try {
+    wrong.run();
+    FAIL() << "an mlp of 100 input features trained on 784-feature images";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.widths[0] = 100 but dataset 'fashion_mnist' has 784 features per "
+                                         "sample (1 x 28 x 28)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace aps::train

@@ -28,6 +28,9 @@ int main(int argc, char** argv) {
   app.add_option("--model", name, "model name (see --list)");
   app.add_option("--num-classes", options.numClasses, "classes (default: the model's)")->check(CLI::PositiveNumber);
   app.add_option("--in-channels", options.inChannels, "input channels")->check(CLI::PositiveNumber);
+  app.add_option("--widths", options.widths, "mlp: input features, then hidden widths (e.g. 784,1200,1200)")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000000}));
   app.add_flag("--list", list, "print the known model names and exit");
   return aps::runTool(app, argc, argv, [&] {
     if (list || name.empty()) {
