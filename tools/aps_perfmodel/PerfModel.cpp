@@ -362,6 +362,36 @@ void AllReducePerfModel::fit(const std::vector<BenchRecord>& records,
   medianRelativeError_ = errors[errors.size() / 2];
 }
 
+AllReducePerfModel AllReducePerfModel::stated(double alpha, double beta, const std::map<std::string, CodecRates>& rates,
+                                              const std::vector<Key>& keys, double codecSlowdown,
+                                              double overlapEfficiency) {
+  APS_CHECK(alpha >= 0.0 && beta > 0.0, "perfmodel: a stated network needs alpha >= 0 and beta > 0 (got {}, {})", alpha,
+            beta);
+  APS_CHECK(codecSlowdown > 0.0 && overlapEfficiency >= 0.0 && overlapEfficiency <= 1.0,
+            "perfmodel: codec slowdown {} must be positive and overlap efficiency {} within [0, 1]", codecSlowdown,
+            overlapEfficiency);
+  AllReducePerfModel m;
+  m.alpha_ = alpha;
+  m.beta_ = beta;
+  m.kappa_ = codecSlowdown;
+  m.efficiency_ = overlapEfficiency;
+  for (const Key& key : keys) {
+    algorithmCost(key.algorithm, 2, 1, 1.0);  // throws on an unknown family
+    if (key.algorithm != "mpi_allreduce") {
+      const auto r = rates.find(key.codec);
+      APS_CHECK(r != rates.end() && r->second.encode > 0.0 && r->second.decode > 0.0 && r->second.decodeAdd > 0.0 &&
+                    r->second.decodeAddEncode > 0.0,
+                "perfmodel: a stated model needs positive codec rates for '{}'", key.codec);
+      m.rates_[key.codec] = r->second;
+    } else {
+      m.mpiAlpha_ = alpha;
+      m.mpiBeta_ = beta;
+    }
+    if (!m.knows(key)) m.keys_.push_back(key);
+  }
+  return m;
+}
+
 bool AllReducePerfModel::knows(const Key& key) const {
   return std::find(keys_.begin(), keys_.end(), key) != keys_.end();
 }
@@ -402,6 +432,149 @@ StepPrediction predictStep(const AllReducePerfModel& model, const AllReducePerfM
   p.exposedSeconds = std::max(last, p.commSeconds - shape.backwardSeconds);
   p.stepSeconds = compute + p.exposedSeconds;
   return p;
+}
+
+double dataParallelSpeedup(const AllReducePerfModel& model, const AllReducePerfModel::Key& key, int ranks,
+                           double bytesPerValue, const StepShape& shape) {
+  const double compute = shape.forwardSeconds + shape.backwardSeconds;
+  APS_CHECK(ranks >= 1 && compute > 0.0, "perfmodel: a speedup needs ranks >= 1 and a positive compute time");
+  return ranks * compute / predictStep(model, key, ranks, bytesPerValue, shape).stepSeconds;
+}
+
+// ---- Dettmers' speedup model (arXiv:1511.04561v4, appendix 5) ----
+
+const std::vector<DettmersLayer>& dettmersAlexNetLayers() {
+  // Table 4 (NervanaGPU, GTX Titan X, batch 128): forward / backward / update ms; weights from
+  // the layer shapes of Tables 3 and 4.
+  static const std::vector<DettmersLayer> layers{
+      {"conv11, stride 4, 3->64", 11 * 11 * 3 * 64, 4.0, 1.0, 3.5},
+      {"conv5, 64->192", 5 * 5 * 64 * 192, 10.0, 11.0, 11.0},
+      {"conv3, 192->384", 3 * 3 * 192 * 384, 5.0, 6.0, 5.0},
+      {"conv3, 384->256", 3 * 3 * 384 * 256, 6.5, 5.5, 6.5},
+      {"conv3, 256->256", 3 * 3 * 256 * 256, 4.0, 4.0, 5.0},
+      {"fc 9216->3072", int64_t{9216} * 3072, 1.3, 1.3, 1.5},
+      {"fc 3072->3072", int64_t{3072} * 3072, 0.45, 0.45, 0.5},
+      {"fc 3072->1000", int64_t{3072} * 1000, 0.4, 0.4, 0.2},
+  };
+  return layers;
+}
+
+DettmersNode dettmersAlexNetNode(double totalMs) {
+  DettmersNode n;
+  n.totalMs = totalMs;
+  // F and F_par: Table 4's fc rows summed (forward + backward + update), unsplit and split 4 ways.
+  n.fcMs = 0.0;
+  for (const DettmersLayer& l : dettmersAlexNetLayers())
+    if (l.name.rfind("fc", 0) == 0) n.fcMs += l.fpropMs + l.bpropMs + l.updateMs;
+  n.parallelFcMs = (0.9 + 0.9 + 0.43) + (0.3 + 0.3 + 0.13) + (0.15 + 0.15 + 0.08);
+  // Table 3: the sync of conv 1's gradient (the last one backward produces), and the sync times of
+  // the model-parallel transfers in the order of 5.1.2's sum: the conv 3 activations, the three
+  // fc layers' outputs, two error transfers; each against the computation 5.1.2 hides it under.
+  n.convPenaltyMs = 0.05;
+  n.transferMs32 = {0.9, 1.1, 1.1, 0.4, 1.1, 1.1};
+  n.transferMs8 = {0.4, 0.5, 0.5, 0.25, 0.5, 0.5};
+  n.hiddenUnderMs = {0.9, 0.3, 0.15, 0.3, 0.9, 0.64};
+  n.unhiddenTransfers = 5.0;
+  return n;
+}
+
+double dettmersFcPenaltyMs(const DettmersNode& node, int bits) {
+  APS_CHECK(bits == 32 || bits == 8, "perfmodel: Dettmers' model has 32- and 8-bit transfers, not {}-bit", bits);
+  const std::vector<double>& t = bits == 32 ? node.transferMs32 : node.transferMs8;
+  APS_CHECK(!t.empty() && t.size() == node.hiddenUnderMs.size(),
+            "perfmodel: each model-parallel transfer needs a computation to hide under");
+  double penalty = node.unhiddenTransfers * t.front();
+  for (size_t i = 0; i < t.size(); ++i) penalty += std::max(0.0, t[i] - node.hiddenUnderMs[i]);
+  return penalty;
+}
+
+double dettmersNodeSpeedup(const DettmersNode& node, int bits) {
+  APS_CHECK(node.gpus >= 1 && node.totalMs > node.fcMs && node.fcMs >= 0.0,
+            "perfmodel: a node needs >= 1 GPU and a total time above its fc time");
+  const double k = node.gpus;
+  return k * node.totalMs /
+         ((node.totalMs - node.fcMs) + node.convPenaltyMs + k * node.parallelFcMs + dettmersFcPenaltyMs(node, bits));
+}
+
+DettmersCluster dettmersAlexNetCluster(double totalMs, int gpus) {
+  DettmersCluster c;
+  c.totalMs = totalMs;
+  c.gpus = gpus;
+  c.fcMs = dettmersAlexNetNode(totalMs).fcMs;
+  // Table 5's latencies (KiB: 108 "kB" is conv 384->256's 884736 fp32 gradient values / 32
+  // nodes = 110592 bytes): the 32-bit column, which rises with the size, and below its smallest
+  // size the 8-bit column's fc rows. Left out: the 8-bit column's 18 KiB (0.007 ms, below the
+  // 13.5 KiB row), 144 KiB (0.04 against the 32-bit column's 0.035) and 1734 KiB (0.06 ms,
+  // where the 32-bit column gives 0.3-0.7 ms for 1152-2312 KiB).
+  c.latencyCurve = {{3.0, 0.006},   {6.0, 0.006},  {13.5, 0.008}, {24.0, 0.008}, {48.0, 0.015}, {108.0, 0.03},
+                    {144.0, 0.035}, {288.0, 0.07}, {576.0, 0.1},  {1152.0, 0.3}, {2312.0, 0.7}, {13872.0, 5.0}};
+  return c;
+}
+
+void checkDettmersCluster(const DettmersCluster& c, int64_t subBatch) {
+  APS_CHECK(c.gpusPerNode >= 1 && c.gpus % c.gpusPerNode == 0 && c.nodes() >= 2,
+            "perfmodel: {} GPUs do not fill at least 2 nodes of {} GPUs", c.gpus, c.gpusPerNode);
+  APS_CHECK(c.batchPerGpu >= 1, "perfmodel: the batch per GPU must be positive (got {})", c.batchPerGpu);
+  APS_CHECK(subBatch >= 1 && subBatch <= c.globalBatch(),
+            "perfmodel: sub-batch {} is not within 1..{} (the global batch of {} GPUs x {})", subBatch, c.globalBatch(),
+            c.gpus, c.batchPerGpu);
+  APS_CHECK(c.totalMs > c.fcMs && c.fcMs >= 0.0 && c.hiddenUnderMs >= 0.0 && c.infinibandGBps > 0.0 && c.pcieGBps > 0.0,
+            "perfmodel: the cluster's times and bandwidths must be positive, and the total above the fc time");
+}
+
+const std::vector<DettmersTabulatedSync>& dettmersTable6() {
+  static const std::vector<DettmersTabulatedSync> rows{{128, 2.1, 0.35},   {256, 4.2, 0.55},   {512, 7.15, 1.13},
+                                                       {1024, 17.4, 2.25}, {2048, 25.5, 3.26}, {12288, 250.0, 31.0}};
+  return rows;
+}
+
+DettmersClusterStep dettmersClusterStep(const DettmersCluster& c, int64_t subBatch, double syncMs) {
+  checkDettmersCluster(c, subBatch);
+  APS_CHECK(syncMs >= 0.0, "perfmodel: a sync time cannot be negative (got {} ms)", syncMs);
+  DettmersClusterStep s;
+  s.passes = static_cast<double>(c.globalBatch()) / static_cast<double>(subBatch);
+  s.fcMs = s.passes * c.fcMs;
+  s.syncMs = syncMs;
+  s.syncTotalMs = std::max(syncMs, (c.nodes() - 1.0) * (syncMs - c.hiddenUnderMs));
+  s.stepMs = (c.totalMs - c.fcMs) + s.fcMs + s.syncTotalMs;
+  s.speedup = c.gpus * c.totalMs / s.stepMs;
+  return s;
+}
+
+double dettmersActivationMessageBytes(const DettmersCluster& c, int64_t subBatch, double bytesPerValue) {
+  checkDettmersCluster(c, subBatch);
+  return static_cast<double>(subBatch) * static_cast<double>(c.activationsPerSample) * bytesPerValue / c.nodes();
+}
+
+double dettmersLatencyMs(const DettmersCluster& c, double messageBytes) {
+  const auto& p = c.latencyCurve;
+  APS_CHECK(p.size() >= 2, "perfmodel: the latency curve needs at least two points");
+  const double kib = messageBytes / 1024.0;
+  if (kib <= p.front().first) return p.front().second;
+  size_t i = 1;
+  while (i + 1 < p.size() && kib > p[i].first) ++i;
+  const auto& [x0, y0] = p[i - 1];
+  const auto& [x1, y1] = p[i];
+  return y0 + (kib - x0) * (y1 - y0) / (x1 - x0);
+}
+
+namespace {
+// 2 PCIe messages of a GPU's share, then nodes - 1 InfiniBand messages of a node's share (5.2.2).
+double dettmersMessagesMs(const DettmersCluster& c, double nodeShareBytes) {
+  const double pcie = 2.0 * (nodeShareBytes / c.gpusPerNode) / (c.pcieGBps * 1e6);
+  const double infiniband =
+      (c.nodes() - 1.0) * (dettmersLatencyMs(c, nodeShareBytes) + nodeShareBytes / (c.infinibandGBps * 1e6));
+  return pcie + infiniband;
+}
+}  // namespace
+
+double dettmersSyncFromTrafficMs(const DettmersCluster& c, int64_t subBatch, double bytesPerValue) {
+  return dettmersMessagesMs(c, dettmersActivationMessageBytes(c, subBatch, bytesPerValue));
+}
+
+double dettmersGradientSyncMs(const DettmersCluster& c, int64_t weights, double bytesPerValue) {
+  checkDettmersCluster(c, 1);
+  return 2.0 * dettmersMessagesMs(c, static_cast<double>(weights) * bytesPerValue / c.nodes());
 }
 
 }  // namespace aps::perfmodel

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace aps::perfmodel {
@@ -136,6 +137,13 @@ class AllReducePerfModel {
   const std::vector<Key>& keys() const { return keys_; }
   bool knows(const Key& key) const;
 
+  // A model whose terms are stated rather than fitted: a network's alpha (s per message) and
+  // beta (s per byte), each codec's one-core rates, and the (algorithm, codec) pairs it predicts
+  // (e.g. a published setting, where there is nothing to calibrate on).
+  static AllReducePerfModel stated(double alpha, double beta, const std::map<std::string, CodecRates>& rates,
+                                   const std::vector<Key>& keys, double codecSlowdown = 1.0,
+                                   double overlapEfficiency = 1.0);
+
   // segmentBytes: two_shot's pipeline segment (comm's default 1 MiB; 0: not pipelined).
   double predict(const Key& key, int ranks, int64_t elements, double bytesPerValue,
                  int64_t segmentBytes = kPipelineSegmentBytes) const;
@@ -181,5 +189,110 @@ struct StepPrediction {
 // time and at least the total minus the backward time it can hide behind.
 StepPrediction predictStep(const AllReducePerfModel& model, const AllReducePerfModel::Key& key, int ranks,
                            double bytesPerValue, const StepShape& shape);
+
+// Weak scaling of data parallelism: N ranks each run the one-rank step (forward + backward) on
+// their own batch, so the speedup over one rank is N (forward + backward) / predicted step.
+double dataParallelSpeedup(const AllReducePerfModel& model, const AllReducePerfModel::Key& key, int ranks,
+                           double bytesPerValue, const StepShape& shape);
+
+// ---------------------------------------------------------------------------------------------
+// Dettmers' speedup model: T. Dettmers, "8-Bit Approximations for Parallelism in Deep Learning",
+// ICLR 2016, arXiv:1511.04561v4, section 3.3 (Table 1) and appendix 5 (Tables 3-7), for AlexNet
+// as in Krizhevsky's "one weird trick" (arXiv:1404.5997): convolutions data parallel, the fully
+// connected (fc) layers fed in sub-batches. All times in milliseconds. docs/ALGORITHMS.md,
+// "Dettmers' speedup model", says which terms the paper states and which are ours.
+
+// One node of K GPUs (appendix 5.1): the fc layers split over the K GPUs by output neurons and
+// run as K passes of a 1/K sub-batch, each transfer hidden under one computation:
+//   speedup = K T / ((T - F) + conv penalty + K F_par + fc penalty(bits))            (5.1.3)
+//   fc penalty = sum_i max(0, transfer_i - hidden_under_i) + u * transfer_0          (5.1.2)
+// where transfer_0 is the convolutional activations' sync and u of those transfers (the first
+// sub-batch's activations, the last ones' errors) have nothing to hide under.
+struct DettmersNode {
+  int gpus = 4;                                   // K
+  double totalMs = 104.1;                         // T: a full forward-backward-update on one GPU
+  double fcMs = 6.5;                              // F: of which the fc layers
+  double parallelFcMs = 3.34;                     // F_par: the fc layers with their outputs split K ways, one pass
+  double convPenaltyMs = 0.05;                    // the first convolution's gradient sync, which nothing hides
+  std::vector<double> transferMs32, transferMs8;  // per model-parallel transfer (sync time)
+  std::vector<double> hiddenUnderMs;              // the computation each one overlaps
+  double unhiddenTransfers = 5.0;                 // u
+};
+
+// His parameters (Tables 3 and 4, NervanaGPU kernels on a GTX Titan X; totalMs = 177 for the
+// convnet2 kernels that Krizhevsky used).
+DettmersNode dettmersAlexNetNode(double totalMs = 104.1);
+double dettmersFcPenaltyMs(const DettmersNode& node, int bits);  // bits: 32 or 8
+double dettmersNodeSpeedup(const DettmersNode& node, int bits);
+
+// A cluster (appendix 5.2, 32 nodes of 3 GPUs, FDR InfiniBand): the convolutions data parallel
+// on a batch of b per GPU (global batch B = N b), the conv activations then synchronised
+// sub-batch by sub-batch (s values of the global batch at a time, B/s passes) and the fc layers
+// run on each pass (his model discards their model parallelism at this scale: F per pass). Every
+// sync after the first hides under the next layer's matrix multiplication (h = 1.3 ms):
+//   speedup(s) = N T / ((T - F) + (B/s) F + S(s)),
+//   S(s) = max(sync(s), (nodes - 1) (sync(s) - h))
+// (the first sync hides under nothing, so S >= sync). The paper states the terms and tabulates
+// S(s) (Table 6) and the speedups (Table 7) but writes neither formula out; these two reproduce
+// all 24 entries of Table 7 from Table 6's sync times.
+struct DettmersCluster {
+  int gpus = 96;  // N
+  int gpusPerNode = 3;
+  int64_t batchPerGpu = 128;            // b
+  double totalMs = 104.1;               // T
+  double fcMs = 6.5;                    // F
+  double hiddenUnderMs = 1.3;           // h: fc 9216->3072 forward on one GPU (Table 4)
+  int64_t activationsPerSample = 9216;  // conv 3 output, 256 x 6 x 6: what the fc layers take in
+  double infinibandGBps = 6.0;          // between nodes (5.2.1)
+  double pcieGBps = 5.0;                // within a node (5.1.1)
+  // InfiniBand latency per message against message size (KiB, ms), read off MPI charts by
+  // him (Table 5); linear in between, the last segment's slope beyond.
+  std::vector<std::pair<double, double>> latencyCurve;
+  int nodes() const { return gpus / gpusPerNode; }
+  int64_t globalBatch() const { return static_cast<int64_t>(gpus) * batchPerGpu; }
+};
+
+DettmersCluster dettmersAlexNetCluster(double totalMs = 104.1, int gpus = 96);
+// Throws aps::Error unless the GPUs fill whole nodes (at least 2) and 0 < s <= B.
+void checkDettmersCluster(const DettmersCluster& cluster, int64_t subBatch);
+
+// His Table 6: sync time per pass (ms) for the 96-GPU cluster at each sub-batch size, 32- and
+// 8-bit. His 8-bit messages are 1/8 of the 32-bit ones (Table 5), not 1/4.
+struct DettmersTabulatedSync {
+  int64_t subBatch = 0;
+  double ms32 = 0.0;
+  double ms8 = 0.0;
+};
+const std::vector<DettmersTabulatedSync>& dettmersTable6();
+
+struct DettmersClusterStep {
+  double passes = 0.0;       // B / s
+  double fcMs = 0.0;         // (B/s) F
+  double syncMs = 0.0;       // one pass's activation sync
+  double syncTotalMs = 0.0;  // S(s)
+  double stepMs = 0.0;       // (T - F) + (B/s) F + S(s)
+  double speedup = 0.0;      // N T / stepMs
+};
+DettmersClusterStep dettmersClusterStep(const DettmersCluster& cluster, int64_t subBatch, double syncMs);
+
+// The model-parallel traffic of one pass: the s x 9216 conv activations at bytesPerValue each,
+// one share per node (bytes per InfiniBand message).
+double dettmersActivationMessageBytes(const DettmersCluster& cluster, int64_t subBatch, double bytesPerValue);
+double dettmersLatencyMs(const DettmersCluster& cluster, double messageBytes);
+// The sync of one pass from that traffic, by the message scheme he states for the gradients
+// (5.2.2): 2 PCIe messages of a GPU's third of the share, then nodes - 1 InfiniBand messages of
+// the share, each latency(size) + size / bandwidth.
+double dettmersSyncFromTrafficMs(const DettmersCluster& cluster, int64_t subBatch, double bytesPerValue);
+// The data-parallel gradient sync of a layer of `weights` values the same way, done twice (the
+// raw gradients out, the sums back; 5.2.2).
+double dettmersGradientSyncMs(const DettmersCluster& cluster, int64_t weights, double bytesPerValue);
+
+// AlexNet as his tables list it (one weird trick's columns merged: fc 9216-3072-3072-1000).
+struct DettmersLayer {
+  std::string name;
+  int64_t weights = 0;
+  double fpropMs = 0.0, bpropMs = 0.0, updateMs = 0.0;  // one GPU, batch 128 (Table 4)
+};
+const std::vector<DettmersLayer>& dettmersAlexNetLayers();
 
 }  // namespace aps::perfmodel

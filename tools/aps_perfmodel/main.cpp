@@ -3,7 +3,8 @@
 // one-core codec rates, predicting communication time and the speedup
 // over fp32 for 1..1024 ranks (the APS paper proposes such a model; its exact formula could
 // not be confirmed, docs/ALGORITHMS.md, APS performance model, so this one states its terms in
-// PerfModel.h).
+// PerfModel.h). `aps_perfmodel dettmers` computes Dettmers' speedup model (arXiv:1511.04561) from
+// his parameters beside this model's prediction for his setting (docs/ALGORITHMS.md).
 #include "framework/core/Error.h"
 #include "models/ModelRegistry.h"
 #include "precision/CodecSpec.h"
@@ -17,7 +18,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 namespace {
 
@@ -51,6 +54,196 @@ double bytesPerValue(const std::string& codec) {
   return static_cast<double>(precision::makeCodec(codec)->encodedBytes(kProbe)) / static_cast<double>(kProbe);
 }
 
+void writeCsv(const std::string& path, const std::string& csv) {
+  // Write then rename: a reader never sees half a file.
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    APS_CHECK(out.good(), "perfmodel: cannot write '{}'", tmp);
+    out << csv;
+  }
+  std::filesystem::rename(tmp, path);
+  fmt::print("\nwrote {}\n", path);
+}
+
+struct DettmersOptions {
+  std::string kernels = "nervana";
+  int gpus = 96;
+  std::vector<int64_t> subBatches;
+  double bandwidthGBps = 6.0;
+  double latencyUs = 6.0;
+  double encodeNs = 1.0;
+  double decodeNs = 0.5;
+  double bucketMb = 25.0;
+  std::string csvPath;
+};
+
+// Table 7 of arXiv:1511.04561v4 (96 GPUs), printed beside what his formulation computes from
+// his Table 6 so that a reader sees both; nothing below is derived from these.
+struct PublishedRow {
+  int64_t subBatch;
+  double nervana32, nervana8, convnet32, convnet8;
+};
+constexpr PublishedRow kPublishedTable7[] = {{128, 13.4, 13.8, 20.7, 21.4},  {256, 20.0, 24.4, 29.7, 35.2},
+                                             {512, 23.0, 39.3, 33.5, 51.9},  {1024, 14.8, 48.6, 22.7, 61.0},
+                                             {2048, 11.3, 50.6, 17.7, 62.8}, {12288, 1.3, 9.7, 2.15, 15.5}};
+
+void runDettmers(const DettmersOptions& o) {
+  const double total = o.kernels == "convnet2" ? 177.0 : 104.1;
+  const bool convnet = o.kernels == "convnet2";
+  const double bytes8 = bytesPerValue("dettmers_dynamic");
+  fmt::print(
+      "Dettmers' speedup model (arXiv:1511.04561v4, appendix 5): AlexNet, {} kernels, T = {} ms per pass on one "
+      "GPU\n",
+      convnet ? "convnet2" : "NervanaGPU", total);
+
+  // One node of 4 GPUs (5.1).
+  const DettmersNode node = dettmersAlexNetNode(total);
+  fmt::print(
+      "\none node, {} GPUs (5.1): fc {:.2f} ms, split {}-way {:.2f} ms per pass; fc penalty 32-bit {:.2f} ms, "
+      "8-bit {:.2f} ms\n",
+      node.gpus, node.fcMs, node.gpus, node.parallelFcMs, dettmersFcPenaltyMs(node, 32), dettmersFcPenaltyMs(node, 8));
+  fmt::print("  speedup 32-bit {:.2f}x, 8-bit {:.2f}x (paper: {})\n", dettmersNodeSpeedup(node, 32),
+             dettmersNodeSpeedup(node, 8), convnet ? "3.71x, 3.8x; Krizhevsky measured 3.66x" : "3.53x, 3.67x");
+
+  // The cluster (5.2).
+  const DettmersCluster base = dettmersAlexNetCluster(total, o.gpus);
+  DettmersCluster cluster = base;
+  cluster.infinibandGBps = o.bandwidthGBps;
+  checkDettmersCluster(cluster, 1);
+  std::vector<int64_t> subBatches = o.subBatches;
+  if (subBatches.empty()) {
+    for (int64_t s = 128; s <= 2048 && s <= cluster.globalBatch(); s *= 2) subBatches.push_back(s);
+    if (subBatches.empty() || subBatches.back() != cluster.globalBatch()) subBatches.push_back(cluster.globalBatch());
+  }
+  const bool hisSetting = o.gpus == 96 && o.bandwidthGBps == 6.0;
+  const auto tabulated = [&](int64_t s) -> const DettmersTabulatedSync* {
+    if (!hisSetting) return nullptr;
+    for (const DettmersTabulatedSync& r : dettmersTable6())
+      if (r.subBatch == s) return &r;
+    return nullptr;
+  };
+  const auto published = [&](int64_t s) -> const PublishedRow* {
+    if (!hisSetting) return nullptr;
+    for (const PublishedRow& r : kPublishedTable7)
+      if (r.subBatch == s) return &r;
+    return nullptr;
+  };
+  const DettmersLayer& conv = dettmersAlexNetLayers()[3];  // conv3 384->256, the largest conv gradient
+  fmt::print("\ncluster (5.2): {} GPUs in {} nodes, batch {} per GPU ({} in all), InfiniBand {} GB/s, PCIe {} GB/s\n",
+             cluster.gpus, cluster.nodes(), cluster.batchPerGpu, cluster.globalBatch(), cluster.infinibandGBps,
+             cluster.pcieGBps);
+  fmt::print(
+      "  data-parallel gradient sync of {} ({} values): 32-bit {:.2f} ms, 8-bit {:.2f} ms (paper: about 1.9 ms "
+      "32-bit), hidden under its {} ms update\n",
+      conv.name, conv.weights, dettmersGradientSyncMs(cluster, conv.weights, 4.0),
+      dettmersGradientSyncMs(cluster, conv.weights, bytes8), conv.updateMs);
+  fmt::print(
+      "  model-parallel activations per pass: s x {} values, one share per node; sync from traffic = 2 PCIe + "
+      "{} InfiniBand messages\n\n",
+      cluster.activationsPerSample, cluster.nodes() - 1);
+  fmt::print("{:>9} {:>7} {:>8} | {:>9} {:>9} {:>7} {:>7} | {:>9} {:>9} {:>8} {:>8} {:>7} {:>7} | {:>7} {:>7}\n",
+             "sub_batch", "passes", "fc_ms", "t6sync32", "t6sync8", "t6_x32", "t6_x8", "msg32_KiB", "msg8_KiB",
+             "sync32", "sync8", "tr_x32", "tr_x8", "pub_x32", "pub_x8");
+  std::string csv =
+      "sub_batch,passes,fc_ms,table6_sync32_ms,table6_sync8_ms,table6_speedup32,table6_speedup8,message32_bytes,"
+      "message8_bytes,traffic_sync32_ms,traffic_sync8_ms,traffic_speedup32,traffic_speedup8\n";
+  auto cell = [](const std::optional<double>& v, int width, int digits) {
+    return v ? fmt::format("{:>{}.{}f}", *v, width, digits) : fmt::format("{:>{}}", "-", width);
+  };
+  double best32 = 0.0, best8 = 0.0, bestT32 = 0.0, bestT8 = 0.0;
+  for (int64_t s : subBatches) {
+    checkDettmersCluster(cluster, s);
+    std::optional<double> t32, t8, ts32, ts8, p32, p8;
+    if (const DettmersTabulatedSync* t = tabulated(s)) {
+      ts32 = t->ms32;
+      ts8 = t->ms8;
+      t32 = dettmersClusterStep(cluster, s, t->ms32).speedup;
+      t8 = dettmersClusterStep(cluster, s, t->ms8).speedup;
+      bestT32 = std::max(bestT32, *t32);
+      bestT8 = std::max(bestT8, *t8);
+    }
+    if (const PublishedRow* p = published(s)) {
+      p32 = convnet ? p->convnet32 : p->nervana32;
+      p8 = convnet ? p->convnet8 : p->nervana8;
+    }
+    const double sync32 = dettmersSyncFromTrafficMs(cluster, s, 4.0);
+    const double sync8 = dettmersSyncFromTrafficMs(cluster, s, bytes8);
+    const DettmersClusterStep a = dettmersClusterStep(cluster, s, sync32);
+    const DettmersClusterStep b = dettmersClusterStep(cluster, s, sync8);
+    best32 = std::max(best32, a.speedup);
+    best8 = std::max(best8, b.speedup);
+    fmt::print(
+        "{:>9} {:>7.0f} {:>8.1f} | {} {} {} {} | {:>9.1f} {:>9.1f} {:>8.2f} {:>8.2f} {:>7.2f} {:>7.2f} | {} {}\n", s,
+        a.passes, a.fcMs, cell(ts32, 9, 2), cell(ts8, 9, 2), cell(t32, 7, 2), cell(t8, 7, 2),
+        dettmersActivationMessageBytes(cluster, s, 4.0) / 1024.0,
+        dettmersActivationMessageBytes(cluster, s, bytes8) / 1024.0, sync32, sync8, a.speedup, b.speedup,
+        cell(p32, 7, 2), cell(p8, 7, 2));
+    auto num = [](const std::optional<double>& v) { return v ? fmt::format("{:.6g}", *v) : std::string(); };
+    csv += fmt::format("{},{:.6g},{:.6g},{},{},{},{},{:.0f},{:.0f},{:.6g},{:.6g},{:.6g},{:.6g}\n", s, a.passes, a.fcMs,
+                       num(ts32), num(ts8), num(t32), num(t8), dettmersActivationMessageBytes(cluster, s, 4.0),
+                       dettmersActivationMessageBytes(cluster, s, bytes8), sync32, sync8, a.speedup, b.speedup);
+  }
+  fmt::print(
+      "  t6: his formulation on his Table 6 sync times (8-bit messages 1/8 of 32-bit); tr: on the sync "
+      "computed from the traffic (8-bit: {:.3f} bytes per value); pub: his Table 7\n",
+      bytes8);
+
+  // aps's model (PerfModel.h) for the same setting: data parallel all the way, every gradient
+  // all-reduced in buckets behind backward.
+  int64_t weights = 0;
+  double fprop = 0.0, listed = 0.0;
+  for (const DettmersLayer& l : dettmersAlexNetLayers()) {
+    weights += l.weights;
+    fprop += l.fpropMs;
+    listed += l.fpropMs + l.bpropMs + l.updateMs;
+  }
+  StepShape shape;
+  shape.elements = weights;
+  shape.layers = static_cast<int64_t>(dettmersAlexNetLayers().size());
+  shape.bucketElements = static_cast<int64_t>(o.bucketMb * 1048576.0 / 4.0);
+  shape.forwardSeconds = total * fprop / listed * 1e-3;
+  shape.backwardSeconds = total * 1e-3 - shape.forwardSeconds;
+  // fp32 sums run at the memory bandwidth of his GTX Titan X (336 GB/s, 12 bytes moved per value:
+  // an assumption, the paper gives none); the 8-bit codec at his measured 1 ns to compress and
+  // 0.5 ns to decompress a value (3.2), a decode-add as a decode.
+  const double fp32Rate = 336e9 / 12.0;
+  const double enc = 1e9 / o.encodeNs, dec = 1e9 / o.decodeNs;
+  const std::map<std::string, CodecRates> rates{{"fp32", {fp32Rate, fp32Rate, fp32Rate, fp32Rate}},
+                                                {"dettmers_dynamic", {enc, dec, dec, 1e9 / (o.encodeNs + o.decodeNs)}}};
+  const AllReducePerfModel::Key k32{"native", "fp32"}, k8{"two_shot", "dettmers_dynamic"};
+  // The node's GPUs talk over PCIe (his 5 GB/s), the cluster's over InfiniBand.
+  const AllReducePerfModel apsNode =
+      AllReducePerfModel::stated(o.latencyUs * 1e-6, 1e-9 / cluster.pcieGBps, rates, {k32, k8});
+  const AllReducePerfModel apsCluster =
+      AllReducePerfModel::stated(o.latencyUs * 1e-6, 1e-9 / o.bandwidthGBps, rates, {k32, k8});
+  fmt::print(
+      "\naps's model (PerfModel.h), same setting, data parallel throughout: {} gradient values in {} MiB buckets "
+      "behind backward ({:.1f} of {} ms), alpha {} us, {} GB/s ({} GB/s in the node), 8-bit codec {} / {} ns "
+      "per value\n",
+      weights, o.bucketMb, shape.backwardSeconds * 1e3, total, o.latencyUs, o.bandwidthGBps, cluster.pcieGBps,
+      o.encodeNs, o.decodeNs);
+  fmt::print("{:>6} {:>10} {:>18} {:>10} {:>10} {:>10} {:>9}\n", "ranks", "algorithm", "codec", "comm_ms", "exposed_ms",
+             "step_ms", "speedup");
+  double aps32 = 0.0, aps8 = 0.0;
+  for (int n : {node.gpus, cluster.gpus}) {
+    const AllReducePerfModel& aps = n == node.gpus ? apsNode : apsCluster;
+    for (const auto& [key, b] : {std::pair{k32, 4.0}, std::pair{k8, bytes8}}) {
+      const StepPrediction p = predictStep(aps, key, n, b, shape);
+      const double x = dataParallelSpeedup(aps, key, n, b, shape);
+      if (n == cluster.gpus) (key.codec == "fp32" ? aps32 : aps8) = x;
+      fmt::print("{:>6} {:>10} {:>18} {:>10.2f} {:>10.2f} {:>10.2f} {:>9.2f}\n", n, key.algorithm, key.codec,
+                 p.commSeconds * 1e3, p.exposedSeconds * 1e3, p.stepSeconds * 1e3, x);
+    }
+  }
+  fmt::print(
+      "\nat {} GPUs, best over the sub-batches: his formulation on Table 6 {} 32-bit, {} 8-bit; on the "
+      "traffic {:.1f}x 32-bit, {:.1f}x 8-bit; aps's model {:.1f}x 32-bit, {:.1f}x 8-bit\n",
+      cluster.gpus, bestT32 > 0.0 ? fmt::format("{:.1f}x", bestT32) : std::string("-"),
+      bestT8 > 0.0 ? fmt::format("{:.1f}x", bestT8) : std::string("-"), best32, best8, aps32, aps8);
+  if (!o.csvPath.empty()) writeCsv(o.csvPath, csv);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,12 +258,11 @@ int main(int argc, char** argv) {
   std::string baseline = "native", csvPath, modelName;
   std::vector<std::string> validate;
   bool includeSim = false, aps = false;
-  app.add_option("--calibration", calibration, "aps_bench_comm --format json output (repeatable)")
-      ->required()
+  app.add_option("--calibration", calibration, "aps_bench_comm --format json output (repeatable; required)")
       ->check(CLI::ExistingFile);
   app.add_option("--codec-rates", codecRatesPath,
-                 "aps_bench_codec JSON for the calibrated wire formats (one core, on the machine that ran the ranks)")
-      ->required()
+                 "aps_bench_codec JSON for the calibrated wire formats (one core, on the machine that ran the ranks; "
+                 "required)")
       ->check(CLI::ExistingFile);
   app.add_option("--codec-slowdown", codecSlowdown,
                  "how many times slower a calibration rank ran codec work than aps_bench_codec's one core (the "
@@ -111,7 +303,52 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--csv", csvPath, "also write the predictions as CSV");
   app.add_flag("--include-sim", includeSim, "calibrate on --sim records too");
+
+  DettmersOptions dettmers;
+  auto* dettmersCmd = app.add_subcommand(
+      "dettmers",
+      "Dettmers' speedup model (arXiv:1511.04561) for AlexNet on one 4-GPU node and an N-GPU cluster at 32 and 8 bits, "
+      "from his parameters, beside aps's model for the same setting (no calibration needed)");
+  dettmersCmd->add_option("--kernels", dettmers.kernels, "his one-GPU times: nervana (104.1 ms) or convnet2 (177 ms)")
+      ->check(CLI::IsMember({"nervana", "convnet2"}))
+      ->capture_default_str();
+  dettmersCmd->add_option("--gpus", dettmers.gpus, "cluster GPUs, 3 per node as his")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  dettmersCmd
+      ->add_option("--sub-batches", dettmers.subBatches,
+                   "sub-batch sizes of the model-parallel passes (default 128..2048 and the global batch)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  dettmersCmd->add_option("--bandwidth-GBps", dettmers.bandwidthGBps, "InfiniBand bandwidth (his: 6 for FDR)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  dettmersCmd
+      ->add_option("--latency-us", dettmers.latencyUs,
+                   "aps's model: latency per message (default: his smallest InfiniBand latency, Table 5)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  dettmersCmd->add_option("--encode-ns", dettmers.encodeNs, "aps's model: 8-bit compression per value (his: 1)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  dettmersCmd->add_option("--decode-ns", dettmers.decodeNs, "aps's model: 8-bit decompression per value (his: 0.5)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  dettmersCmd->add_option("--bucket-mb", dettmers.bucketMb, "aps's model: gradient bucket cap in MiB")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  dettmersCmd->add_option("--csv", dettmers.csvPath, "also write the cluster table as CSV");
+  // The calibration is required unless a subcommand runs: a usage error (exit 2) like CLI11's own.
+  app.parse_complete_callback([&] {
+    if (*dettmersCmd) return;
+    if (calibration.empty()) throw CLI::RequiredError("--calibration");
+    if (codecRatesPath.empty()) throw CLI::RequiredError("--codec-rates");
+  });
   return runTool(app, argc, argv, [&] {
+    if (*dettmersCmd) {
+      runDettmers(dettmers);
+      return;
+    }
     std::vector<BenchRecord> records;
     for (const std::string& path : calibration) {
       auto r = parseBenchJsonLines(readFile(path), includeSim);
@@ -207,16 +444,6 @@ int main(int argc, char** argv) {
                            p.commSeconds, p.exposedSeconds, p.stepSeconds, speedup, step);
       }
     }
-    if (!csvPath.empty()) {
-      // Write then rename: a reader never sees half a file.
-      const std::string tmp = csvPath + ".tmp";
-      {
-        std::ofstream out(tmp);
-        APS_CHECK(out.good(), "perfmodel: cannot write '{}'", tmp);
-        out << csv;
-      }
-      std::filesystem::rename(tmp, csvPath);
-      fmt::print("\nwrote {}\n", csvPath);
-    }
+    if (!csvPath.empty()) writeCsv(csvPath, csv);
   });
 }
