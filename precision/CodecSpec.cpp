@@ -43,6 +43,10 @@ bool parseDettmersKind(const std::string& name, CodecSpec::Kind& kind) {
     kind = CodecSpec::Kind::DettmersLinear;
     return true;
   }
+  if (name == "dettmers_static" || name == "static_tree") {
+    kind = CodecSpec::Kind::DettmersStatic;
+    return true;
+  }
   return false;
 }
 
@@ -96,7 +100,7 @@ CodecSpec CodecSpec::parse(const std::string& text) {
 std::vector<std::string> CodecSpec::names() {
   std::vector<std::string> out = FloatFormat::presetNames();
   for (const auto& [mx, element] : kMxTypes) out.emplace_back(mx);
-  out.insert(out.end(), {"dettmers_dynamic", "dettmers_linear"});
+  out.insert(out.end(), {"dettmers_dynamic", "dettmers_linear", "dettmers_static"});
   return out;
 }
 
@@ -112,7 +116,8 @@ CodecSpec CodecSpec::fromYaml(const YAML::Node& node) {
   if (node["type"]) {
     const auto type = node["type"].as<std::string>();
     if (!parseDettmersKind(type, spec.kind)) {
-      APS_CHECK(type == "float", "codec: type = '{}' is unknown (float, dettmers_dynamic, dettmers_linear)", type);
+      APS_CHECK(type == "float",
+                "codec: type = '{}' is unknown (float, dettmers_dynamic, dettmers_linear, dettmers_static)", type);
     }
   }
   for (const auto& kv : node) {
@@ -153,6 +158,8 @@ std::unique_ptr<Codec> makeCodec(const CodecSpec& spec) {
       return std::make_unique<DettmersCodec>(DettmersCodec::Type::DynamicTree, spec.blockSize);
     case CodecSpec::Kind::DettmersLinear:
       return std::make_unique<DettmersCodec>(DettmersCodec::Type::Linear, spec.blockSize);
+    case CodecSpec::Kind::DettmersStatic:
+      return std::make_unique<DettmersCodec>(DettmersCodec::Type::StaticTree, spec.blockSize);
   }
   APS_FAIL("codec: unknown kind");
 }

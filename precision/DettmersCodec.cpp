@@ -54,9 +54,59 @@ std::array<float, 256> DettmersCodec::linearCodeBook() {
   return book;
 }
 
+std::array<float, 256> DettmersCodec::staticTreeCodeBook() {
+  // docs/ALGORITHMS.md, Dettmers' 8-bit types: for e = 0..7 (the 3-bit exponent) the 16
+  // midpoints of linspace(0.1, 1, 17) (the leaves of a 4-level bisection of (0.1, 1)) scaled
+  // by 10^-e, less the smallest, their negatives, plus 0 and 1.0, sorted. Computed in
+  // double, then rounded once to float.
+  std::vector<double> values;
+  for (int e = 0; e < 8; ++e) {
+    const double scale = std::pow(10.0, -e);
+    for (int k = 0; k < 16; ++k) {
+      if (e == 7 && k == 0) continue;  // its place goes to 0
+      const double lo = 0.1 + 0.9 * k / 16;
+      const double hi = 0.1 + 0.9 * (k + 1) / 16;
+      const double mid = scale * (lo + hi) / 2.0;
+      values.push_back(mid);
+      values.push_back(-mid);
+    }
+  }
+  values.push_back(0.0);
+  values.push_back(1.0);
+  std::sort(values.begin(), values.end());
+  APS_ASSERT(values.size() == 256);
+  std::array<float, 256> book{};
+  for (size_t i = 0; i < 256; ++i) book[i] = static_cast<float>(values[i]);
+  return book;
+}
+
+std::array<float, 256> DettmersCodec::codeBookOf(Type type) {
+  switch (type) {
+    case Type::DynamicTree:
+      return dynamicTreeCodeBook();
+    case Type::Linear:
+      return linearCodeBook();
+    case Type::StaticTree:
+      return staticTreeCodeBook();
+  }
+  APS_FAIL("dettmers codec: unknown type");
+}
+
+const char* DettmersCodec::typeName(Type type) {
+  switch (type) {
+    case Type::DynamicTree:
+      return "dettmers_dynamic";
+    case Type::Linear:
+      return "dettmers_linear";
+    case Type::StaticTree:
+      return "dettmers_static";
+  }
+  APS_FAIL("dettmers codec: unknown type");
+}
+
 DettmersCodec::DettmersCodec(Type type, int64_t blockSize) : type_(type), blockSize_(blockSize) {
   APS_CHECK(blockSize >= 0, "dettmers codec: block_size = {} must be >= 0", blockSize);
-  codes_ = type == Type::DynamicTree ? dynamicTreeCodeBook() : linearCodeBook();
+  codes_ = codeBookOf(type);
   for (int k = 0; k < 255; ++k) midpoints_[k] = 0.5f * (codes_[k] + codes_[k + 1]);
   for (int c = 0; c < 256; ++c) {
     const auto bits = std::bit_cast<uint32_t>(codes_[c]);
@@ -87,7 +137,7 @@ DettmersCodec::DettmersCodec(Type type, int64_t blockSize) : type_(type), blockS
     bucketBase_[b] = static_cast<uint8_t>(below);
   }
   // The vector search folds the sign (SearchTables): code 127 is 0 and the midpoints below it
-  // mirror the 127 above it, bit for bit. Both code books are built so; a new one that is not
+  // mirror the 127 above it, bit for bit. All three code books are built so; a new one that is not
   // fails here rather than encode wrongly.
   for (int j = 0; j < 127; ++j) {
     APS_CHECK(
@@ -105,7 +155,7 @@ DettmersCodec::DettmersCodec(Type type, int64_t blockSize) : type_(type), blockS
 }
 
 std::string DettmersCodec::name() const {
-  std::string n = type_ == Type::DynamicTree ? "dettmers_dynamic" : "dettmers_linear";
+  std::string n = typeName(type_);
   if (blockSize_ > 0) n += fmt::format("/block{}", blockSize_);
   return n;
 }

@@ -19,6 +19,8 @@ class DettmersCodec : public Codec {
   enum class Type : uint8_t {
     DynamicTree,  // docs/ALGORITHMS.md, Dettmers' 8-bit types: the widely used 256-value dynamic tree code book
     Linear,       // uniform over [-1, 1]: code c is (c - 127) / 127 (c = 255 unused), 0 exact
+    StaticTree,   // docs/ALGORITHMS.md, Dettmers' 8-bit types: a fixed 3-bit decimal exponent and a 4-bit
+                  // bisection tree of (0.1, 1) (our reading of his static tree; staticTreeCodeBook)
   };
 
   DettmersCodec(Type type, int64_t blockSize);
@@ -49,6 +51,17 @@ class DettmersCodec : public Codec {
 
   static std::array<float, 256> dynamicTreeCodeBook();
   static std::array<float, 256> linearCodeBook();
+  // Dettmers' static tree as we read it (the paper names the type and gives its error, not
+  // its layout): after the sign, a fixed 3-bit exponent e gives the scale 10^-e (e = 0..7) and
+  // a fixed 4 bits descend a bisection tree of (0.1, 1), the value being the midpoint of the
+  // leaf's interval: 8 * 16 = 128 magnitudes per sign. As in the dynamic tree's code book, 0
+  // and 1 get codes of their own; the smallest magnitude, 10^-7 * (0.1 + 0.9 / 32), gives its
+  // place to 0. 127 * 2 + 2 = 256 sorted values in [-1, 1].
+  static std::array<float, 256> staticTreeCodeBook();
+  // The code book of a type.
+  static std::array<float, 256> codeBookOf(Type type);
+  // The codec name of a type without blocks ("dettmers_dynamic", "dettmers_linear", "dettmers_static").
+  static const char* typeName(Type type);
 
  private:
   int64_t blockLength(int64_t n) const { return blockSize_ > 0 ? blockSize_ : (n > 0 ? n : 1); }

@@ -111,12 +111,13 @@ TEST_P(DettmersExhaustive, EveryFloatEncodesAsTheSharedKernels) {
 
 INSTANTIATE_TEST_SUITE_P(Types, DettmersExhaustive,
                          ::testing::Combine(::testing::Values(DettmersCodec::Type::DynamicTree,
-                                                              DettmersCodec::Type::Linear),
+                                                              DettmersCodec::Type::Linear,
+                                                              DettmersCodec::Type::StaticTree),
                                             ::testing::Values(int64_t{192}, int64_t{600}, int64_t{100})),
                          [](const auto& param) {
-                           return std::string(std::get<0>(param.param) == DettmersCodec::Type::DynamicTree ? "dynamic"
-                                                                                                           : "linear") +
-                                  "_block" + std::to_string(std::get<1>(param.param));
+                           // "dettmers_dynamic" -> "dynamic"
+                           return std::string(DettmersCodec::typeName(std::get<0>(param.param)) + 9) + "_block" +
+                                  std::to_string(std::get<1>(param.param));
                          });
 
 }  // namespace

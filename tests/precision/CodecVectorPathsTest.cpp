@@ -691,7 +691,7 @@ std::vector<float> dettmersInputs(const DettmersCodec& codec) {
 }
 
 TEST(CodecVectorPaths, DettmersEncodeAgreesWithTheSharedKernels) {
-  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear}) {
+  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear, DettmersCodec::Type::StaticTree}) {
     // 64, 256 and one block: block by block; 7, 100 and 300: in groups of blocks, each lane
     // scaled by its own block's inverse.
     for (int64_t blockSize : {int64_t{64}, int64_t{256}, int64_t{100}, int64_t{0}, int64_t{7}, int64_t{300}}) {
@@ -722,7 +722,7 @@ TEST(CodecVectorPaths, DettmersDecodeGivesEveryCodeTimesTheScale) {
   // Every code in every position of a 64-value step (the byte-permute decode) and of a
   // 16-lane step, tails of both, and scales that are ordinary, zero, subnormal, infinite or
   // NaN; decodeAdd adds the separately rounded product.
-  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear}) {
+  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear, DettmersCodec::Type::StaticTree}) {
     const DettmersCodec codec(type, 0);
     const int64_t n = 256 * 65 + 53;
     for (float absmax : {1.0f, 3.7f, 0.0f, std::bit_cast<float>(0x00000101u), std::numeric_limits<float>::infinity(),
@@ -748,7 +748,7 @@ TEST(CodecVectorPaths, DettmersDecodeGivesEveryCodeTimesTheScale) {
 }
 
 TEST(CodecVectorPaths, DettmersDecodeAddEncodeIsEncodeOfTheDecodedSum) {
-  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear}) {
+  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear, DettmersCodec::Type::StaticTree}) {
     // 256 and one block: block by block; 7, 100 and 300: in groups of blocks.
     for (int64_t blockSize : {int64_t{256}, int64_t{100}, int64_t{0}, int64_t{7}, int64_t{300}}) {
       const DettmersCodec codec(type, blockSize);

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -151,6 +152,16 @@ TEST(CodecSpec, ParsesNamesAndYaml) {
   EXPECT_EQ(spec.format.overflow, Overflow::Saturate);
   EXPECT_EQ(spec.rounding, RoundingMode::Stochastic);
   EXPECT_EQ(CodecSpec::fromYaml(YAML::Load("{type: dettmers_dynamic, block_size: 512}")).blockSize, 512);
+  // Dettmers' static tree, by name, alias, blocks and the YAML type map.
+  EXPECT_EQ(makeCodec("dettmers_static")->name(), "dettmers_static");
+  EXPECT_EQ(makeCodec("static_tree/block64")->name(), "dettmers_static/block64");
+  EXPECT_EQ(CodecSpec::parse("dettmers_static/block256").kind, CodecSpec::Kind::DettmersStatic);
+  const auto staticSpec = CodecSpec::fromYaml(YAML::Load("{type: dettmers_static, block_size: 128}"));
+  EXPECT_EQ(staticSpec.kind, CodecSpec::Kind::DettmersStatic);
+  EXPECT_EQ(makeCodec(staticSpec)->name(), "dettmers_static/block128");
+  EXPECT_THROW(makeCodec("dettmers_static/block0"), aps::Error);
+  const auto names = CodecSpec::names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "dettmers_static"), names.end());
   EXPECT_ERROR_NAMES(makeCodec("e4m3:sideways"), "sideways");
   EXPECT_THROW(makeCodec("dettmers_dynamic/block0"), aps::Error);
   // A float format with /block<N> is block-scaled (BlockScaledCodecTest); other suffixes are refused.

@@ -121,7 +121,7 @@ TEST(SharedKernels, VectorRoundingAgreesWithTheScalarCoreOnASweepOfAllFloats) {
 }
 
 TEST(SharedKernels, DettmersBucketShortcutMatchesTheSharedSearch) {
-  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear}) {
+  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear, DettmersCodec::Type::StaticTree}) {
     const DettmersCodec codec(type, 0);
     std::vector<float> vs;
     Rng rng(3);
@@ -143,7 +143,7 @@ TEST(SharedKernels, DettmersBlocksWhoseReciprocalOverflowsKeepTheirSigns) {
   // absmax 1e-40 (an fp32 subnormal): 1 / absmax is inf, so the scaled values are +-inf,
   // which go to the top and bottom codes (the bucket shortcut once sent +inf to code 1).
   const std::vector<float> x = {1e-40f, 5e-41f, -1e-40f, 0.0f};
-  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear}) {
+  for (auto type : {DettmersCodec::Type::DynamicTree, DettmersCodec::Type::Linear, DettmersCodec::Type::StaticTree}) {
     const DettmersCodec codec(type, 0);
     std::vector<uint8_t> wire(codec.encodedBytes(4));
     std::vector<float> out(4);

@@ -70,6 +70,23 @@ void info(const FloatFormat& f, const char* prefix = "") {
   if (*prefix == '\0') fmt::print("aps_max_ranks: {:.0f}\n", aps::precision::ApsScaler::maxRanks(f));
 }
 
+// The type of one of Dettmers' codecs.
+aps::precision::DettmersCodec::Type dettmersType(const CodecSpec& spec) {
+  using Type = aps::precision::DettmersCodec::Type;
+  switch (spec.kind) {
+    case Kind::DettmersDynamic:
+      return Type::DynamicTree;
+    case Kind::DettmersLinear:
+      return Type::Linear;
+    case Kind::DettmersStatic:
+      return Type::StaticTree;
+    case Kind::Float:
+    case Kind::BlockScaled:
+      break;
+  }
+  APS_FAIL("codec {} is not one of Dettmers' types", aps::precision::makeCodec(spec)->name());
+}
+
 // A codec that is more than a float format: what travels, per block, and its element or code values.
 void info(const CodecSpec& spec, const std::string& given) {
   const auto codec = aps::precision::makeCodec(spec);
@@ -82,16 +99,15 @@ void info(const CodecSpec& spec, const std::string& given) {
     info(spec.format, "element_");
     return;
   }
-  const bool dynamic = spec.kind == Kind::DettmersDynamic;
-  const auto book = dynamic ? aps::precision::DettmersCodec::dynamicTreeCodeBook()
-                            : aps::precision::DettmersCodec::linearCodeBook();
+  const auto type = dettmersType(spec);
+  const auto book = aps::precision::DettmersCodec::codeBookOf(type);
   float smallest = 1.0f;
   int distinct = 0;
   for (size_t c = 0; c < book.size(); ++c) {
     if (book[c] > 0 && book[c] < smallest) smallest = book[c];
     if (c == 0 || book[c] != book[c - 1]) ++distinct;
   }
-  fmt::print("kind: {}\n", dynamic ? "dettmers_dynamic" : "dettmers_linear");
+  fmt::print("kind: {}\n", aps::precision::DettmersCodec::typeName(type));
   fmt::print("block_size: {}\n", spec.blockSize > 0 ? std::to_string(spec.blockSize) : "0 (one absmax per message)");
   fmt::print("scale: fp32 absmax (4 bytes per block); a value travels as the nearest of 256 codes x absmax\n");
   fmt::print("code_values: {}\n", distinct);
@@ -117,8 +133,7 @@ void table(const CodecSpec& spec) {
             "table: {} scales each block of {} values by a shared power of two, so a code's value depends on its "
             "block; 'aps_formats table {}' lists the element codes",
             aps::precision::makeCodec(spec)->name(), spec.blockSize, spec.format.name);
-  const auto book = spec.kind == Kind::DettmersDynamic ? aps::precision::DettmersCodec::dynamicTreeCodeBook()
-                                                       : aps::precision::DettmersCodec::linearCodeBook();
+  const auto book = aps::precision::DettmersCodec::codeBookOf(dettmersType(spec));
   for (size_t c = 0; c < book.size(); ++c) fmt::print("0x{:02x} {}\n", c, g9(book[c]));
 }
 

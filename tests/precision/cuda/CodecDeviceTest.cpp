@@ -100,8 +100,8 @@ std::vector<std::string> codecNames() {
                         "bf16:stochastic/block33", "e5m2/block1000"}) {
     names.push_back(b);
   }
-  for (const char* d : {"dettmers_dynamic", "dettmers_linear", "dettmers_dynamic/block256", "dettmers_linear/block100",
-                        "dettmers_dynamic/block7"}) {
+  for (const char* d : {"dettmers_dynamic", "dettmers_linear", "dettmers_static", "dettmers_dynamic/block256",
+                        "dettmers_linear/block100", "dettmers_static/block64", "dettmers_dynamic/block7"}) {
     names.push_back(d);
   }
   return names;
