@@ -13,7 +13,7 @@ namespace aps::precision {
 // How far ahead of a codec's streaming loop its input is prefetched. On the 2-core AMD EPYC
 // (Zen 4) the hardware prefetcher alone left the fp16 and bf16 encodes at 0.8x of memcpy;
 // asking for the lines 2 KiB ahead, with one load per input vector, brought them to 1.0x
-// (docs/PERFORMANCE.md, "2026-12-05, morning"). 1 KiB gained less, 4 KiB the same. The byte
+// (docs/PERFORMANCE.md, "Codecs at memory speed"). 1 KiB gained less, 4 KiB the same. The byte
 // codes' encode measured slower with it, so only the fp16 and bf16 encodes use it.
 inline constexpr uintptr_t kPrefetchBytes = 2048;
 

@@ -12,6 +12,9 @@ build/bin/aps_bench_ops --peaks for the machine's SGEMM GFLOP/s and stream-copy 
 category's rate uses aps's count of the work (FLOPs for convolutions and GEMMs, bytes moved
 otherwise) for both frameworks, since the shapes are the same. Needs python3-torch; measure
 on an idle machine (the load average is printed into the report).
+
+The file is rewritten whole: the generated tables, then tools/perf/reading.md appended as it
+is (the hand-written reading of the figures). Edit the reading there, never in the output.
 """
 
 import argparse
