@@ -14,6 +14,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -21,6 +22,20 @@
 #endif
 
 namespace aps::precision {
+
+namespace {
+// A tree type's code book from its signed midpoints: 0 and 1.0 added, sorted, each value
+// computed in double rounded once to float.
+std::array<float, 256> sortedBook(std::vector<double> values) {
+  values.push_back(0.0);
+  values.push_back(1.0);
+  std::sort(values.begin(), values.end());
+  APS_ASSERT(values.size() == 256);
+  std::array<float, 256> book{};
+  for (size_t i = 0; i < 256; ++i) book[i] = static_cast<float>(values[i]);
+  return book;
+}
+}  // namespace
 
 std::array<float, 256> DettmersCodec::dynamicTreeCodeBook() {
   // docs/ALGORITHMS.md, Dettmers' 8-bit types: for i = 0..6, the midpoints of linspace(0.1, 1, 2^i + 1) scaled by
@@ -38,13 +53,7 @@ std::array<float, 256> DettmersCodec::dynamicTreeCodeBook() {
       values.push_back(-mid);
     }
   }
-  values.push_back(0.0);
-  values.push_back(1.0);
-  std::sort(values.begin(), values.end());
-  APS_ASSERT(values.size() == 256);
-  std::array<float, 256> book{};
-  for (size_t i = 0; i < 256; ++i) book[i] = static_cast<float>(values[i]);
-  return book;
+  return sortedBook(std::move(values));
 }
 
 std::array<float, 256> DettmersCodec::linearCodeBook() {
@@ -71,13 +80,7 @@ std::array<float, 256> DettmersCodec::staticTreeCodeBook() {
       values.push_back(-mid);
     }
   }
-  values.push_back(0.0);
-  values.push_back(1.0);
-  std::sort(values.begin(), values.end());
-  APS_ASSERT(values.size() == 256);
-  std::array<float, 256> book{};
-  for (size_t i = 0; i < 256; ++i) book[i] = static_cast<float>(values[i]);
-  return book;
+  return sortedBook(std::move(values));
 }
 
 std::array<float, 256> DettmersCodec::codeBookOf(Type type) {
