@@ -18,7 +18,7 @@ Mlp::Mlp(std::vector<int64_t> widths, int64_t numClasses, uint64_t seed) : Modul
   std::vector<int64_t> sizes = widths_;
   sizes.push_back(numClasses);
   for (size_t i = 0; i + 1 < sizes.size(); ++i) {
-    layers_.push_back(registerModule("fc" + std::to_string(i + 1), std::make_shared<nn::Linear>(sizes[i], sizes[i + 1], rng)));
+    registerModule("fc" + std::to_string(i + 1), std::make_shared<nn::Linear>(sizes[i], sizes[i + 1], rng));
   }
 }
 
@@ -27,9 +27,11 @@ Tensor Mlp::forward(const Tensor& input) {
   APS_CHECK(x.dim() == 2 && x.size(1) == widths_.front(),
             "mlp: an input of {} features per sample where model.widths[0] = {} (set it to the dataset's C x H x W)",
             x.dim() == 2 ? x.size(1) : x.numel(), widths_.front());
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    x = layers_[i]->forward(x);
-    if (i + 1 < layers_.size()) x = ops::relu(x);
+  // The layers through namedChildren(): parallel.split may replace them with their split form.
+  const auto layers = namedChildren();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    x = layers[i].second->forward(x);
+    if (i + 1 < layers.size()) x = ops::relu(x);
   }
   return x;
 }

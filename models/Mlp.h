@@ -21,7 +21,6 @@ class Mlp : public nn::Module {
 
  private:
   std::vector<int64_t> widths_;
-  std::vector<std::shared_ptr<nn::Linear>> layers_;
 };
 
 }  // namespace aps::models

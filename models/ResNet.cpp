@@ -84,7 +84,10 @@ ResNet::ResNet(const ResNetSpec& spec) : Module("ResNet"), spec_(spec) {
     stages_.push_back(registerModule("layer" + std::to_string(i + 1), stage));
   }
   outChannels_ = inplanes_;
-  if (spec.numClasses > 0) fc_ = registerModule("fc", std::make_shared<nn::Linear>(outChannels_, spec.numClasses, rng));
+  if (spec.numClasses > 0) {
+    registerModule("fc", std::make_shared<nn::Linear>(outChannels_, spec.numClasses, rng));
+    hasClassifier_ = true;
+  }
 
   // torchvision's init loop over self.modules(): Kaiming normal (fan_out, ReLU) for every conv;
   // BN already starts at weight 1, bias 0.
@@ -135,9 +138,9 @@ Tensor ResNet::features(const Tensor& input) {
 
 Tensor ResNet::forward(const Tensor& input) {
   Tensor x = features(input);  // (N, outChannels, h, w)
-  if (!fc_) return x;
+  if (!hasClassifier_) return x;
   x = ops::flatten(ops::adaptiveAvgPool2d(x, 1, 1), 1);  // (N, outChannels)
-  return fc_->forward(x);
+  return child("fc")->forward(x);  // a lookup, not a pointer: parallel.split may replace it
 }
 
 }  // namespace aps::models

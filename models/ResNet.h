@@ -67,7 +67,7 @@ class ResNet : public nn::Module {
   std::shared_ptr<nn::Conv2d> conv1_;
   std::shared_ptr<nn::BatchNorm2d> bn1_;
   std::vector<std::shared_ptr<nn::Sequential>> stages_;
-  std::shared_ptr<nn::Linear> fc_;
+  bool hasClassifier_ = false;  // child "fc"
   int64_t inplanes_ = 0;  // channels entering the next stage while building
   int64_t dilation_ = 1;  // current dilation while building
   int64_t outChannels_ = 0;

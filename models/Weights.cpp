@@ -27,10 +27,12 @@ std::string listing(const std::string& what, const std::vector<std::string>& ite
 
 }  // namespace
 
-void saveWeights(const nn::Module& model, const std::string& path) {
+void saveWeights(const nn::Module& model, const std::string& path) { saveWeights(model.stateDict(), path); }
+
+void saveWeights(const NamedTensors& state, const std::string& path) {
   // "format": "pt" is what safetensors.torch.save_file writes; PyTorch-side loaders expect it.
   // A model on a GPU writes the same file, from host copies.
-  io::saveSafetensors(path, onDevice(model.stateDict(), Device::cpu()), {{"format", "pt"}});
+  io::saveSafetensors(path, onDevice(state, Device::cpu()), {{"format", "pt"}});
 }
 
 void loadState(nn::Module& model, const NamedTensors& state, const std::string& source) {

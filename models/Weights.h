@@ -11,6 +11,8 @@ namespace aps::models {
 // that PyTorch reads with safetensors.torch.load_file and model.load_state_dict, and back.
 // Saving is atomic (framework/io).
 void saveWeights(const nn::Module& model, const std::string& path);
+// The same from a state dict (a model's, its split layers made whole).
+void saveWeights(const NamedTensors& state, const std::string& path);
 // Strict: every key of the model must be in the file with the model's shape, and the file may
 // hold no other key. Otherwise throws aps::Error naming the file and every missing, unexpected
 // and mis-shaped key (the model is left unchanged).

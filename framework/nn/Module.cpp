@@ -39,6 +39,24 @@ void Module::addChild(const std::string& name, std::shared_ptr<Module> module) {
   children_.emplace_back(name, std::move(module));
 }
 
+std::shared_ptr<Module> Module::child(const std::string& name) const {
+  for (const auto& [childName, module] : children_) {
+    if (childName == name) return module;
+  }
+  return nullptr;
+}
+
+void Module::replaceChild(const std::string& name, std::shared_ptr<Module> module) {
+  APS_CHECK(module != nullptr, "{}: replacing child module '{}' with null", typeName_, name);
+  for (auto& [childName, old] : children_) {
+    if (childName == name) {
+      old = std::move(module);
+      return;
+    }
+  }
+  APS_FAIL("{}: no child module '{}' to replace", typeName_, name);
+}
+
 void Module::collect(const std::string& prefix, bool params, bool buffers, NamedTensors& out) const {
   if (params) {
     for (const auto& p : parameters_) out.push_back({prefix + p.name, p.tensor});

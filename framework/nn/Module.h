@@ -37,6 +37,12 @@ class Module {
   void loadStateDict(const NamedTensors& state, bool strict = true);
   std::vector<std::pair<std::string, Module*>> namedModules();  // includes this one as ""
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> namedChildren() const { return children_; }
+  // The child registered as `name` (null: none).
+  std::shared_ptr<Module> child(const std::string& name) const;
+  // Puts `module` in the place of child `name`, same name and position (model parallelism
+  // swaps a layer for its split form). A model's forward reaches its replaceable children
+  // through child() or namedChildren(), never a pointer of its own.
+  void replaceChild(const std::string& name, std::shared_ptr<Module> module);
 
   // Moves every float parameter and buffer to `device` in place (torch's Module.to): the
   // layers' handles follow, gradients are dropped; integer buffers (step counters) stay on

@@ -199,6 +199,13 @@ class Validator {
                     "{}: '{}' must be a list of integers, got element {}", origin(key, item), key.path, describe(item));
         }
         break;
+      case ValueKind::StringList:
+        APS_CHECK(node.IsSequence(), "{}: '{}' must be a list of strings, got {}", at, key.path, describe(node));
+        for (const auto& item : node) {
+          APS_CHECK(item.IsScalar(), "{}: '{}' must be a list of strings, got element {}", origin(key, item),
+                    key.path, describe(item));
+        }
+        break;
       case ValueKind::Format:
         APS_CHECK(node.IsScalar() || node.IsMap(), "{}: '{}' must be a format name or a map, got {}", at, key.path,
                   describe(node));
@@ -439,6 +446,40 @@ void checkHierarchical(const TrainConfig& config, const std::string& name) {
             name);
 }
 
+// parallel.model_parallel (docs/ALGORITHMS.md, Model parallelism): what it combines with. The
+// world size under mpi is only known at run time; the trainer checks M against it.
+void checkModelParallel(const TrainConfig& config, const std::string& name) {
+  const auto& mp = config.parallel;
+  const auto& p = config.precision;
+  if (mp.modelParallel == 1) {
+    APS_CHECK(mp.split.empty(),
+              "{}: 'parallel.split' names layers to split but 'parallel.model_parallel' = 1: set it to the ranks that "
+              "share a split layer (2, 4, ...)",
+              name);
+    return;
+  }
+  APS_CHECK(!mp.split.empty(),
+            "{}: 'parallel.model_parallel' = {} but 'parallel.split' is empty: name the linear layers to split "
+            "(e.g. ['fc1', 'fc2'])",
+            name, mp.modelParallel);
+  APS_CHECK(config.comm.backend != "sim" || config.comm.worldSize % mp.modelParallel == 0,
+            "{}: 'parallel.model_parallel' = {} must divide 'comm.world_size' = {} (the world is data-parallel groups "
+            "x model-parallel ranks)",
+            name, mp.modelParallel, config.comm.worldSize);
+  APS_CHECK(config.device == "cpu", "{}: 'parallel.model_parallel' runs on the cpu only (device is '{}')", name,
+            config.device);
+  APS_CHECK(p.compute == "fp32", "{}: 'parallel.model_parallel' needs precision.compute: fp32 (it is '{}')", name,
+            p.compute);
+  APS_CHECK(config.comm.algorithm != "hierarchical",
+            "{}: 'parallel.model_parallel' and comm.algorithm: hierarchical do not combine (the data-parallel groups "
+            "are already a sub-world); use two_shot, ring or allgather",
+            name);
+  APS_CHECK(!p.errorFeedback && !p.hybridAuto && p.scaling != "autoscale" && p.scaling != "fp8lm",
+            "{}: 'parallel.model_parallel' does not combine with precision.error_feedback, hybrid_auto or scaling: "
+            "autoscale (their state is per rank and the split layers' gradients are reduced apart)",
+            name);
+}
+
 // checkpoint.keep_best and eval.early_stopping watch the evaluations during training.
 void checkEvaluations(const TrainConfig& config, const std::string& name) {
   const bool watching = config.checkpoint.keepBest || config.eval.earlyStopping > 0;
@@ -540,6 +581,7 @@ TrainConfig parseConfig(const std::string& yamlText, const std::string& name, co
             "{}: 'comm.world_size' = {} applies to the sim backend only (under mpi the world is mpirun's -np)", name,
             config.comm.worldSize);
   checkHierarchical(config, name);
+  checkModelParallel(config, name);
   checkEvaluations(config, name);
   APS_CHECK(config.comm.backend != "nccl" || config.device.starts_with("cuda"),
             "{}: comm.backend = 'nccl' moves gradients between GPUs and needs device: cuda (device is '{}'); use mpi "
@@ -592,6 +634,13 @@ std::string resumeYaml(const TrainConfig& config) {
   tree["data"].remove("prefetch");
   tree["model"].remove("init_from");  // a resumed run loads its weights from the checkpoint
   tree["model"].remove("init_map");
+  // How the model is split over ranks, not what it learns: a checkpoint (whole weights) resumes
+  // with another parallel.model_parallel, and the data-parallel world is what comm.world_size
+  // means to it (D = world_size / M).
+  if (config.parallel.modelParallel > 1 && tree["comm"]["world_size"]) {
+    tree["comm"]["world_size"] = config.comm.worldSize / config.parallel.modelParallel;
+  }
+  tree.remove("parallel");
   YAML::Emitter out;
   out << tree;
   return out.c_str();

@@ -68,6 +68,14 @@ struct TrainConfig {
     double bucketMb = 0;
     bool overlap = true;
   };
+  // Model parallelism (docs/ALGORITHMS.md, Model parallelism): the parallel.split layers are
+  // split by output features over the M ranks of each data-parallel group.
+  struct Parallel {
+    int64_t modelParallel = 1;
+    std::vector<std::string> split;  // name globs of the linear layers split
+    YAML::Node activationFormat;     // what activations and errors travel in
+    std::string activationScaling;   // aps or none
+  };
   struct Checkpoint {
     std::string dir;
     int64_t intervalEpochs = 0, intervalSteps = 0, keep = 0;
@@ -102,6 +110,7 @@ struct TrainConfig {
   Schedule schedule;
   Precision precision;
   Comm comm;
+  Parallel parallel;
   Checkpoint checkpoint;
   Eval eval;
   Logging logging;

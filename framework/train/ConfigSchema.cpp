@@ -255,6 +255,24 @@ std::vector<ConfigKey> commKeys() {
   };
 }
 
+std::vector<ConfigKey> parallelKeys() {
+  return {
+      {"parallel.model_parallel", K::Int, "1", 1, 1024, {},
+       "M: ranks that split each parallel.split layer; the world is D data-parallel groups x M (ranks g = d M + m)",
+       APS_FIELD(parallel.modelParallel)},
+      {"parallel.split", K::StringList, "[]", 0, 0, {},
+       "the linear layers split by output features across the M ranks of a group (name globs: ['fc1', 'fc2'])",
+       APS_FIELD(parallel.split)},
+      {"parallel.activation_format", K::Format, "fp32", 0, 0, {},
+       "what the split layers' activations (forward all-gather) and errors (backward reduction) travel in",
+       APS_FIELD(parallel.activationFormat)},
+      {"parallel.activation_scaling", K::Enum, "aps", 0, 0, {"aps", "none"},
+       "float activation formats: aps scales each message by a power of two that puts its largest value in the "
+       "format's top binade (the shift travels in a 4-byte header); none sends the values as they are",
+       APS_FIELD(parallel.activationScaling)},
+  };
+}
+
 std::vector<ConfigKey> checkpointKeys() {
   return {
       {"checkpoint.dir", K::String, "''", 0, 0, {},
@@ -322,7 +340,7 @@ std::vector<ConfigKey> loggingKeys() {
 std::vector<ConfigKey> buildSchema() {
   std::vector<ConfigKey> all;
   for (auto section : {runKeys, modelKeys, dataKeys, optimizerKeys, lossKeys, scheduleKeys, precisionKeys, commKeys,
-                       checkpointKeys, evalKeys, loggingKeys}) {
+                       parallelKeys, checkpointKeys, evalKeys, loggingKeys}) {
     for (auto& key : section()) all.push_back(std::move(key));
   }
   return all;
@@ -376,10 +394,10 @@ std::string closestConfigKey(const std::string& path) {
 
 namespace {
 // How --help-config names each ValueKind (one name per enumerator, in order).
-inline constexpr EnumNames<ValueKind, 8> kValueKindNames{{"int", "float", "bool", "string", "choice", "list of ints",
+inline constexpr EnumNames<ValueKind, 9> kValueKindNames{{"int", "float", "bool", "string", "choice", "list of ints",
                                                           "number format (a preset name or a map)",
-                                                          "list of {pattern, format} rules"}};
-static_assert(kValueKindNames.covers(ValueKind::RuleList), "one name per ValueKind");
+                                                          "list of {pattern, format} rules", "list of strings"}};
+static_assert(kValueKindNames.covers(ValueKind::StringList), "one name per ValueKind");
 }  // namespace
 
 std::string describeConfigKeys(const std::string& key) {

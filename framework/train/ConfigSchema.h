@@ -19,7 +19,8 @@ enum class ValueKind {
   Enum,      // a string from `choices`
   IntList,   // a sequence of integers
   Format,    // a number format: a preset name or a map {exponent_bits, ...} (validated by precision/)
-  RuleList,  // hybrid precision rules: a sequence of {pattern, format}
+  RuleList,    // hybrid precision rules: a sequence of {pattern, format}
+  StringList,  // a sequence of strings
 };
 
 // Stores a key's validated value into its TrainConfig field.

@@ -84,8 +84,12 @@ void Trainer::State::broadcastBuffersFromRankZero() {
 float Trainer::State::rankForwardBackward(nn::Module& net, const std::vector<nn::Dropout*>& rankDropouts, int copy,
                                           int local, const data::Batch& batch, int64_t micro) {
   const int64_t accumulation = config.optimizer.accumulationSteps;
-  sync->setLocalRank(local, copy);
-  sync->holdGradients(micro + 1 < accumulation, copy);
+  for (GradientSync* each : allSyncs()) {
+    each->setLocalRank(local, copy);
+    each->holdGradients(micro + 1 < accumulation, copy);
+  }
+  // The split layers' exchanges: their random streams, and rank 0's bytes and errors counted.
+  if (mp) mp->setPosition(static_cast<uint64_t>(globalStep * accumulation + micro), firstRank + local, true);
   // Dropout masks depend on (step, micro-batch, rank) only: the same under sim and mpi, and on resume.
   for (nn::Dropout* d : rankDropouts)
     d->setNextStream(static_cast<uint64_t>((globalStep * accumulation + micro) * world + firstRank + local));
@@ -176,6 +180,32 @@ std::vector<float> Trainer::State::forwardBackward(const std::vector<std::vector
   return losses;
 }
 
+// Every sync's reduced gradients in place (the replicated parameters', then each slice's), and
+// their figures together. Model parallelism: a non-finite gradient of any slice skips the step
+// on every rank of the model-parallel group alike.
+comm::StepCommStats Trainer::State::finishSteps() {
+  comm::StepCommStats all = sync->finishStep();
+  if (!mp) return all;
+  for (const auto& slice : sliceSyncs) {
+    const comm::StepCommStats c = slice->finishStep();
+    all.exposedSeconds += c.exposedSeconds;
+    all.commSeconds += c.commSeconds;
+    all.nonFinite = all.nonFinite || c.nonFinite;
+    all.buckets += c.buckets;
+    // Rank 0 sends slice 0's buckets (the simulator's other slices stand for other ranks).
+    if (&slice == &sliceSyncs.front()) {
+      all.bytesSent.resize(std::max(all.bytesSent.size(), c.bytesSent.size()), 0);
+      for (size_t i = 0; i < c.bytesSent.size(); ++i) all.bytesSent[i] += c.bytesSent[i];
+    }
+  }
+  std::vector<float> flag(static_cast<size_t>(modelGroup->localRankCount()), all.nonFinite ? 1.0f : 0.0f);
+  std::vector<float*> perRank;
+  for (float& f : flag) perRank.push_back(&f);
+  comm::smallAllReduce(*modelGroup, perRank, 1, comm::ReduceOp::Max);
+  all.nonFinite = flag[0] != 0.0f;
+  return all;
+}
+
 // The step's loss averaged over every rank (the logged loss): an fp32 sum in rank order
 // through the transport, so simulated and real ranks log the same number.
 double Trainer::State::meanLossOverRanks(std::vector<float> losses) {
@@ -240,14 +270,15 @@ bool Trainer::State::trainStep(std::vector<std::vector<data::Batch>>& micro, Int
   // Every kernel that reads this step's batches is queued (accumulation released each micro-batch's).
   if (deviceBatches && micro.size() == 1) deviceBatches->release();
   const double computeSeconds = secondsSince(start);
-  const comm::StepCommStats comm = sync->finishStep();  // the reduced, averaged gradients are in place
+  const comm::StepCommStats comm = finishSteps();  // the reduced, averaged gradients are in place
   const double loss = meanLossOverRanks(std::move(losses));
   if (!std::isfinite(loss)) trainLossNonFinite = true;
   const bool stepped = update(!comm.nonFinite, loss);
   scheduler->advance();
   broadcastBuffersFromRankZero();
   model->zeroGrad();
-  sync->adaptFormats(globalStep);
+  for (GradientSync* each : allSyncs()) each->adaptFormats(globalStep);
+  if (mp) mpBytes += mp->takeBytesSent();
 
   interval.steps += 1;
   for (const auto& batches : micro) interval.images += static_cast<int64_t>(batches[0].size()) * world;
@@ -261,11 +292,32 @@ bool Trainer::State::trainStep(std::vector<std::vector<data::Batch>>& micro, Int
   return stepped;
 }
 
+nlohmann::json Trainer::State::layerRecords() const {
+  nlohmann::json out = sync->layerRecords();
+  if (!sliceSyncs.empty()) {
+    for (const auto& record : sliceSyncs.front()->layerRecords()) out.push_back(record);
+  }
+  return out;
+}
+
+nlohmann::json Trainer::State::formatsRecord() const {
+  nlohmann::json out = sync->formatsRecord();
+  if (!sliceSyncs.empty()) {
+    for (const auto& record : sliceSyncs.front()->formatsRecord()) out.push_back(record);
+  }
+  return out;
+}
+
 void Trainer::State::logInterval(IntervalStats& interval) {
   nlohmann::json extra{{"skipped_steps", skipped},
                        {"autoscale", sync->autoscaleRecord()},
                        {"loss_scale", lossScaler ? lossScaler->scale() : 1.0f},
-                       {"layers", sync->layerRecords()}};
+                       {"layers", layerRecords()}};
+  if (mp) {
+    extra["mp_bytes"] = interval.steps > 0 ? mpBytes / static_cast<uint64_t>(interval.steps) : 0;
+    extra["mp_layers"] = mp->layerRecords();
+    mpBytes = 0;
+  }
   if (config.optimizer.clipGradNorm > 0) extra["grad_norm"] = metricValue(lastGradNorm);
   log->interval(interval, position(), optimizer->lr(), std::move(extra));
 }
@@ -367,11 +419,14 @@ void Trainer::State::watchEvaluation(const TrainSummary& summary) {
   if (improved) {
     log->write({{"type", "best"}, {"epoch", epoch}, {"step", globalStep}, {"metric", metric},
                 {"value", metricValue(monitor->best())}});
-    if (config.checkpoint.keepBest && isRoot() && !config.checkpoint.dir.empty()) {
-      std::filesystem::create_directories(config.checkpoint.dir);
-      const std::string path = (std::filesystem::path(config.checkpoint.dir) / "best.safetensors").string();
-      models::saveWeights(*model, path);
-      spdlog::info("best {} so far ({}): weights in {}", metric, monitor->best(), path);
+    if (config.checkpoint.keepBest && !config.checkpoint.dir.empty()) {
+      const NamedTensors weights = wholeState(model->stateDict());  // collective with split layers
+      if (isRoot()) {
+        std::filesystem::create_directories(config.checkpoint.dir);
+        const std::string path = (std::filesystem::path(config.checkpoint.dir) / "best.safetensors").string();
+        models::saveWeights(weights, path);
+        spdlog::info("best {} so far ({}): weights in {}", metric, monitor->best(), path);
+      }
     }
   } else if (config.eval.earlyStopping > 0) {
     spdlog::info("{} has not improved on {} (step {}) for {} of {} evaluations", metric, monitor->best(),
@@ -419,6 +474,8 @@ std::string Trainer::State::resolveResume(const std::string& resumeFrom) {
 
 // Every rank, real or simulated, evaluates its shard of the test set (same bits both ways).
 TrainSummary Trainer::State::evaluate(bool validation) {
+  // Evaluation's exchanges: fixed random streams (every rank alike), nothing counted.
+  if (mp) mp->setPosition(0, 0, false);
   EvalSetup setup;
   setup.classes = config.model.numClasses;
   setup.segmentation = info.segmentation;
@@ -511,14 +568,16 @@ TrainSummary Trainer::evaluateOnly(const std::string& resumeArgument) {
   return summary;
 }
 
-NamedTensors Trainer::modelState() const { return onDevice(s_->model->stateDict(), Device::cpu()); }
+NamedTensors Trainer::modelState() const {
+  return onDevice(s_->wholeState(s_->model->stateDict()), Device::cpu());
+}
 
 TrainSummary Trainer::run(const std::string& resumeArgument) {
   State& s = *s_;
   const std::string resumeFrom = s.prepare(resumeArgument, false);
   s.log->openMetrics(s.config.logging.metricsFile, !resumeFrom.empty());
   s.log->openTensorBoard(s.config.logging.tensorboardDir);
-  s.log->write({{"type", "formats"}, {"step", s.globalStep}, {"layers", s.sync->formatsRecord()}});
+  s.log->write({{"type", "formats"}, {"step", s.globalStep}, {"layers", s.formatsRecord()}});
   const int64_t accumulation = s.config.optimizer.accumulationSteps;
   spdlog::info("training {} on {} ({} ranks x batch {}{}, {} steps per epoch, {} steps)", s.config.model.name,
                s.config.data.dataset, s.world, s.config.data.batchSize,
@@ -539,10 +598,13 @@ TrainSummary Trainer::run(const std::string& resumeArgument) {
   summary.diverged = summary.diverged || s.trainLossNonFinite || s.lastStepDiverged;
   summary.earlyStopped = s.earlyStopped;
   s.report(summary, "final");
-  if (s.isRoot() && !s.config.checkpoint.dir.empty()) {
-    const std::string path = (std::filesystem::path(s.config.checkpoint.dir) / "final.safetensors").string();
-    models::saveWeights(*s.model, path);
-    spdlog::info("final weights {}", path);
+  if (!s.config.checkpoint.dir.empty()) {
+    const NamedTensors weights = s.wholeState(s.model->stateDict());  // collective with split layers
+    if (s.isRoot()) {
+      const std::string path = (std::filesystem::path(s.config.checkpoint.dir) / "final.safetensors").string();
+      models::saveWeights(weights, path);
+      spdlog::info("final weights {}", path);
+    }
   }
   // End of run: the picture beside the metrics file, <folder>/<stem>.png (aps_plot; failing
   // only warns).

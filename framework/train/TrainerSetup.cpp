@@ -71,23 +71,74 @@ void Trainer::State::setupWorld(std::shared_ptr<comm::Communicator> communicator
     mpi = std::move(communicator);
     transport = mpi.get();
   }
+  const int globalFirst = transport->firstLocalRank();
+  setupModelParallel();
   world = transport->worldSize();
   firstRank = transport->firstLocalRank();
   localRanks = transport->localRankCount();
-  initLogging(firstRank, config.logging.allRanks, parseLogLevel(config.logging.level));
+  initLogging(globalFirst, config.logging.allRanks, parseLogLevel(config.logging.level));
   const ThreadChoice threads = chooseThreads(config.threads, mpi ? mpi->ranksOnNode() : 1);
   setNumThreads(threads.threads);
   spdlog::info("{} thread{} per rank ({})", threads.threads, threads.threads == 1 ? "" : "s", threads.why);
   log = std::make_unique<RunLog>(isRoot(), config.logging.progress);
 }
 
+// parallel.model_parallel = M: the world's D x M ranks as data-parallel groups (ranks m, M + m,
+// 2 M + m, ...) and model-parallel groups (ranks d M .. d M + M - 1, the same batch). Under mpi
+// this process is rank d M + m and computes slice m; the simulator computes every slice of a
+// group in one forward and runs data-parallel group 0 for the replicated parameters, which every
+// group reduces alike (ModelParallel.h).
+void Trainer::State::setupModelParallel() {
+  const int m = static_cast<int>(config.parallel.modelParallel);
+  if (m == 1) return;
+  worldTransport = transport;
+  const int all = transport->worldSize();
+  APS_CHECK(all % m == 0,
+            "{}: 'parallel.model_parallel' = {} does not divide the {} ranks of this run (the world is data-parallel "
+            "groups x model-parallel ranks)",
+            config.sourceFile, m, all);
+  const int groups = all / m;
+  std::vector<int> owned;
+  if (sim) {
+    for (int s = 0; s < m; ++s) owned.push_back(s);
+    dataGroup = std::make_unique<comm::SubTransport>(*transport, 0, m, groups);
+    modelGroup = std::make_unique<comm::SubTransport>(*transport, 0, 1, m);
+  } else {
+    const int rank = transport->firstLocalRank();
+    mpRank = rank % m;
+    owned.push_back(mpRank);
+    dataGroup = std::make_unique<comm::SubTransport>(*transport, mpRank, m, groups);
+    modelGroup = std::make_unique<comm::SubTransport>(*transport, rank - mpRank, 1, m);
+  }
+  transport = dataGroup.get();
+  const auto& p = config.parallel;
+  mp = std::make_shared<ModelParallelGroup>(ModelParallelGroup::Options{
+      m, owned, modelGroup.get(), precision::CodecSpec::fromYaml(p.activationFormat), p.activationScaling == "aps",
+      config.seed});
+  // The activation exchanges run on this thread, inside forward and backward; the gradient
+  // reducer's thread must not use the transport meanwhile, so buckets reduce after backward.
+  if (config.comm.overlap) spdlog::info("parallel.model_parallel: gradients reduce after backward (comm.overlap off)");
+  config.comm.overlap = false;
+  spdlog::info("model parallelism: {} data-parallel groups x {} ranks; activations and errors in {}", groups, m,
+               mp->codec().name());
+}
+
+std::vector<GradientSync*> Trainer::State::allSyncs() const {
+  std::vector<GradientSync*> out{sync.get()};
+  for (const auto& s : sliceSyncs) out.push_back(s.get());
+  return out;
+}
+
 void Trainer::State::checkSameConfig() {
-  if (localRanks == world) return;  // one process runs every rank: there is nothing to compare
+  // Every rank of the world (with model parallelism, of every group).
+  comm::Transport& everyone = worldTransport != nullptr ? *worldTransport : *transport;
+  const int ranks = everyone.worldSize(), local = everyone.localRankCount();
+  if (local == ranks) return;  // one process runs every rank: there is nothing to compare
   const uint64_t hash = configHash(config);
-  std::vector<const void*> mine(static_cast<size_t>(localRanks), &hash);
-  std::vector<uint64_t> all(static_cast<size_t>(world));
-  comm::allGatherBytes(*transport, mine, sizeof(hash), all.data());
-  for (int r = 0; r < world; ++r) {
+  std::vector<const void*> mine(static_cast<size_t>(local), &hash);
+  std::vector<uint64_t> all(static_cast<size_t>(ranks));
+  comm::allGatherBytes(everyone, mine, sizeof(hash), all.data());
+  for (int r = 0; r < ranks; ++r) {
     APS_CHECK(all[static_cast<size_t>(r)] == all[0],
               "rank {} runs a different configuration than rank 0 (config hash {:016x} vs {:016x}); every rank "
               "must load the same config and --set overrides",
@@ -106,6 +157,10 @@ void Trainer::State::setupModel() {
               "model.init_map",
               config.model.initFrom, config.model.name, report.summary());
     spdlog::info("initial weights from {}: {}", config.model.initFrom, report.summary());
+  }
+  if (mp) {
+    const auto split = splitLinearLayers(*model, config.parallel.split, mp);
+    spdlog::info("split over {} ranks by output features: {}", mp->size(), fmt::join(split, ", "));
   }
   model->to(device);  // built and initialised on the host, as on the CPU: the same weights
   prepareForTraining(*model, params, dropouts);
@@ -185,7 +240,9 @@ void Trainer::State::setupOptimizer() {
 // one-image rank up by about a quarter; two such ranks side by side, one thread each, double it.
 void Trainer::State::setupModelCopies() {
   // On a GPU the simulated ranks run one after another on the one model.
-  if (!copies.empty() || sim == nullptr || localRanks < 2 || !device.isCpu()) return;
+  // Model parallelism: one forward computes a whole model-parallel group, whose exchanges
+  // run in turn.
+  if (!copies.empty() || sim == nullptr || localRanks < 2 || !device.isCpu() || mp) return;
   const int64_t wanted = config.comm.simWorkers > 0 ? config.comm.simWorkers : numThreads();
   const int count = static_cast<int>(std::min<int64_t>(wanted, localRanks));
   for (int c = 1; c < count; ++c) {
@@ -229,9 +286,35 @@ void Trainer::State::setupPrecisionAndComm() {
       hostParams.push_back({param.name, host});
     }
   }
-  sync = std::make_unique<GradientSync>(
-      config, device.isCpu() ? params : hostParams, GradientSync::Ranks{transport, world, firstRank, localRanks},
-      [this](const nlohmann::json& line) { log->write(line); }, copyParams);
+  const GradientSync::MetricsSink writeMetrics = [this](const nlohmann::json& line) { log->write(line); };
+  NamedTensors replicated = device.isCpu() ? params : hostParams;
+  if (mp) {
+    // The split layers' slices apart: each slice's gradients reduce over its data-parallel group.
+    std::vector<NamedTensors> slices(mp->owned().size());
+    NamedTensors rest;
+    for (const auto& param : replicated) {
+      const int s = sliceOf(param.name);
+      if (s < 0) {
+        rest.push_back(param);
+        continue;
+      }
+      const auto k = std::find(mp->owned().begin(), mp->owned().end(), s) - mp->owned().begin();
+      slices[static_cast<size_t>(k)].push_back(param);
+    }
+    replicated = std::move(rest);
+    for (size_t k = 0; k < slices.size(); ++k) {
+      GradientSync::Ranks ranks{transport, world, firstRank, localRanks};
+      if (sim) {
+        sliceGroups.push_back(std::make_unique<comm::SubTransport>(*worldTransport, mp->owned()[k], mp->size(), world));
+        ranks.transport = sliceGroups.back().get();
+      }
+      // Rank 0's metrics: slice 0's (what mpi's rank 0 computes).
+      sliceSyncs.push_back(std::make_unique<GradientSync>(config, slices[k], ranks,
+                                                          k == 0 ? writeMetrics : [](const nlohmann::json&) {}));
+    }
+  }
+  sync = std::make_unique<GradientSync>(config, replicated, GradientSync::Ranks{transport, world, firstRank, localRanks},
+                                        writeMetrics, copyParams);
   // Only injected faults look at a gradient before the reducer takes it.
   GradientSync::BeforeReady poison;
   if (!faults.empty()) {
@@ -239,7 +322,7 @@ void Trainer::State::setupPrecisionAndComm() {
       faults.poisonGradient(firstRank + local, globalStep, param, grad);
     };
   }
-  sync->attach(poison);
+  for (GradientSync* each : allSyncs()) each->attach(poison);
   // Each device gradient, once final, is copied to its host parameter's .grad and handed on to
   // the reducer's hooks there.
   for (size_t i = 0; i < hostParams.size(); ++i) {
@@ -258,12 +341,27 @@ void Trainer::State::setupPrecisionAndComm() {
 void Trainer::State::savePrecisionState(Checkpoint& c) {
   NamedTensors out = sync->saveState();  // collective: every rank sends its error-feedback residuals
   if (lossScaler) out.insert(out.begin() + 2, lossScaler->stateDict().front());
+  if (mp) {
+    // Which split wrote it: the replicated parameters' statistics are the only sync state then.
+    Tensor m = Tensor::zeros({}, DType::Int64);
+    m.data<int64_t>()[0] = mp->size();
+    out.push_back({"model_parallel", m});
+  }
   c.addSection("precision", out);
 }
 
 void Trainer::State::restorePrecisionState(const Checkpoint& c, const std::string& path) {
   const NamedTensors section = c.section("precision");
-  sync->loadState(section, path, static_cast<uint64_t>(globalStep), worldChange == nullptr);
+  // Model parallelism on either side: the reducers' layers differ with the split, and what
+  // persists of them (statistics windows; error feedback, autoscale and hybrid_auto are refused
+  // with model_parallel) changes no bits: they restart.
+  const bool split = mp || std::any_of(section.begin(), section.end(),
+                                       [](const NamedTensor& t) { return t.name == "model_parallel"; });
+  if (split) {
+    spdlog::info("checkpoint '{}': model parallelism: the gradient statistics windows restart", path);
+  } else {
+    sync->loadState(section, path, static_cast<uint64_t>(globalStep), worldChange == nullptr);
+  }
   if (!lossScaler) return;
   try {
     lossScaler->loadStateDict(section);
@@ -276,6 +374,9 @@ void Trainer::State::save() {
   if (config.checkpoint.dir.empty()) return;
   Checkpoint c;
   savePrecisionState(c);  // collective: every rank sends its error-feedback residuals
+  // Whole split layers (collective over the model-parallel group): a checkpoint resumes with any M.
+  const NamedTensors modelState = wholeState(model->stateDict());
+  const NamedTensors optimizerState = wholeState(optimizer->stateDict());
   if (!isRoot()) return;
   std::filesystem::create_directories(config.checkpoint.dir);
   c.configHash = resumeHash(config);
@@ -286,8 +387,8 @@ void Trainer::State::save() {
   c.globalStep = globalStep;
   c.world = world;
   c.rankBatch = stepBatch();
-  c.addSection("model", model->stateDict());
-  c.addSection("optimizer", optimizer->stateDict());
+  c.addSection("model", modelState);
+  c.addSection("optimizer", optimizerState);
   NamedTensors schedule = scheduler->stateDict();
   // The steps the LR schedule is laid out over (epochs or max_steps): a resume that changes
   // them changes the schedule from there on, and says so (restoreTrainingState).
@@ -312,13 +413,23 @@ void Trainer::State::restore(const std::string& path) {
   Checkpoint c = resumed ? std::move(*resumed) : loadCheckpoint(path);
   resumed.reset();
   if (worldChange) remapPosition(c, path);
+  if (mp) {
+    // The checkpoint's whole split layers, cut to the slices this process computes.
+    NamedTensors modelWhole = c.section("model"), optimizerWhole = c.section("optimizer");
+    const NamedTensors modelSliced = model->stateDict();
+    std::erase_if(c.tensors, [](const NamedTensor& t) {
+      return t.name.starts_with("model.") || t.name.starts_with("optimizer.");
+    });
+    c.addSection("model", splitToSlices(modelWhole, modelSliced, *mp));
+    c.addSection("optimizer", splitToSlices(optimizerWhole, modelSliced, *mp));
+  }
   restoreTrainingState(c, path, identity(), *model, *optimizer, *scheduler);
   epoch = c.epoch;
   batchInEpoch = c.batchInEpoch;
   globalStep = c.globalStep;
   restorePrecisionState(c, path);
   if (monitor) monitor->loadStateDict(c.section("monitor"), path);
-  sync->setStep(static_cast<uint64_t>(globalStep));  // stochastic rounding streams continue
+  for (GradientSync* each : allSyncs()) each->setStep(static_cast<uint64_t>(globalStep));  // stochastic rounding streams continue
   spdlog::info("resumed from {} at epoch {} step {}", path, epoch, globalStep);
 }
 

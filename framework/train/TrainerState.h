@@ -15,7 +15,9 @@
 #include "framework/train/DeviceBatches.h"
 #include "framework/train/EvalMonitor.h"
 #include "framework/train/FaultInjection.h"
+#include "comm/SubTransport.h"
 #include "framework/train/GradientSync.h"
+#include "framework/train/ModelParallel.h"
 #include "framework/train/Preemption.h"
 #include "framework/train/Restore.h"
 #include "framework/train/RunLog.h"
@@ -35,6 +37,17 @@ struct Trainer::State {
   std::unique_ptr<comm::SimTransport> sim;
   comm::Transport* transport = nullptr;
   int world = 1, firstRank = 0, localRanks = 1;
+  // parallel.model_parallel = M > 1 (ModelParallel.h): the world of D x M ranks (rank d M + m)
+  // is `worldTransport`; `transport`, world, firstRank and localRanks are then this process's
+  // data-parallel group (the D ranks of model-parallel index m: the simulator runs group 0,
+  // whose ranks stand for every group, as the groups compute alike), `modelGroup` the M ranks
+  // of its data-parallel rank, and `mp` the split layers' exchanges over it.
+  comm::Transport* worldTransport = nullptr;
+  int mpRank = 0;
+  std::unique_ptr<comm::SubTransport> dataGroup, modelGroup;
+  std::shared_ptr<ModelParallelGroup> mp;
+  std::vector<std::unique_ptr<comm::SubTransport>> sliceGroups;  // the simulator: slice s's data-parallel group
+  uint64_t mpBytes = 0;                                           // activations and errors sent since the last log
 
   models::ModelInfo info;
   std::shared_ptr<nn::Module> model;
@@ -69,6 +82,9 @@ struct Trainer::State {
   std::unique_ptr<aps::precision::DynamicLossScaler> lossScaler;  // 16-bit compute only
 
   std::unique_ptr<GradientSync> sync;  // gradient precision on the wire
+  // Model parallelism: the split layers' gradients, reduced over their slice's data-parallel
+  // group (one per slice this process computes).
+  std::vector<std::unique_ptr<GradientSync>> sliceSyncs;
 
   // --resume: the checkpoint, read once before the data is set up (its world may change the
   // per-rank batch), and what a resume on another world size changes (checkpoint.world_change).
@@ -91,7 +107,17 @@ struct Trainer::State {
   int preemptedBy = 0;                          // the signal every rank agreed to stop on
   const FaultInjection faults = FaultInjection::fromEnvironment();  // tests only; empty otherwise
 
-  bool isRoot() const { return firstRank == 0; }
+  bool isRoot() const { return firstRank == 0 && mpRank == 0; }
+  // Every sync: the replicated parameters' and each slice's.
+  std::vector<GradientSync*> allSyncs() const;
+  // The model's state (or the optimizer's) with every split layer whole: a collective over the
+  // model-parallel group under mpi.
+  NamedTensors wholeState(const NamedTensors& state) const { return mp ? joinSlices(state, *mp) : state; }
+  void setupModelParallel();
+  comm::StepCommStats finishSteps();
+  // The replicated parameters' records, then slice 0's (what rank 0 reduces).
+  nlohmann::json layerRecords() const;
+  nlohmann::json formatsRecord() const;
 
   void setupWorld(std::shared_ptr<comm::Communicator> communicator);
   void checkSameConfig();

@@ -24,6 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::bitIdentical;
+using testing::maxRelativeDifference;
 using testing::smallConfig;
 using testing::trainLosses;
 
@@ -213,22 +214,6 @@ TEST_F(TrainerFeatures, ResumesOnAnotherWorldSizeOnlyWhenAsked) {
   ASSERT_FALSE(train2.empty());
   EXPECT_EQ(train2.front()["step"], 13);
   EXPECT_DOUBLE_EQ(train2.front()["lr"].get<double>(), 0.025);
-}
-
-// The largest |a - b| over every weight, relative to the largest |a| of the same tensor.
-double maxRelativeDifference(const NamedTensors& a, const NamedTensors& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const Tensor x = a[i].tensor.contiguous(), y = b[i].tensor.contiguous();
-    if (x.dtype() != DType::Float32) continue;
-    double scale = 0, diff = 0;
-    for (int64_t j = 0; j < x.numel(); ++j) {
-      scale = std::max(scale, std::abs(static_cast<double>(x.data<float>()[j])));
-      diff = std::max(diff, std::abs(static_cast<double>(x.data<float>()[j]) - y.data<float>()[j]));
-    }
-    if (scale > 0) worst = std::max(worst, diff / scale);
-  }
-  return worst;
 }
 
 TEST_F(TrainerFeatures, GradientAccumulationTrainsAsTheLargerBatch) {

@@ -161,6 +161,23 @@ TEST(TrainerMpi, SimMatchesMpiWithHierarchicalAps) {
                        "comm.algorithm=hierarchical", "comm.group_size=2", "max_steps=6"});
 }
 
+// Model parallelism (parallel.model_parallel = 2: under -np 2 one group of 2, under -np 4 two
+// data-parallel groups of 2): the split layers' activations and errors in Dettmers' 8-bit tree
+// and in stochastically rounded E4M3 give the simulator's bits.
+TEST(TrainerMpi, SimMatchesMpiWithModelParallelLayers) {
+  if (world()->size() % 2 != 0) GTEST_SKIP() << "needs an even number of ranks";
+  const std::vector<std::string> mlp{"model.name=mlp", "model.widths=[784, 64, 32]", "data.augment=false",
+                                     "parallel.model_parallel=2", "parallel.split=[fc1, fc2]", "max_steps=5"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), mlp.begin(), mlp.end());
+    return extra;
+  };
+  expectSimMatchesMpi(with({"parallel.activation_format=dettmers_dynamic", "precision.format=e4m3",
+                            "precision.scaling=aps"}));
+  expectSimMatchesMpi(with({"parallel.activation_format=e4m3:stochastic", "precision.format=e5m2",
+                            "comm.algorithm=ring"}));
+}
+
 // Every rank's error-feedback residual travels to rank 0's checkpoint and back: a run stopped
 // and resumed under mpirun ends with the bits of an uninterrupted one.
 TEST(TrainerMpi, ResumeWithErrorFeedbackIsBitIdentical) {

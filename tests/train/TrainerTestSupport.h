@@ -4,8 +4,11 @@
 #include "framework/tensor/NamedTensor.h"
 #include "framework/train/Config.h"
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -48,6 +51,26 @@ inline std::string tinyConfigText(const std::string& logging, const std::string&
          "epochs: 8\nthreads: 1\nseed: 7\n"
          "logging: " +
          logging + "\ncheckpoint: " + checkpoint + "\n";
+}
+
+// The largest |a - b| over every float tensor, relative to the largest |a| of the same tensor
+// (its scale, so that values near zero do not dominate); the states must match name for name.
+inline double maxRelativeDifference(const NamedTensors& a, const NamedTensors& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    EXPECT_EQ(a[i].name, b[i].name);
+    const Tensor x = a[i].tensor.contiguous(), y = b[i].tensor.contiguous();
+    EXPECT_EQ(x.sizes(), y.sizes()) << a[i].name;
+    if (x.dtype() != DType::Float32 || x.sizes() != y.sizes()) continue;
+    double scale = 0, diff = 0;
+    for (int64_t j = 0; j < x.numel(); ++j) {
+      scale = std::max(scale, std::abs(static_cast<double>(x.data<float>()[j])));
+      diff = std::max(diff, std::abs(static_cast<double>(x.data<float>()[j]) - y.data<float>()[j]));
+    }
+    if (scale > 0) worst = std::max(worst, diff / scale);
+  }
+  return worst;
 }
 
 // True when both states hold the same names, shapes and bits.

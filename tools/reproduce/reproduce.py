@@ -79,7 +79,9 @@ class Run:
         self.setting_is_seg = setting["table"] == "segmentation"
         # Per-layer statistics are kept for the heat maps (one seed's: they are the bulk of summary.json).
         self.heatmap = variant.get("heatmap") if seed == variant["seeds"][0] else None
-        self.global_batch = int(self.overrides["data.batch_size"]) * self.world
+        # Model parallelism: the M ranks of a group share a batch (world = D x M).
+        self.model_parallel = int(self.overrides.get("parallel.model_parallel", 1))
+        self.global_batch = int(self.overrides["data.batch_size"]) * (self.world // self.model_parallel)
         self.expected_steps = expected_steps(self.overrides, self.global_batch)
 
 
@@ -445,6 +447,13 @@ def summarize_run(run, out):
     stats = layer_stats(train, compact) if run.heatmap else None
     if stats:
         s["layer_stats"] = stats
+    # Model parallelism: what rank 0 sent for activations and errors per step, and each split
+    # layer's relative error of them over the run (the last train record's).
+    mp = [r for r in train if "mp_layers" in r]
+    if mp:
+        s["mp_bytes_per_step"] = median_or_none([r["mp_bytes"] for r in mp])
+        s["mp_layers"] = [[layer["name"], metric_json(as_float(layer.get("activation_rel_error"))),
+                           metric_json(as_float(layer.get("error_rel_error")))] for layer in mp[-1]["mp_layers"]]
     # The fidelity probe (precision.probe_interval): the run's medians over layers, and each
     # layer's mean relative error over the probed steps (layers in the model's order).
     if final.get("probe"):
@@ -666,6 +675,37 @@ def table(data, table_kind, metric, metric_name):
         for c in cells:
             row += c if c is not None else [""] * CELLS
         lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def model_parallel_table(data):
+    """Per variant and setting of a model-parallel sweep: the bytes rank 0 sent per step for the
+    split layers' activations and errors, and each split layer's relative error of them (mean
+    over seeds of each run's mean over its steps)."""
+    rows = []
+    for v in data["variants"]:
+        for n in data["settings"]:
+            runs = [r for r in runs_of(data, n, v["name"]) if r.get("status") == "ok" and r.get("mp_layers")]
+            if not runs:
+                continue
+            cells = []
+            for k, (name, _, _) in enumerate(runs[0]["mp_layers"]):
+                for column in (1, 2):
+                    values = [as_float(r["mp_layers"][k][column]) for r in runs]
+                    values = [x for x in values if x is not None and math.isfinite(x)]
+                    cells.append(f"{math.fsum(values) / len(values):.2e}" if values else "—")
+            names = [layer[0] for layer in runs[0]["mp_layers"]]
+            rows.append((v["label"], n, fmt_bytes(median_or_none([r["mp_bytes_per_step"] for r in runs])), names,
+                         cells))
+    if not rows:
+        return []
+    names = rows[0][3]
+    header = ["activations and errors", "setting", "kB sent/step (rank 0)"]
+    for name in names:
+        header += [f"{name} activations rel. error", f"{name} errors rel. error"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for label, setting, sent, _, cells in rows:
+        lines.append("| " + " | ".join([label, setting, sent] + cells) + " |")
     return lines
 
 
@@ -1105,6 +1145,11 @@ def section_lines(section):
     probe = probe_table(section)
     if probe:
         md += ["Its fidelity probe (as below):", ""] + probe + [""]
+    split = model_parallel_table(section)
+    if split:
+        md += ["The split layers' messages (rank 0's bytes per step for activations and errors; each layer's relative "
+               "error ||decode(encode(v)) - v|| / ||v|| of its activations and of its errors, fc1's errors none: its "
+               "input is the images):", ""] + split + [""]
     reading = Path(section["reading"]) if section.get("reading") else None
     if section["mode"] == "full" and reading is not None and reading.exists():
         md += [reading.read_text().rstrip(), ""]
