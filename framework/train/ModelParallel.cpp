@@ -283,8 +283,9 @@ std::vector<std::string> splitLinearLayers(nn::Module& model, const std::vector<
     APS_CHECK(any, "parallel.split: '{}' matches no linear layer of the model (its linear layers: {})", pattern,
               fmt::format("{}", fmt::join(linear, ", ")));
   }
-  for (const auto& [name, module] : modules) {
-    auto* layer = dynamic_cast<nn::Linear*>(module);
+  for (const auto& entry : modules) {
+    const std::string& name = entry.first;  // a plain reference: lambdas below capture it
+    auto* layer = dynamic_cast<nn::Linear*>(entry.second);
     if (layer == nullptr) continue;
     if (!std::any_of(patterns.begin(), patterns.end(),
                      [&](const std::string& p) { return precision::HybridPolicy::globMatch(p, name); }))
