@@ -21,6 +21,7 @@ include(CMakePackageConfigHelpers)
 set(APS_INSTALLED_LIBRARIES
     "aps_core|framework/core"
     "aps_tensor|framework/tensor"
+    "aps_numerics|framework/numerics"
     "aps_autograd|framework/autograd"
     "aps_ops_cpu|framework/ops/cpu"
     "aps_ops|framework/ops"
@@ -36,7 +37,7 @@ set(APS_INSTALLED_LIBRARIES
 # aps::framework: the single-process engine (docs/ARCHITECTURE.md, Layers), without
 # precision's wire side, comm, data, the models or the trainer.
 add_library(aps_framework INTERFACE)
-target_link_libraries(aps_framework INTERFACE aps_core aps_tensor aps_autograd aps_ops aps_nn aps_optim aps_io)
+target_link_libraries(aps_framework INTERFACE aps_core aps_tensor aps_numerics aps_autograd aps_ops aps_nn aps_optim aps_io)
 
 set(aps_targets aps_framework)
 set(APS_HEADER_STAGE ${CMAKE_BINARY_DIR}/include-umbrella/aps)

@@ -10,7 +10,7 @@
 #include "precision/HybridPolicy.h"
 #include "precision/QuantizationStats.h"
 #include "precision/Quantizer.h"
-#include "precision/RoundingMode.h"
+#include "framework/numerics/RoundingMode.h"
 
 #include <memory>
 #include <mutex>

@@ -3,7 +3,7 @@
 #include "precision/Codec.h"
 #include "precision/FloatCodec.h"
 #include "precision/FloatFormat.h"
-#include "precision/RoundingMode.h"
+#include "framework/numerics/RoundingMode.h"
 
 #include <cstdint>
 #include <string>

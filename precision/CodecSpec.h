@@ -2,7 +2,7 @@
 
 #include "precision/Codec.h"
 #include "precision/FloatFormat.h"
-#include "precision/RoundingMode.h"
+#include "framework/numerics/RoundingMode.h"
 
 #include <cstdint>
 #include <memory>

@@ -4,7 +4,7 @@
 #include "framework/core/Parallel.h"
 #include "framework/tensor/cuda/CudaAllocator.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
-#include "precision/FormatRounding.h"
+#include "framework/numerics/FormatRounding.h"
 #include "precision/cuda/CodecKernels.h"
 
 #include <fmt/format.h>

@@ -1,7 +1,7 @@
 #pragma once
 
 #include "framework/tensor/NamedTensor.h"
-#include "precision/ComputeFormat.h"
+#include "framework/numerics/ComputeFormat.h"
 
 #include <cstdint>
 #include <string>

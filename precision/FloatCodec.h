@@ -3,7 +3,7 @@
 #include "precision/Codec.h"
 #include "precision/FloatFormat.h"
 #include "precision/Quantizer.h"
-#include "precision/RoundingMode.h"
+#include "framework/numerics/RoundingMode.h"
 
 #include <vector>
 

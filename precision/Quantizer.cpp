@@ -1,6 +1,6 @@
 #include "precision/Quantizer.h"
 
-#include "precision/kernels/FloatRounding.h"
+#include "framework/numerics/FloatRounding.h"
 
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
@@ -22,7 +22,7 @@ namespace {
 
 constexpr int64_t kChunk = 512;  // random bits are drawn per chunk of this many values
 
-// The rounding core for one value is kernels::roundOne (precision/kernels/FloatRounding.h,
+// The rounding core for one value is kernels::roundOne (framework/numerics/FloatRounding.h,
 // shared with the CUDA codecs); it is the reference for the AVX2 kernel below and runs alone
 // for tails, scalar calls and builds without AVX2.
 using kernels::roundOne;

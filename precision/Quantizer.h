@@ -2,8 +2,8 @@
 
 #include "precision/Codec.h"
 #include "precision/FloatFormat.h"
-#include "precision/RoundingMode.h"
-#include "precision/kernels/FloatRounding.h"
+#include "framework/numerics/RoundingMode.h"
+#include "framework/numerics/FloatRounding.h"
 
 #include <cstdint>
 
@@ -39,7 +39,7 @@ class Quantizer {
   uint32_t encode(float x, RoundingMode mode = RoundingMode::NearestEven, uint32_t randomBits = 0) const;
 
   // Everything the branch-free kernel needs, precomputed from the format
-  // (precision/kernels/FloatRounding.h, where the scalar rounding core lives).
+  // (framework/numerics/FloatRounding.h, where the scalar rounding core lives).
   using Params = kernels::RoundingParams;
   const Params& params() const { return params_; }
 

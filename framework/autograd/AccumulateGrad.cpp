@@ -3,7 +3,7 @@
 #include "framework/autograd/ComputePrecision.h"
 #include "framework/autograd/GradAccumulation.h"
 #include "framework/core/Error.h"
-#include "precision/FormatRounding.h"
+#include "framework/numerics/FormatRounding.h"
 
 namespace aps::autograd {
 

@@ -1,15 +1,15 @@
 #pragma once
 
 #include "framework/tensor/Tensor.h"
-#include "precision/ComputeFormat.h"
+#include "framework/numerics/ComputeFormat.h"
 
 #include <cstdint>
 #include <string_view>
 
 namespace aps::autograd {
 
-// The formats and their rounding are precision's (precision/ComputeFormat.h,
-// precision/FormatRounding.h); autograd applies them to op outputs and gradients.
+// The formats and their rounding are precision's (framework/numerics/ComputeFormat.h,
+// framework/numerics/FormatRounding.h); autograd applies them to op outputs and gradients.
 using precision::ComputeFormat;
 
 // precision.compute: the arithmetic training emulates on the CPU (docs/ALGORITHMS.md, 16-bit training:

@@ -6,7 +6,7 @@
 #include "framework/autograd/Node.h"
 #include "framework/core/Error.h"
 #include "framework/core/Profile.h"
-#include "precision/FormatRounding.h"
+#include "framework/numerics/FormatRounding.h"
 
 #include <queue>
 #include <unordered_map>

@@ -1,7 +1,7 @@
 #pragma once
 
 #include "framework/tensor/Tensor.h"
-#include "precision/ComputeFormat.h"
+#include "framework/numerics/ComputeFormat.h"
 
 #include <cstdint>
 #include <memory>
@@ -10,7 +10,7 @@
 
 namespace aps::autograd {
 
-using precision::ComputeFormat;  // the 16-bit formats are precision's (precision/ComputeFormat.h)
+using precision::ComputeFormat;  // the 16-bit formats are precision's (framework/numerics/ComputeFormat.h)
 
 class Node;
 

@@ -2,7 +2,7 @@
 
 #include "framework/core/Error.h"
 #include "framework/core/Profile.h"
-#include "precision/FormatRounding.h"
+#include "framework/numerics/FormatRounding.h"
 
 #include <set>
 

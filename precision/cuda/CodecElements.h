@@ -10,7 +10,7 @@
 #include "framework/core/Philox.h"
 #include "precision/cuda/CodecKernels.h"
 #include "precision/kernels/Dettmers.h"
-#include "precision/kernels/FloatRounding.h"
+#include "framework/numerics/FloatRounding.h"
 #include "precision/kernels/Scaling.h"
 
 #include <cstdint>

@@ -8,7 +8,7 @@
 #include "framework/tensor/cuda/CudaCheck.h"
 #include "framework/tensor/cuda/Launch.cuh"
 #include "precision/kernels/Dettmers.h"
-#include "precision/kernels/FloatRounding.h"
+#include "framework/numerics/FloatRounding.h"
 #include "precision/kernels/Scaling.h"
 
 #include <cuda_runtime.h>
@@ -48,13 +48,6 @@ __global__ void decodeElementsKernel(kernels::CodeDecodeParams d, int32_t width,
                                      const uint8_t* scales, int64_t len, float* out, bool add) {
   for (int64_t i = firstIndex(); i < n; i += gridStride())
     elements::decodeElement(d, width, in, i, scales, len, out, add);
-}
-
-template <bool kBf16>
-__global__ void roundKernel(float* data, int64_t n) {
-  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
-    data[i] = kBf16 ? kernels::roundBf16(data[i]) : kernels::roundFp16(data[i]);
-  }
 }
 
 __global__ void unscaleKernel(float* data, int64_t n, float inverse, ComputeFormat format, uint32_t* nonFinite) {
@@ -216,17 +209,6 @@ void absMaxBits(const float* data, int64_t n, uint32_t* out, void* stream) {
   const int64_t tiles = (n + kReduceTile - 1) / kReduceTile;
   const unsigned grid = static_cast<unsigned>(tiles < 65535 * 8 ? tiles : 65535 * 8);
   blockMaxKernel<<<grid, kReduceThreads, 0, s>>>(data, n, n, tiles, tiles, out);
-  APS_CUDA_CHECK(cudaGetLastError());
-}
-
-void roundToComputeFormat(float* data, int64_t n, ComputeFormat format, void* stream) {
-  if (format == ComputeFormat::Fp32 || n <= 0) return;
-  const unsigned grid = gridFor(n);
-  if (format == ComputeFormat::Fp16) {
-    roundKernel<false><<<grid, kThreads, 0, asStream(stream)>>>(data, n);
-  } else {
-    roundKernel<true><<<grid, kThreads, 0, asStream(stream)>>>(data, n);
-  }
   APS_CUDA_CHECK(cudaGetLastError());
 }
 

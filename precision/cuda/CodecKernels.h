@@ -10,9 +10,9 @@
 // CodecSpec; these are the raw launches.
 
 #include "precision/Codec.h"
-#include "precision/ComputeFormat.h"
-#include "precision/RoundingMode.h"
-#include "precision/kernels/FloatRounding.h"
+#include "framework/numerics/ComputeFormat.h"
+#include "framework/numerics/RoundingMode.h"
+#include "framework/numerics/FloatRounding.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -55,11 +55,6 @@ void decodeAddEncode(const DeviceCodecParams& params, const uint8_t* a, const ui
 // (non-finite, > 0x7f7fffff, when data holds inf or NaN; 0 for n == 0).
 // kernels::apsExponent(*out, worldSize) is then the layer's exponent ApsScaler sends.
 void absMaxBits(const float* data, int64_t n, uint32_t* out, void* stream);
-
-// 16-bit compute on the device (precision/FormatRounding.h's roundInPlace for a cuda tensor):
-// data[i] = kernels::roundFp16 / roundBf16 (data[i]), in place, the CPU's rounding; Fp32
-// queues nothing.
-void roundToComputeFormat(float* data, int64_t n, ComputeFormat format, void* stream);
 
 // The loss scaler's unscale of one device gradient (precision/DynamicLossScaler.h), the CPU's
 // steps in its order: g *= inverse; a non-finite product sets *nonFinite (a device uint32) to

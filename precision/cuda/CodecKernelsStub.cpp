@@ -20,7 +20,6 @@ void decodeAddEncode(const DeviceCodecParams&, const uint8_t*, const uint8_t*, i
   noCuda("device codec decodeAddEncode");
 }
 void absMaxBits(const float*, int64_t, uint32_t*, void*) { noCuda("device abs-max reduction"); }
-void roundToComputeFormat(float*, int64_t, ComputeFormat, void*) { noCuda("device 16-bit rounding"); }
 void unscaleGradient(float*, int64_t, float, ComputeFormat, uint32_t*, void*) { noCuda("device loss unscaling"); }
 
 }  // namespace aps::precision::cuda

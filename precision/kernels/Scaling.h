@@ -6,7 +6,7 @@
 // double multiply, so CPU and GPU agree bit for bit.
 
 #include "framework/core/HostDevice.h"
-#include "precision/kernels/FloatRounding.h"
+#include "framework/numerics/FloatRounding.h"
 
 #include <cstdint>
 

@@ -15,7 +15,7 @@
 #include "precision/FloatFormat.h"
 #include "precision/HybridPolicy.h"
 #include "precision/Quantizer.h"
-#include "precision/RoundingMode.h"
+#include "framework/numerics/RoundingMode.h"
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>

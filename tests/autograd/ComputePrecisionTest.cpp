@@ -4,7 +4,7 @@
 #include "framework/core/Error.h"
 #include "framework/core/Rng.h"
 #include "framework/tensor/HalfFloat.h"
-#include "precision/FormatRounding.h"
+#include "framework/numerics/FormatRounding.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include "framework/ops/Elementwise.h"
 #include "framework/ops/Linear.h"
 #include "framework/ops/Loss.h"
-#include "precision/FormatRounding.h"
+#include "framework/numerics/FormatRounding.h"
 
 #include <gtest/gtest.h>
 

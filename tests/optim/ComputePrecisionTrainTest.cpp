@@ -17,7 +17,7 @@
 #include "framework/ops/Reduction.h"
 #include "framework/optim/Sgd.h"
 #include "precision/DynamicLossScaler.h"
-#include "precision/FormatRounding.h"
+#include "framework/numerics/FormatRounding.h"
 
 #include <gtest/gtest.h>
 

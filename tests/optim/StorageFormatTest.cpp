@@ -2,7 +2,7 @@
 #include "framework/optim/AdamW.h"
 #include "framework/optim/Lars.h"
 #include "framework/optim/Sgd.h"
-#include "precision/FormatRounding.h"
+#include "framework/numerics/FormatRounding.h"
 
 #include <gtest/gtest.h>
 

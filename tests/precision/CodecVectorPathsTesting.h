@@ -7,7 +7,7 @@
 #include "precision/DettmersCodec.h"
 #include "precision/FloatCodec.h"
 #include "precision/kernels/Dettmers.h"
-#include "precision/kernels/FloatRounding.h"
+#include "framework/numerics/FloatRounding.h"
 #include "precision/kernels/Scaling.h"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 #include "precision/DynamicLossScaler.h"
 
 #include "framework/core/Error.h"
-#include "precision/FormatRounding.h"
+#include "framework/numerics/FormatRounding.h"
 
 #include "tests/common/ErrorMessage.h"
 

@@ -2,7 +2,7 @@
 #include "tests/common/ErrorMessage.h"
 
 #include "framework/core/Error.h"
-#include "precision/RoundingMode.h"
+#include "framework/numerics/RoundingMode.h"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>

@@ -1,5 +1,5 @@
 // fp16 and bf16 rounding exists on three paths: the tensor storage conversions
-// (framework/tensor/HalfFloat.h), the compute-precision emulation (precision/FormatRounding.h,
+// (framework/tensor/HalfFloat.h), the compute-precision emulation (framework/numerics/FormatRounding.h,
 // on every op output under precision.compute, and on 16-bit weights after each update) and the
 // wire codecs (precision/Quantizer.h, on every gradient sent as fp16 or bf16). A gradient
 // rounded for the wire and a weight rounded for storage must agree, so this checks that every
@@ -10,7 +10,8 @@
 #include "framework/tensor/HalfFloat.h"
 #include "precision/FloatFormat.h"
 #include "framework/core/Rng.h"
-#include "precision/FormatRounding.h"
+#include "framework/numerics/FloatRounding.h"
+#include "framework/numerics/FormatRounding.h"
 #include "precision/Quantizer.h"
 
 #include <gtest/gtest.h>
@@ -76,6 +77,28 @@ TEST(RoundingAgreement, Bf16NearestEvenIsTheSameOnEveryPath) {
     const float codec = wire.quantize(v, RoundingMode::NearestEven);
     ASSERT_TRUE(sameBits(storage, compute)) << std::hexfloat << v << ": storage " << storage << ", compute " << compute;
     ASSERT_TRUE(sameBits(storage, codec)) << std::hexfloat << v << ": storage " << storage << ", wire " << codec;
+  }
+}
+
+// The compute emulation's rounding parameters (framework/numerics, below the engine) are the
+// wire's for the same formats, field by field.
+TEST(RoundingAgreement, SixteenBitParametersAreTheWireFormats) {
+  for (ComputeFormat format : {ComputeFormat::Fp16, ComputeFormat::BFloat16}) {
+    const Quantizer::Params wire =
+        Quantizer(FloatFormat::preset(format == ComputeFormat::Fp16 ? "fp16" : "bf16")).params();
+    const Quantizer::Params compute = precision::kernels::sixteenBitParams(format);
+    const char* name = precision::computeFormatName(format);
+    EXPECT_EQ(compute.mantissaBits, wire.mantissaBits) << name;
+    EXPECT_EQ(compute.minExponent, wire.minExponent) << name;
+    EXPECT_EQ(compute.biasMinusOne, wire.biasMinusOne) << name;
+    EXPECT_EQ(compute.subnormals, wire.subnormals) << name;
+    EXPECT_EQ(compute.maxFiniteCode, wire.maxFiniteCode) << name;
+    EXPECT_EQ(compute.overflowCode, wire.overflowCode) << name;
+    EXPECT_EQ(compute.nanCode, wire.nanCode) << name;
+    EXPECT_EQ(compute.signShift, wire.signShift) << name;
+    EXPECT_EQ(compute.maxValueBits, wire.maxValueBits) << name;
+    EXPECT_EQ(compute.overflowValueBits, wire.overflowValueBits) << name;
+    EXPECT_EQ(compute.nanValueBits, wire.nanValueBits) << name;
   }
 }
 

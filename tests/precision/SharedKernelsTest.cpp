@@ -6,7 +6,7 @@
 #include "precision/FloatCodec.h"
 #include "precision/Quantizer.h"
 #include "precision/kernels/Dettmers.h"
-#include "precision/kernels/FloatRounding.h"
+#include "framework/numerics/FloatRounding.h"
 #include "precision/kernels/Scaling.h"
 
 #include <gtest/gtest.h>

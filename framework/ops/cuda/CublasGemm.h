@@ -5,7 +5,7 @@
 // outputs; null outputs are skipped. This header needs no CUDA headers.
 
 #include "framework/tensor/cuda/CudaRuntime.h"
-#include "precision/ComputeFormat.h"
+#include "framework/numerics/ComputeFormat.h"
 
 #include <cstdint>
 

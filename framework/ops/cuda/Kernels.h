@@ -17,7 +17,7 @@
 
 #include "framework/ops/cpu/Kernels.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
-#include "precision/ComputeFormat.h"
+#include "framework/numerics/ComputeFormat.h"
 
 #include <cstdint>
 

@@ -5,7 +5,7 @@
 // and state by reference and updates them in place; the hyperparameters arrive already cast
 // to float, as the CPU loops have always used them. The 16-bit storage formats are not an
 // update variant: the update runs in fp32 and Optimizer::step rounds the stored values
-// afterwards (precision/FormatRounding.h).
+// afterwards (framework/numerics/FormatRounding.h).
 
 #include "framework/core/HostDevice.h"
 #include "framework/ops/kernels/Math.h"

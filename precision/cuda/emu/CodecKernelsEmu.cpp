@@ -135,16 +135,6 @@ void absMaxBits(const float* data, int64_t n, uint32_t* out, void* stream) {
   });
 }
 
-void roundToComputeFormat(float* data, int64_t n, ComputeFormat format, void* stream) {
-  if (format == ComputeFormat::Fp32 || n <= 0) return;
-  emu::view(data, n);
-  emu::enqueue(static_cast<aps::cuda::StreamHandle>(stream), [data, n, format] {
-    float* x = emu::view(data, n);
-    const auto round = format == ComputeFormat::Fp16 ? kernels::roundFp16 : kernels::roundBf16;
-    for (int64_t i = 0; i < n; ++i) x[i] = round(x[i]);
-  });
-}
-
 void unscaleGradient(float* data, int64_t n, float inverse, ComputeFormat format, uint32_t* nonFinite, void* stream) {
   if (n <= 0) return;
   emu::view(data, n), emu::view(nonFinite, 1);

@@ -5,7 +5,7 @@
 #include "framework/tensor/Tensor.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
 #include "precision/DynamicLossScaler.h"
-#include "precision/FormatRounding.h"
+#include "framework/numerics/FormatRounding.h"
 #include "tests/common/RandomVector.h"
 
 #include <gtest/gtest.h>

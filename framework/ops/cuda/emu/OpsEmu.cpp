@@ -13,7 +13,7 @@
 #include "framework/ops/kernels/Elementwise.h"
 #include "framework/tensor/HalfFloat.h"
 #include "framework/tensor/cuda/emu/EmuDevice.h"
-#include "precision/kernels/FloatRounding.h"
+#include "framework/numerics/FloatRounding.h"
 
 #include <mutex>
 #include <set>

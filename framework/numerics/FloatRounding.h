@@ -1,14 +1,17 @@
 #pragma once
 
 // The scalar arithmetic of float formats, shared by the CPU codecs (Quantizer, FloatCodec,
-// FormatRounding, BlockScaledCodec) and the CUDA codecs (precision/cuda/CodecKernels.cu):
+// FormatRounding, BlockScaledCodec) and the CUDA codecs (precision/cuda/CodecKernels.cu). It
+// lives below the engine (framework/numerics, the aps_numerics library), which rounds op
+// outputs with it, so that the engine does not link the wire's codecs (aps_precision):
 // rounding fp32 to a format in each RoundingMode (value and code), decoding a code back to
 // fp32, and the fp16/bf16 nearest-even roundings of the compute emulation. Everything is
 // integer bit manipulation (or, for fp16, one float add and subtract that IEEE arithmetic
 // defines exactly), so CPU and GPU give the same bits whatever their FTZ/DAZ modes.
 
 #include "framework/core/HostDevice.h"
-#include "precision/RoundingMode.h"
+#include "framework/numerics/ComputeFormat.h"
+#include "framework/numerics/RoundingMode.h"
 
 #include <cstdint>
 
@@ -178,7 +181,7 @@ APS_HOST_DEVICE inline float decodeCode(uint32_t code, const CodeDecodeParams& p
   return bitCast<float>(bits | sign);
 }
 
-// binary16 nearest-even (the compute emulation's, precision/FormatRounding.h): adding and
+// binary16 nearest-even (the compute emulation's, framework/numerics/FormatRounding.h): adding and
 // subtracting 2^23 times the grid step makes the FPU round |x| to a multiple of that step (the
 // sum lies in a binade whose float32 spacing is exactly the step, and the subtraction is
 // exact). The step is 2^(e - 10) for normal halves and 2^-24 below 2^-14 (subnormals).
@@ -204,6 +207,17 @@ APS_HOST_DEVICE inline float roundBf16(float x) {
   uint32_t rounded = (bits + 0x7FFFu + lsb) & 0xFFFF0000u;
   rounded = (bits & 0x7FFFFFFFu) > 0x7F800000u ? ((bits | 0x00400000u) & 0xFFFF0000u) : rounded;  // NaN stays quiet
   return bitCast<float>(rounded);
+}
+
+// The RoundingParams of IEEE binary16 and bfloat16 (subnormals, overflow to inf), what
+// Quantizer builds from FloatFormat::preset("fp16") and ("bf16") (tests/precision/
+// RoundingAgreementTest.cpp compares them): the compute emulation's stochastic rounding uses
+// them without the wire's format machinery.
+APS_HOST_DEVICE inline RoundingParams sixteenBitParams(ComputeFormat format) {
+  if (format == ComputeFormat::BFloat16) {
+    return {7, -126, 126, 1, 0x7f7fu, 0x7f80u, 0x7fc0u, 16, 0x7f7f0000u, 0x7f800000u, 0x7fc00000u};
+  }
+  return {10, -14, 14, 1, 0x7bffu, 0x7c00u, 0x7e00u, 16, 0x477fe000u, 0x7f800000u, 0x7fc00000u};
 }
 
 }  // namespace aps::precision::kernels

@@ -1,7 +1,7 @@
 #pragma once
 
 #include "framework/tensor/Tensor.h"
-#include "precision/ComputeFormat.h"
+#include "framework/numerics/ComputeFormat.h"
 
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-#include "precision/RoundingMode.h"
+#include "framework/numerics/RoundingMode.h"
 
 #include "framework/core/Error.h"
 

@@ -1,11 +1,10 @@
-#include "precision/FormatRounding.h"
+#include "framework/numerics/FormatRounding.h"
 
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
-#include "precision/FloatCodec.h"
-#include "precision/Quantizer.h"
-#include "precision/cuda/DeviceCodec.h"
-#include "precision/kernels/FloatRounding.h"
+#include "framework/core/Philox.h"
+#include "framework/numerics/FloatRounding.h"
+#include "framework/numerics/cuda/RoundingKernels.h"
 
 #include <bit>
 #include <cmath>
@@ -16,7 +15,7 @@ namespace aps::precision {
 namespace {
 constexpr int64_t kGrain = 1 << 15;
 
-// The roundings themselves are shared with the CUDA kernels (precision/kernels/FloatRounding.h).
+// The roundings themselves are shared with the CUDA kernels (framework/numerics/FloatRounding.h).
 using kernels::roundBf16;
 using kernels::roundFp16;
 
@@ -53,29 +52,35 @@ void roundNearestEven(float* data, int64_t n, ComputeFormat format) {
   if (format == ComputeFormat::BFloat16) roundAll<roundBf16>(data, n);
 }
 
-// Stochastic rounding is the wire codec's (Quantizer): one routine, so a weight rounded for
-// 16-bit storage and a gradient rounded for the wire take the same draw to the same bits.
-namespace {
-const Quantizer& sixteenBitQuantizer(ComputeFormat format) {
-  static const Quantizer fp16(FloatFormat::preset("fp16"));
-  static const Quantizer bf16(FloatFormat::preset("bf16"));
-  return format == ComputeFormat::Fp16 ? fp16 : bf16;
-}
-}  // namespace
-
+// Stochastic rounding is the wire codecs' core (kernels::roundOne with the fp16 or bf16
+// parameters, and element i's bits randomBits32(seed, stream, i)): a weight rounded for 16-bit
+// storage and a gradient rounded for the wire take the same draw to the same bits
+// (tests/precision/RoundingAgreementTest.cpp checks the parameters against Quantizer's).
 float roundStochastic(float x, ComputeFormat format, uint32_t randomBits) {
   if (format == ComputeFormat::Fp32) return x;
-  return sixteenBitQuantizer(format).quantize(x, RoundingMode::Stochastic, randomBits);
+  return kernels::roundValue(x, RoundingMode::Stochastic, randomBits, kernels::sixteenBitParams(format));
 }
 
 void roundStochastic(float* data, int64_t n, ComputeFormat format, uint64_t seed, uint64_t stream) {
   if (format == ComputeFormat::Fp32) return;
-  roundToFormat(data, n, sixteenBitQuantizer(format).format(), RoundingMode::Stochastic, {seed, stream, 0});
+  const kernels::RoundingParams params = kernels::sixteenBitParams(format);
+  // Blocks of four elements share one Philox block (randomBits32's layout), so the split over
+  // threads (at multiples of four) cannot change a draw.
+  parallelFor((n + 3) / 4, int64_t{1} << 14, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      uint32_t bits[4];
+      philox4x32(seed, stream, static_cast<uint64_t>(b), bits);
+      for (int64_t k = 0; k < 4 && 4 * b + k < n; ++k) {
+        float& v = data[4 * b + k];
+        v = kernels::roundValue(v, RoundingMode::Stochastic, bits[k], params);
+      }
+    }
+  });
 }
 
 namespace {
-// A cuda tensor's rounding runs on the device (precision/cuda/CodecKernels.h) with the same
-// per-element functions; a view is rounded through a contiguous copy.
+// A cuda tensor's rounding runs on the device (framework/numerics/cuda/RoundingKernels.h) with
+// the same per-element functions; a view is rounded through a contiguous copy.
 template <class RoundContiguous>
 void roundTensor(Tensor& t, ComputeFormat format, const char* what, RoundContiguous&& round) {
   if (format == ComputeFormat::Fp32 || !t.defined()) return;
@@ -88,15 +93,6 @@ void roundTensor(Tensor& t, ComputeFormat format, const char* what, RoundContigu
   Tensor c = t.contiguous();
   round(c);
   t.copyFrom(c);
-}
-
-// The wire codec's stochastic rounding to fp16/bf16 on the device: a FloatCodec whose encoded
-// value is the rounded fp32 (width 4), encoded in place.
-cuda::DeviceCodecParams stochasticDeviceParams(ComputeFormat format) {
-  const FloatCodec codec(sixteenBitQuantizer(format).format(), RoundingMode::Stochastic);
-  cuda::DeviceCodecParams p = cuda::DeviceCodec(codec).params();
-  p.width = 4;
-  return p;
 }
 }  // namespace
 
@@ -114,13 +110,9 @@ void roundStochasticInPlace(Tensor& t, ComputeFormat format, uint64_t seed, uint
   roundTensor(t, format, "roundStochasticInPlace", [format, seed, stream](Tensor& c) {
     if (c.device().isCpu()) {
       roundStochastic(c.data<float>(), c.numel(), format, seed, stream);
-      return;
+    } else {
+      cuda::roundStochasticToComputeFormat(c.data<float>(), c.numel(), format, seed, stream, nullptr);
     }
-    static const cuda::DeviceCodecParams fp16 = stochasticDeviceParams(ComputeFormat::Fp16);
-    static const cuda::DeviceCodecParams bf16 = stochasticDeviceParams(ComputeFormat::BFloat16);
-    float* data = c.data<float>();
-    cuda::encode(format == ComputeFormat::Fp16 ? fp16 : bf16, data, c.numel(), reinterpret_cast<uint8_t*>(data),
-                 {seed, stream, 0}, nullptr);
   });
 }
 
