@@ -47,7 +47,6 @@ ModelParallelGroup::ModelParallelGroup(Options options) : options_(std::move(opt
   codec_ = precision::makeCodec(options_.format);
   scaled_ = options_.scaling && options_.format.kind == precision::CodecSpec::Kind::Float && !codec_->encodesFp32Bits();
   if (scaled_) formatMax_ = options_.format.format.maxValue();
-  for (auto& v : relError_) v.clear();
 }
 
 int ModelParallelGroup::addLayer(const std::string& name) {

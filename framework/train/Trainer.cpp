@@ -292,21 +292,18 @@ bool Trainer::State::trainStep(std::vector<std::vector<data::Batch>>& micro, Int
   return stepped;
 }
 
-nlohmann::json Trainer::State::layerRecords() const {
-  nlohmann::json out = sync->layerRecords();
+// A record of the replicated parameters' sync, then slice 0's (what rank 0 reduces).
+template <class Record>
+nlohmann::json Trainer::State::withSliceZero(Record record) const {
+  nlohmann::json out = ((*sync).*record)();
   if (!sliceSyncs.empty()) {
-    for (const auto& record : sliceSyncs.front()->layerRecords()) out.push_back(record);
+    for (const auto& entry : ((*sliceSyncs.front()).*record)()) out.push_back(entry);
   }
   return out;
 }
 
-nlohmann::json Trainer::State::formatsRecord() const {
-  nlohmann::json out = sync->formatsRecord();
-  if (!sliceSyncs.empty()) {
-    for (const auto& record : sliceSyncs.front()->formatsRecord()) out.push_back(record);
-  }
-  return out;
-}
+nlohmann::json Trainer::State::layerRecords() const { return withSliceZero(&GradientSync::layerRecords); }
+nlohmann::json Trainer::State::formatsRecord() const { return withSliceZero(&GradientSync::formatsRecord); }
 
 void Trainer::State::logInterval(IntervalStats& interval) {
   nlohmann::json extra{{"skipped_steps", skipped},

@@ -118,6 +118,8 @@ struct Trainer::State {
   // The replicated parameters' records, then slice 0's (what rank 0 reduces).
   nlohmann::json layerRecords() const;
   nlohmann::json formatsRecord() const;
+  template <class Record>
+  nlohmann::json withSliceZero(Record record) const;
 
   void setupWorld(std::shared_ptr<comm::Communicator> communicator);
   void checkSameConfig();
