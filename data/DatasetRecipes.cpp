@@ -96,7 +96,12 @@ std::shared_ptr<const Dataset> makeDataset(const DatasetSpec& spec) {
     auto base = openFashionMnist(spec.split, spec.root.empty() ? kFashionMnistDir : spec.root);
     Transforms t;
     if (spec.augment) t.push_back(std::make_shared<RandomHorizontalFlip>());
-    return std::make_shared<TransformedDataset>(std::make_shared<FashionMnistSegmentation>(base, spec.seed, spec.size),
+    return std::make_shared<TransformedDataset>(std::make_shared<FashionMnistSegmentation>(
+                                                    base, spec.seed, spec.size,
+                                                    spec.canvas > 0 ? spec.canvas
+                                                                    : FashionMnistSegmentation::kDefaultCanvas,
+                                                    spec.maxItems > 0 ? spec.maxItems
+                                                                      : FashionMnistSegmentation::kDefaultMaxItems),
                                                 t, Normalize({0.2860f}, {0.3530f}));
   }
   APS_FAIL(

@@ -21,6 +21,8 @@ struct DatasetSpec {
   uint64_t seed = 0;            // fashion_mnist_seg: which synthetic set
   int64_t size = 0;             // fashion_mnist_seg: number of examples (0: as many as base items)
   uint64_t maxImagePixels = 0;  // imagenet / cityscapes / voc: the largest image decoded (0: kMaxImagePixels)
+  int canvas = 0;               // fashion_mnist_seg: the canvas side (0: 64)
+  int maxItems = 0;             // fashion_mnist_seg: at most this many items per canvas (0: 4)
 };
 
 // Builds the dataset with the pipeline its usual recipe uses:
@@ -32,7 +34,7 @@ struct DatasetSpec {
 //  - cityscapes / voc: augment = RandomScale(0.5, 2) + RandomCrop (ignore-filled) + flip,
 //    otherwise full images (Cityscapes) or a 512 centre pad/crop (VOC, images are at most
 //    500x500); ImageNet mean/std for pretrained backbones;
-//  - fashion_mnist_seg: 64x64 canvases (FashionMnistSegmentation), augment = flip.
+//  - fashion_mnist_seg: canvases of 64x64 or spec.canvas (FashionMnistSegmentation), augment = flip.
 // Throws aps::Error naming the dataset, key or path when something is wrong.
 std::shared_ptr<const Dataset> makeDataset(const DatasetSpec& spec);
 

@@ -18,8 +18,8 @@ namespace aps::precision {
 
 ScalingMode parseScalingMode(const std::string& name) {
   if (const auto mode = kScalingModeNames.find(name)) return *mode;
-  if (name == "autoscale" || name == "auto") return ScalingMode::Fp8Lm;
-  APS_FAIL("scaling = '{}' is unknown ({})", name, kScalingModeNames.list());
+  if (name == "autoscale") return ScalingMode::Fp8Lm;  // the documented alias
+  APS_FAIL("scaling = '{}' is unknown ({}, or autoscale for fp8lm)", name, kScalingModeNames.list());
 }
 
 const char* scalingModeName(ScalingMode mode) { return kScalingModeNames.name(mode).data(); }

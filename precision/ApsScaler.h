@@ -31,7 +31,7 @@ enum class ScalingMode : uint8_t {
 };
 inline constexpr EnumNames<ScalingMode, 5> kScalingModeNames{{"none", "aps", "global", "fp8lm", "block"}};
 static_assert(kScalingModeNames.covers(ScalingMode::Block), "one name per ScalingMode");
-// "none", "aps", "global", "fp8lm", "block" (fp8lm's aliases: "autoscale", the config's name, and "auto");
+// "none", "aps", "global", "fp8lm", "block", and "autoscale": fp8lm's documented alias;
 // throws aps::Error naming the value.
 ScalingMode parseScalingMode(const std::string& name);
 const char* scalingModeName(ScalingMode mode);

@@ -11,31 +11,18 @@ namespace aps::autograd {
 namespace {
 thread_local ComputePrecision tCurrent;
 
-struct Entry {
-  ComputePrecision::Mode mode;
-  const char* name;
-};
-constexpr std::array<Entry, 5> kModes{{{ComputePrecision::Mode::Fp32, "fp32"},
-                                       {ComputePrecision::Mode::Fp16Mixed, "fp16_mixed"},
-                                       {ComputePrecision::Mode::Fp16Pure, "fp16_pure"},
-                                       {ComputePrecision::Mode::Bf16Mixed, "bf16_mixed"},
-                                       {ComputePrecision::Mode::Bf16Pure, "bf16_pure"}}};
+constexpr EnumNames<ComputePrecision::Mode, 5> kModeNames{{"fp32", "fp16_mixed", "fp16_pure", "bf16_mixed", "bf16_pure"}};
+static_assert(kModeNames.covers(ComputePrecision::Mode::Bf16Pure), "one name per ComputePrecision::Mode");
 }  // namespace
 
+const EnumNames<ComputePrecision::Mode, 5>& ComputePrecision::names() { return kModeNames; }
+
 ComputePrecision ComputePrecision::parse(std::string_view name) {
-  for (const Entry& e : kModes) {
-    if (name == e.name) return ComputePrecision(e.mode);
-  }
-  APS_FAIL("precision.compute: unknown value '{}' (expected fp32, fp16_mixed, fp16_pure, bf16_mixed or bf16_pure)",
-           std::string(name));
+  if (const auto mode = kModeNames.find(name)) return ComputePrecision(*mode);
+  APS_FAIL("precision.compute: unknown value '{}' (expected {})", std::string(name), kModeNames.list());
 }
 
-const char* ComputePrecision::name() const {
-  for (const Entry& e : kModes) {
-    if (e.mode == mode_) return e.name;
-  }
-  return "?";
-}
+const char* ComputePrecision::name() const { return kModeNames.name(mode_).data(); }
 
 ComputeFormat ComputePrecision::format() const {
   switch (mode_) {

@@ -1,7 +1,8 @@
 #pragma once
 
-#include "framework/tensor/Tensor.h"
+#include "framework/core/EnumNames.h"
 #include "framework/numerics/ComputeFormat.h"
+#include "framework/tensor/Tensor.h"
 
 #include <cstdint>
 #include <string_view>
@@ -52,6 +53,7 @@ class ComputePrecision {
   // "fp32", "fp16_mixed", "fp16_pure", "bf16_mixed", "bf16_pure"; throws aps::Error naming
   // the value otherwise.
   static ComputePrecision parse(std::string_view name);
+  static const EnumNames<Mode, 5>& names();
 
   Mode mode() const { return mode_; }
   const char* name() const;

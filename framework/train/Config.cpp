@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 namespace aps::train {
 
@@ -265,8 +266,15 @@ class Validator {
 };
 
 // Every field from the resolved tree, each by its schema key's setter.
+// Then the float wire formats that name no rounding of their own take precision.rounding
+// (parallel.activation_format keeps its own: round to nearest unless it names one).
 void fill(TrainConfig& c) {
   for (const auto& key : configSchema()) key.set(c, nodeAt(c.resolved, key.path));
+  const auto withConfigRounding = [&c](WireFormatChoice& f) {
+    if (f.spec.kind == precision::CodecSpec::Kind::Float && !f.ownRounding) f.spec.rounding = c.precision.rounding;
+  };
+  withConfigRounding(c.precision.format);
+  for (auto& rule : c.precision.hybrid) withConfigRounding(rule.format);
 }
 
 // A config file's text. yaml-cpp would read a UTF-16/32 file, or one with NUL bytes, as a
@@ -419,10 +427,10 @@ namespace {
 void checkHierarchical(const TrainConfig& config, const std::string& name) {
   const auto& c = config.comm;
   const auto& p = config.precision;
-  if (c.algorithm != "hierarchical") {
+  if (c.algorithm != CommAlgorithm::Hierarchical) {
     APS_CHECK(c.groupSize == 0,
               "{}: 'comm.group_size' = {} applies to comm.algorithm: hierarchical only (comm.algorithm is '{}')", name,
-              c.groupSize, c.algorithm);
+              c.groupSize, commAlgorithmName(c.algorithm));
     return;
   }
   APS_CHECK(c.groupSize >= 1,
@@ -436,10 +444,10 @@ void checkHierarchical(const TrainConfig& config, const std::string& name) {
             "{}: precision.error_feedback is not available with comm.algorithm: hierarchical (its residual is measured "
             "against one quantisation, the hierarchy has two)",
             name);
-  APS_CHECK(p.scaling != "autoscale" && p.scaling != "fp8lm",
+  APS_CHECK(p.scaling != precision::ScalingMode::Fp8Lm,
             "{}: precision.scaling = '{}' (FP8-LM's mu) is not available with comm.algorithm: hierarchical; use aps, "
             "global, block or none",
-            name, p.scaling);
+            name, precision::scalingModeName(p.scaling));
   APS_CHECK(!p.hybridAuto,
             "{}: precision.hybrid_auto is not available with comm.algorithm: hierarchical (the quantisation statistics "
             "it decides from are not measured there); give fixed precision.hybrid rules instead",
@@ -468,13 +476,13 @@ void checkModelParallel(const TrainConfig& config, const std::string& name) {
             name, mp.modelParallel, config.comm.worldSize);
   APS_CHECK(config.device == "cpu", "{}: 'parallel.model_parallel' runs on the cpu only (device is '{}')", name,
             config.device);
-  APS_CHECK(p.compute == "fp32", "{}: 'parallel.model_parallel' needs precision.compute: fp32 (it is '{}')", name,
-            p.compute);
-  APS_CHECK(config.comm.algorithm != "hierarchical",
+  APS_CHECK(p.compute.isFp32(), "{}: 'parallel.model_parallel' needs precision.compute: fp32 (it is '{}')", name,
+            p.compute.name());
+  APS_CHECK(config.comm.algorithm != CommAlgorithm::Hierarchical,
             "{}: 'parallel.model_parallel' and comm.algorithm: hierarchical do not combine (the data-parallel groups "
             "are already a sub-world); use two_shot, ring or allgather",
             name);
-  APS_CHECK(!p.errorFeedback && !p.hybridAuto && p.scaling != "autoscale" && p.scaling != "fp8lm",
+  APS_CHECK(!p.errorFeedback && !p.hybridAuto && p.scaling != precision::ScalingMode::Fp8Lm,
             "{}: 'parallel.model_parallel' does not combine with precision.error_feedback, hybrid_auto or scaling: "
             "autoscale (their state is per rank and the split layers' gradients are reduced apart)",
             name);
@@ -487,6 +495,15 @@ void checkEvaluations(const TrainConfig& config, const std::string& name) {
             "{}: {} watches the evaluations during training, but 'eval.interval_epochs' = 0 evaluates only at the end; "
             "set it to 1 (every epoch) or more",
             name, config.checkpoint.keepBest ? "'checkpoint.keep_best'" : "'eval.early_stopping'");
+}
+
+void checkSegmentationCanvas(const TrainConfig& config, const std::string& name) {
+  if (config.data.dataset == "fashion_mnist_seg") return;
+  for (const auto& [key, value, fallback] : {std::tuple<const char*, int64_t, int64_t>{"data.canvas", config.data.canvas, 64},
+                                             {"data.max_items", config.data.maxItems, 4}}) {
+    APS_CHECK(value == fallback, "{}: '{}' = {} shapes the fashion_mnist_seg canvases, but data.dataset is '{}'", name,
+              key, value, config.data.dataset);
+  }
 }
 
 }  // namespace
@@ -583,6 +600,7 @@ TrainConfig parseConfig(const std::string& yamlText, const std::string& name, co
   checkHierarchical(config, name);
   checkModelParallel(config, name);
   checkEvaluations(config, name);
+  checkSegmentationCanvas(config, name);
   APS_CHECK(config.comm.backend != "nccl" || config.device.starts_with("cuda"),
             "{}: comm.backend = 'nccl' moves gradients between GPUs and needs device: cuda (device is '{}'); use mpi "
             "on cpus",

@@ -1,5 +1,11 @@
 #pragma once
 
+#include "framework/autograd/ComputePrecision.h"
+#include "framework/core/EnumNames.h"
+#include "framework/numerics/RoundingMode.h"
+#include "precision/ApsScaler.h"
+#include "precision/CodecSpec.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
@@ -7,6 +13,22 @@
 #include <vector>
 
 namespace aps::train {
+
+// comm.algorithm: the flat schedules of comm/ (AllReduceKind), and hierarchical: two_shot within
+// groups of comm.group_size ranks, then across the groups' leaders (GradientSync).
+enum class CommAlgorithm : uint8_t { Ring, TwoShot, Allgather, Native, Hierarchical };
+inline constexpr EnumNames<CommAlgorithm, 5> kCommAlgorithmNames{
+    {"ring", "two_shot", "allgather", "native", "hierarchical"}};
+static_assert(kCommAlgorithmNames.covers(CommAlgorithm::Hierarchical), "one name per CommAlgorithm");
+inline std::string_view commAlgorithmName(CommAlgorithm a) { return kCommAlgorithmNames.name(a); }
+
+// A wire format as the config names it, parsed when the config loads: a preset name, a
+// "format:rounding" string or a map. Float formats that name no rounding of their own take
+// precision.rounding (applied once every key is read).
+struct WireFormatChoice {
+  precision::CodecSpec spec;
+  bool ownRounding = false;
+};
 
 // The fully resolved aps_train configuration: the user's YAML, then --set overrides, checked
 // against the schema (framework/train/ConfigSchema.h) with every default filled in.
@@ -22,6 +44,7 @@ struct TrainConfig {
     int64_t batchSize = 0, testBatchSize = 0, workers = 0, prefetch = 0, trainSamples = 0, testSamples = 0,
             maxImagePixels = 0;
     int64_t validationSamples = 0;  // held out of the training set for the evaluations during training
+    int64_t canvas = 0, maxItems = 0;  // fashion_mnist_seg: canvas side and items per canvas
     bool augment = false;
   };
   struct Optimizer {
@@ -43,11 +66,14 @@ struct TrainConfig {
   };
   struct HybridRule {
     std::string pattern;
-    YAML::Node format;  // a preset name or a format map; resolved by the precision module
+    WireFormatChoice format;
   };
   struct Precision {
-    std::string compute, rounding, scaling, nonfinite;
-    YAML::Node format;
+    autograd::ComputePrecision compute;
+    precision::RoundingMode rounding = precision::RoundingMode::NearestEven;
+    precision::ScalingMode scaling = precision::ScalingMode::None;
+    std::string nonfinite;
+    WireFormatChoice format;
     std::vector<HybridRule> hybrid;
     bool hybridAuto = false, errorFeedback = false, kahan = false;
     bool preDivide = false;          // divide gradients by the world size before quantising (the APS artifact)
@@ -61,7 +87,8 @@ struct TrainConfig {
     int64_t blockSize = 32;
   };
   struct Comm {
-    std::string backend, algorithm;
+    std::string backend;
+    CommAlgorithm algorithm = CommAlgorithm::TwoShot;
     int64_t worldSize = 1;
     int64_t groupSize = 0;   // comm.algorithm hierarchical: ranks per group (0: not given)
     int64_t simWorkers = 0;  // comm.sim_workers: simulated ranks computed at once (0: auto)
@@ -73,7 +100,7 @@ struct TrainConfig {
   struct Parallel {
     int64_t modelParallel = 1;
     std::vector<std::string> split;  // name globs of the linear layers split
-    YAML::Node activationFormat;     // what activations and errors travel in
+    WireFormatChoice activationFormat;  // what activations and errors travel in
     std::string activationScaling;   // aps or none
   };
   struct Checkpoint {

@@ -25,14 +25,42 @@ void assign(T& field, const YAML::Node& node) {
 void assign(uint64_t& field, const YAML::Node& node) {
   field = static_cast<uint64_t>(node.as<int64_t>());  // validated non-negative
 }
-void assign(YAML::Node& field, const YAML::Node& node) { field = YAML::Clone(node); }
+// The enum keys: their values were checked against the choices, which come from the same tables.
+void assign(CommAlgorithm& field, const YAML::Node& node) {
+  field = *kCommAlgorithmNames.find(node.as<std::string>());
+}
+void assign(autograd::ComputePrecision& field, const YAML::Node& node) {
+  field = autograd::ComputePrecision::parse(node.as<std::string>());
+}
+void assign(precision::RoundingMode& field, const YAML::Node& node) {
+  field = precision::parseRoundingMode(node.as<std::string>());
+}
+void assign(precision::ScalingMode& field, const YAML::Node& node) {
+  field = precision::parseScalingMode(node.as<std::string>());
+}
+// Formats were validated by the precision module; a float format that names no rounding takes
+// precision.rounding once every key is read (resolveWireRounding).
+void assign(WireFormatChoice& field, const YAML::Node& node) {
+  field.spec = precision::CodecSpec::fromYaml(node);
+  field.ownRounding = node.IsScalar() ? node.Scalar().find(':') != std::string::npos : bool(node["rounding"]);
+}
+
+// An enum key's choices: its names table, then the aliases the help documents.
+template <typename E, size_t N>
+std::vector<std::string> choicesOf(const EnumNames<E, N>& table, std::initializer_list<const char*> aliases = {}) {
+  std::vector<std::string> out(table.names.begin(), table.names.end());
+  out.insert(out.end(), aliases.begin(), aliases.end());
+  return out;
+}
 
 #define APS_FIELD(member) [](TrainConfig& c, const YAML::Node& node) { assign(c.member, node); }
 
 void setHybridRules(TrainConfig& c, const YAML::Node& node) {
   c.precision.hybrid.clear();
   for (const auto& rule : node) {
-    c.precision.hybrid.push_back({rule["pattern"].as<std::string>(), YAML::Clone(rule["format"])});
+    TrainConfig::HybridRule parsed{rule["pattern"].as<std::string>(), {}};
+    assign(parsed.format, rule["format"]);
+    c.precision.hybrid.push_back(std::move(parsed));
   }
 }
 
@@ -113,6 +141,10 @@ std::vector<ConfigKey> dataKeys() {
       {"data.max_image_pixels", K::Int, "0", 0, 67108864, {},
        "image datasets: refuse a file declaring more pixels; 0: the decoder's limit 67108864 (8192 x 8192)",
        APS_FIELD(data.maxImagePixels)},
+      {"data.canvas", K::Int, "64", 28, 4096, {},
+       "fashion_mnist_seg: the side of the square canvas the items are pasted on, in pixels", APS_FIELD(data.canvas)},
+      {"data.max_items", K::Int, "4", 1, 64, {},
+       "fashion_mnist_seg: each canvas holds 1 to this many Fashion-MNIST items", APS_FIELD(data.maxItems)},
   };
 }
 
@@ -177,7 +209,7 @@ std::vector<ConfigKey> scheduleKeys() {
 
 std::vector<ConfigKey> precisionKeys() {
   return {
-      {"precision.compute", K::Enum, "fp32", 0, 0, {"fp32", "fp16_mixed", "fp16_pure", "bf16_mixed", "bf16_pure"},
+      {"precision.compute", K::Enum, "fp32", 0, 0, choicesOf(autograd::ComputePrecision::names()),
        "arithmetic precision of the model", APS_FIELD(precision.compute)},
       {"precision.loss_scaling", K::Enum, "dynamic", 0, 0, {"dynamic", "static", "none"},
        "16-bit compute: loss scaling (dynamic: halve on inf/NaN and skip, double after 2000 good steps)",
@@ -192,11 +224,12 @@ std::vector<ConfigKey> precisionKeys() {
                    "mantissa_bits, ...}}",
                    fmt::join(precision::CodecSpec::names(), ", ")),
        APS_FIELD(precision.format)},
-      {"precision.rounding", K::Enum, "nearest", 0, 0, {"nearest", "stochastic", "toward_zero"},
+      {"precision.rounding", K::Enum, "nearest", 0, 0, choicesOf(precision::kRoundingModeNames),
        "rounding to the wire format", APS_FIELD(precision.rounding)},
-      {"precision.scaling", K::Enum, "none", 0, 0, {"none", "aps", "global", "autoscale", "fp8lm", "block"},
-       "gradient scaling before quantisation (autoscale = fp8lm: FP8-LM's per-tensor scale and mu; block: a power-of-two scale per "
-       "block_size values of each sender, an E8M0 byte on the wire)",
+      {"precision.scaling", K::Enum, "none", 0, 0, choicesOf(precision::kScalingModeNames, {"autoscale"}),
+       "gradient scaling before quantisation (aps: a power-of-two shift per layer; global: one for all layers; fp8lm: "
+       "FP8-LM's per-tensor scale and mu, also spelt autoscale; block: a power-of-two scale per block_size values of "
+       "each sender, an E8M0 byte on the wire)",
        APS_FIELD(precision.scaling)},
       {"precision.block_size", K::Int, "32", 0, 1e9, {},
        "scaling: block: values per scale (32: OCP MX; 0: one scale per chunk sent)", APS_FIELD(precision.blockSize)},
@@ -219,7 +252,7 @@ std::vector<ConfigKey> precisionKeys() {
        "the sum after",
        APS_FIELD(precision.preDivide)},
       {"precision.autoscale_per_tensor", K::Bool, "true", 0, 0, {},
-       "scaling: autoscale: scale each tensor by 2^floor(log2(max / amax)) / sqrt(N) (amax over all ranks) under mu, "
+       "scaling: fp8lm: scale each tensor by 2^floor(log2(max / amax)) / sqrt(N) (amax over all ranks) under mu, "
        "as FP8-LM and MS-AMP do; false: mu alone on raw gradients",
        APS_FIELD(precision.autoscalePerTensor)},
       {"precision.nonfinite", K::Enum, "skip", 0, 0, {"skip", "stop"},
@@ -239,7 +272,7 @@ std::vector<ConfigKey> commKeys() {
        "mpi: one process per rank; sim: virtual ranks in one process; nccl: one process per GPU (needs device: cuda)",
        APS_FIELD(comm.backend)},
       {"comm.world_size", K::Int, "1", 1, 1 << 20, {}, "virtual ranks (sim backend)", APS_FIELD(comm.worldSize)},
-      {"comm.algorithm", K::Enum, "two_shot", 0, 0, {"ring", "two_shot", "allgather", "native", "hierarchical"},
+      {"comm.algorithm", K::Enum, "two_shot", 0, 0, choicesOf(kCommAlgorithmNames),
        "all-reduce algorithm; hierarchical: two_shot within groups of comm.group_size ranks, then across the groups' "
        "leaders (docs/ALGORITHMS.md, Hierarchical APS)",
        APS_FIELD(comm.algorithm)},

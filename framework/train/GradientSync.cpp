@@ -38,15 +38,6 @@ std::vector<int64_t> int64Values(const NamedTensors& section, const std::string&
   return {c.data<int64_t>(), c.data<int64_t>() + c.numel()};
 }
 
-// The wire format a config node names, with the config's rounding unless the node names its
-// own ("e4m3:stochastic", {format: ..., rounding: ...}).
-precision::CodecSpec specOf(const YAML::Node& node, precision::RoundingMode rounding) {
-  precision::CodecSpec spec = precision::CodecSpec::fromYaml(node);
-  const bool ownRounding = node.IsScalar() ? node.Scalar().find(':') != std::string::npos : bool(node["rounding"]);
-  if (spec.kind == precision::CodecSpec::Kind::Float && !ownRounding) spec.rounding = rounding;
-  return spec;
-}
-
 }  // namespace
 
 GradientSync::GradientSync(const TrainConfig& config, NamedTensors params, Ranks ranks, MetricsSink metrics,
@@ -73,11 +64,10 @@ GradientSync::~GradientSync() = default;
 // hybrid_auto, the policy starts from these and widens layers as their statistics ask.
 void GradientSync::resolveFormats() {
   const auto& p = config_.precision;
-  const auto rounding = precision::parseRoundingMode(p.rounding);
   std::vector<precision::CodecSpec> ruleSpecs;
-  for (const auto& rule : p.hybrid) ruleSpecs.push_back(specOf(rule.format, rounding));
-  precision::CodecSpec defaultSpec = specOf(p.format, rounding);
-  const bool blocks = precision::parseScalingMode(p.scaling) == precision::ScalingMode::Block;
+  for (const auto& rule : p.hybrid) ruleSpecs.push_back(rule.format.spec);
+  precision::CodecSpec defaultSpec = p.format.spec;
+  const bool blocks = p.scaling == precision::ScalingMode::Block;
   if (blocks) {  // the scale is the codec's: every float format gets its per-block scales
     defaultSpec = defaultSpec.withBlocks(p.blockSize);
     for (auto& spec : ruleSpecs) spec = spec.withBlocks(p.blockSize);
@@ -95,7 +85,7 @@ void GradientSync::resolveFormats() {
   const bool floatOnly = std::all_of(paramSpecs_.begin(), paramSpecs_.end(), [](const precision::CodecSpec& c) {
     return c.kind == precision::CodecSpec::Kind::Float;
   });
-  const bool fp8lm = precision::parseScalingMode(p.scaling) == precision::ScalingMode::Fp8Lm;
+  const bool fp8lm = p.scaling == precision::ScalingMode::Fp8Lm;
   APS_CHECK(floatOnly || (!p.errorFeedback && !fp8lm && !p.hybridAuto),
             "{}: precision.error_feedback, scaling = autoscale and hybrid_auto need float wire formats without "
             "block scales (not Dettmers' types, MX types or scaling = block)",
@@ -103,10 +93,10 @@ void GradientSync::resolveFormats() {
   const bool blockScaled = std::any_of(paramSpecs_.begin(), paramSpecs_.end(), [](const precision::CodecSpec& c) {
     return c.kind == precision::CodecSpec::Kind::BlockScaled;
   });
-  APS_CHECK(!blockScaled || blocks || precision::parseScalingMode(p.scaling) == precision::ScalingMode::None,
+  APS_CHECK(!blockScaled || blocks || p.scaling == precision::ScalingMode::None,
             "{}: precision.scaling = '{}' does not apply to block-scaled formats (MX types, 'e4m3/block32'), which "
             "carry their own scales; use scaling: none or block",
-            config_.sourceFile, p.scaling);
+            config_.sourceFile, precision::scalingModeName(p.scaling));
   if (!p.hybridAuto) return;
   std::vector<precision::HybridPolicy::Rule> rules;  // each parameter resolved above: one rule per name
   for (size_t i = 0; i < params_.size(); ++i) rules.push_back({params_[i].name, paramSpecs_[i].format});
@@ -161,13 +151,15 @@ void GradientSync::buildReducer(uint64_t step) {
   // comm.algorithm: hierarchical is two_shot within groups of comm.group_size ranks, then
   // across the groups' leaders, each level with its own hooks (docs/ALGORITHMS.md,
   // Hierarchical APS); the other names are one flat algorithm.
-  const bool hierarchical = config_.comm.algorithm == "hierarchical";
+  const bool hierarchical = config_.comm.algorithm == CommAlgorithm::Hierarchical;
   const int group = hierarchical ? static_cast<int>(config_.comm.groupSize) : 0;
   APS_CHECK(!hierarchical || (group >= 1 && group <= ranks_.world && ranks_.world % group == 0),
             "{}: 'comm.group_size' = {} must divide the world size {} (comm.algorithm: hierarchical)",
             config_.sourceFile, config_.comm.groupSize, ranks_.world);
   comm::AllReduceOptions reduceOptions;
-  reduceOptions.kind = hierarchical ? comm::AllReduceKind::TwoShot : comm::parseAllReduceKind(config_.comm.algorithm);
+  // The flat algorithms are comm's by the same names; hierarchical runs two_shot at each level.
+  reduceOptions.kind = hierarchical ? comm::AllReduceKind::TwoShot
+                                    : *comm::kAllReduceKindNames.find(commAlgorithmName(config_.comm.algorithm));
   reduceOptions.kahan = p.kahan;
   std::vector<std::shared_ptr<const comm::AllReduceAlgorithm>> algorithms;
   std::vector<comm::BucketScaling::FormatScaling> perFormat, leaderFormat;
@@ -232,7 +224,7 @@ comm::BucketScaling::FormatScaling GradientSync::scalingOf(size_t f, int ranks) 
   const auto& p = config_.precision;
   const auto& spec = specs_[f];
   // The config's "autoscale" is fp8lm; block scales are the codec's.
-  auto fs = comm::BucketScaling::FormatScaling::forSpec(spec, precision::parseScalingMode(p.scaling), ranks,
+  auto fs = comm::BucketScaling::FormatScaling::forSpec(spec, p.scaling, ranks,
                                                         p.errorFeedback, p.autoscalePerTensor);
   if (fs.autoscaler) {  // one mu per wire format, kept when hybrid precision rebuilds the reducer
     auto& scaler = autoscalers_[codecNames_[f]];
@@ -245,7 +237,7 @@ comm::BucketScaling::FormatScaling GradientSync::scalingOf(size_t f, int ranks) 
         "below {:g} while the format's smallest positive value is {:g}, so (nearly) every gradient value will be "
         "flushed to zero and the model will not learn; use a wider format, fewer ranks, or precision.hybrid_auto "
         "(which widens such layers)",
-        codecNames_[f], p.scaling, ranks, ranks, std::ldexp(1.0, fs.scaler->maxExponent()) / ranks,
+        codecNames_[f], precision::scalingModeName(p.scaling), ranks, ranks, std::ldexp(1.0, fs.scaler->maxExponent()) / ranks,
         static_cast<double>(spec.format.minSubnormal()));
   }
   return fs;
@@ -261,10 +253,10 @@ void GradientSync::logFormats() const {
   }
   for (size_t f = 0; f < specs_.size(); ++f) {
     const auto count = std::count(formatOf_.begin(), formatOf_.end(), static_cast<int>(f));
-    spdlog::info("wire format {}: {} parameter tensors, scaling {}{}", codecNames_[f], count, p.scaling,
+    spdlog::info("wire format {}: {} parameter tensors, scaling {}{}", codecNames_[f], count, precision::scalingModeName(p.scaling),
                  p.errorFeedback ? ", error feedback" : "");
   }
-  if (config_.comm.algorithm == "hierarchical") {
+  if (config_.comm.algorithm == CommAlgorithm::Hierarchical) {
     const int64_t group = config_.comm.groupSize;
     spdlog::info(
         "hierarchical reduction: {} groups of {} ranks, then their leaders (APS headroom for {} and {} "

@@ -113,7 +113,7 @@ void Trainer::State::setupModelParallel() {
   transport = dataGroup.get();
   const auto& p = config.parallel;
   mp = std::make_shared<ModelParallelGroup>(ModelParallelGroup::Options{
-      m, owned, modelGroup.get(), precision::CodecSpec::fromYaml(p.activationFormat), p.activationScaling == "aps",
+      m, owned, modelGroup.get(), p.activationFormat.spec, p.activationScaling == "aps",
       config.seed});
   // The activation exchanges run on this thread, inside forward and backward; the gradient
   // reducer's thread must not use the transport meanwhile, so buckets reduce after backward.
@@ -169,8 +169,10 @@ void Trainer::State::setupModel() {
 void Trainer::State::setupData() {
   const auto& d = config.data;
   const auto maxPixels = static_cast<uint64_t>(d.maxImagePixels);
-  data::DatasetSpec train{recipeName(d.dataset), d.path, "train", d.augment, 0, config.seed, 0, maxPixels};
-  data::DatasetSpec test{recipeName(d.dataset), d.path, testSplit(d.dataset), false, 0, config.seed + 1, 0, maxPixels};
+  const int canvas = static_cast<int>(d.canvas), items = static_cast<int>(d.maxItems);
+  data::DatasetSpec train{recipeName(d.dataset), d.path, "train", d.augment, 0, config.seed, 0, maxPixels, canvas, items};
+  data::DatasetSpec test{recipeName(d.dataset), d.path, testSplit(d.dataset), false, 0, config.seed + 1, 0,
+                         maxPixels,          canvas,        items};
   trainSet = data::makeDataset(train);
   testSet = data::makeDataset(test);
   APS_CHECK(trainSet->numClasses() == config.model.numClasses, "model.num_classes = {} but dataset '{}' has {} classes",
@@ -257,7 +259,7 @@ void Trainer::State::setupModelCopies() {
 
 void Trainer::State::setupPrecisionAndComm() {
   const auto& p = config.precision;
-  compute = autograd::ComputePrecision::parse(p.compute);
+  compute = p.compute;
   if (!compute.isFp32()) {
     // 16-bit compute (autograd/ComputePrecision.h): loss scaling keeps small gradients above
     // the format's underflow; pure modes store weights and optimizer state in 16 bits.

@@ -1,5 +1,6 @@
 #include "data/FashionMnistSegmentation.h"
 #include "data/TransformedDataset.h"
+#include "framework/core/Error.h"
 #include "tests/data/DataTestFiles.h"
 
 #include <gtest/gtest.h>
@@ -74,6 +75,37 @@ TEST(FashionMnistSegmentation, IsAPureFunctionOfSeedAndIndex) {
   EXPECT_EQ(ds.sampleShape().image, (std::vector<int64_t>{1, 64, 64}));
   EXPECT_EQ(ds.sampleShape().label, (std::vector<int64_t>{64, 64}));
   EXPECT_EQ(ds.numClasses(), 11);
+}
+
+TEST(FashionMnistSegmentation, CanvasAndItemCountAreParameters) {
+  TempDir dir;
+  const auto base = squareItems(dir);
+  const FashionMnistSegmentation seg(base, 7, 200, 40, 2);
+  std::set<int> itemCounts;
+  for (int64_t i = 0; i < seg.size(); ++i) {
+    Example ex;
+    seg.read(i, ex);
+    ASSERT_EQ(ex.image.height, 40);
+    ASSERT_EQ(ex.image.width, 40);
+    ASSERT_EQ(ex.mask.width, 40);
+    int itemPixels = 0;
+    for (const uint8_t label : ex.mask.labels) itemPixels += label != 10;
+    // 1 or 2 squares of 400 pixels; two squares on a 40x40 canvas may overlap.
+    ASSERT_GE(itemPixels, 400);
+    ASSERT_LE(itemPixels, 800);
+    itemCounts.insert(itemPixels > 400 ? 2 : 1);
+  }
+  EXPECT_EQ(itemCounts, (std::set<int>{1, 2}));
+  // The defaults are the 64x64, 1-to-4-item canvases: the same examples as without arguments.
+  const FashionMnistSegmentation a(base, 7, 50), b(base, 7, 50, 64, 4);
+  for (int64_t i = 0; i < 50; ++i) {
+    Example x, y;
+    a.read(i, x);
+    b.read(i, y);
+    ASSERT_EQ(x.mask.labels, y.mask.labels);
+  }
+  EXPECT_THROW(FashionMnistSegmentation(base, 7, 10, 20, 2), Error);  // a 28x28 item does not fit
+  EXPECT_THROW(FashionMnistSegmentation(base, 7, 10, 40, 0), Error);
 }
 
 }  // namespace

@@ -1128,13 +1128,14 @@ def budget_section(data):
 
 def section_lines(section):
     """A further sweep's part of the page (the sweep file's "sections"): its title and note, its
-    classification and probe tables, and the reading written for it."""
+    classification, segmentation and probe tables, and the reading written for it."""
     md = [f"## {section['title']}", ""]
     if section.get("note"):
         md += [section["note"], ""]
     md += [f"Runs: `python3 tools/reproduce/reproduce.py --sweep {section['sweep_file']}` (its summaries in the same "
            "results store; its columns as above).", ""]
-    cls = table(section, "classification", "top1", "top-1") + probe_scaling_table(section)
+    cls = (table(section, "classification", "top1", "top-1") + table(section, "segmentation", "miou", "mIoU")
+           + probe_scaling_table(section))
     md += (cls + [""]) if cls else ["No run of this sweep has finished yet.", ""]
     for image in section.get("images", []):
         md += [f"![{image}](results/{image})", ""]
