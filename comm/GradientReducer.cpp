@@ -46,6 +46,21 @@ GradientReducer::GradientReducer(Transport& transport, std::vector<std::vector<N
             grads.size(), local_);
   APS_CHECK(!algorithms_.empty(), "comm reducer: needs at least one all-reduce algorithm");
   for (const auto& a : algorithms_) APS_CHECK(a != nullptr, "comm reducer: null all-reduce algorithm");
+  registerGradients(grads);
+  for (size_t p = 0; p < names_.size(); ++p) {
+    const int f = layout_.buckets()[static_cast<size_t>(layout_.bucketOf(static_cast<int>(p)))].format;
+    APS_CHECK(f >= 0 && static_cast<size_t>(f) < algorithms_.size(),
+              "comm reducer: parameter '{}' uses format {} but {} algorithms were given", names_[p], f,
+              algorithms_.size());
+  }
+  for (size_t b = 0; b < layout_.buckets().size(); ++b) inputs_.push_back(chooseInput(layout_.buckets()[b]));
+  allocate();
+  thread_ = std::thread([this] { commLoop(); });
+}
+
+// Every local rank's gradients, checked against rank 0's names and sizes, and which (rank,
+// parameter) destinations a later local rank writes again.
+void GradientReducer::registerGradients(const std::vector<std::vector<NamedGradient>>& grads) {
   const size_t params = grads[0].size();
   for (const NamedGradient& g : grads[0]) names_.push_back(g.name);
   for (size_t i = 0; i < grads.size(); ++i) {
@@ -64,7 +79,6 @@ GradientReducer::GradientReducer(Transport& transport, std::vector<std::vector<N
     }
     grads_.push_back(std::move(views));
   }
-  // Which (rank, parameter) destinations a later local rank writes again.
   overwritten_.assign(grads_.size(), std::vector<uint8_t>(params, 0));
   for (size_t p = 0; p < params; ++p) {
     std::unordered_set<const void*> later;
@@ -74,41 +88,40 @@ GradientReducer::GradientReducer(Transport& transport, std::vector<std::vector<N
       later.insert(d);
     }
   }
-  for (size_t p = 0; p < params; ++p) {
-    const int f = layout_.buckets()[static_cast<size_t>(layout_.bucketOf(static_cast<int>(p)))].format;
-    APS_CHECK(f >= 0 && static_cast<size_t>(f) < algorithms_.size(),
-              "comm reducer: parameter '{}' uses format {} but {} algorithms were given", names_[p], f,
-              algorithms_.size());
-  }
-  const size_t buckets = layout_.buckets().size();
+}
+
+// The one place that decides how simulated ranks' gradients reach a bucket. Folding and sticky
+// keys need every rank of the world here, in one address space, and a flat reduction of the
+// undivided values (pre-division scales each rank's buffer). Folding also needs hooks that do
+// not read the inputs and an algorithm that may sum them ahead; sticky keys, hooks that allow
+// them and an algorithm that reads keys exactly.
+GradientReducer::BucketInput GradientReducer::chooseInput(const BucketLayout::Bucket& b) const {
+  const bool wholeWorldHere = local_ > 1 && local_ == transport_.worldSize() && transport_.sharesMemory() &&
+                              options_.groupSize == 0 && !(options_.average && options_.preDivide);
+  if (!wholeWorldHere) return BucketInput::Copy;
+  const AllReduceAlgorithm& algorithm = *algorithms_[static_cast<size_t>(b.format)];
+  const bool hooksInstalled = options_.beforeReduce || options_.afterReduce || options_.encodeObserver;
+  const bool hooksRead = hooksInstalled && (!options_.hooksReadInputs || options_.hooksReadInputs(b.format));
+  if (!hooksRead && algorithm.sumsInputsAhead()) return BucketInput::Fold;
+  if (options_.sticky16Inputs && options_.sticky16Inputs(b.format) && algorithm.readsSticky16Inputs())
+    return BucketInput::Sticky16;
+  return BucketInput::Copy;
+}
+
+// The buckets' flat buffers (sticky keys of local rank i >= 1 fill its buffer's first half),
+// the per-step bookkeeping, and which buckets' maxima markReady measures.
+void GradientReducer::allocate() {
+  const size_t params = names_.size();
   for (const BucketLayout::Bucket& b : layout_.buckets())
     pending_.push_back(static_cast<int>(b.params.size()) * local_);
   marked_.assign(params * static_cast<size_t>(local_), 0);
-  queued_.assign(buckets, 0);
-  // Folding needs every rank of the world here, in one address space, and a flat reduction
-  // whose inputs no one else reads (pre-division scales each rank's buffer).
-  const bool wholeWorldHere =
-      local_ > 1 && local_ == transport.worldSize() && transport.sharesMemory() && options_.groupSize == 0;
-  const bool hooksInstalled = options_.beforeReduce || options_.afterReduce || options_.encodeObserver;
-  for (const BucketLayout::Bucket& b : layout_.buckets()) {
-    const bool hooksRead = hooksInstalled && (!options_.hooksReadInputs || options_.hooksReadInputs(b.format));
-    folds_.push_back(wholeWorldHere && !(options_.average && options_.preDivide) && !hooksRead &&
-                             algorithms_[static_cast<size_t>(b.format)]->sumsInputsAhead()
-                         ? 1
-                         : 0);
-  }
-  // Sticky copies: every rank here, gradients copied (and measured) by markReady (not
-  // folded), one flat reduction of the undivided values by an algorithm that reads keys
-  // exactly, hooks that allow it. The keys of local rank i >= 1 fill its buffer's first half.
-  for (size_t k = 0; k < buckets; ++k) {
+  queued_.assign(layout_.buckets().size(), 0);
+  for (size_t k = 0; k < layout_.buckets().size(); ++k) {
     const BucketLayout::Bucket& b = layout_.buckets()[k];
-    const bool sticky = wholeWorldHere && folds_[k] == 0 && options_.sticky16Inputs &&
-                        options_.sticky16Inputs(b.format) && !(options_.average && options_.preDivide) &&
-                        algorithms_[static_cast<size_t>(b.format)]->readsSticky16Inputs();
-    sticky16_.push_back(sticky ? 1 : 0);
+    const bool keys = inputs_[k] == BucketInput::Sticky16;
     flat_.emplace_back();
     for (int i = 0; i < local_; ++i)
-      flat_.back().emplace_back(static_cast<size_t>(sticky && i > 0 ? (b.count + 1) / 2 : b.count), 0.0f);
+      flat_.back().emplace_back(static_cast<size_t>(keys && i > 0 ? (b.count + 1) / 2 : b.count), 0.0f);
   }
   whole_.assign(static_cast<size_t>(local_), std::vector<std::vector<float>>(params));
   wholeNow_.assign(params * static_cast<size_t>(local_), 0);
@@ -118,17 +131,16 @@ GradientReducer::GradientReducer(Transport& transport, std::vector<std::vector<N
   // markReady measures what it copies: a bucket's maxima are known each step where it copies
   // every rank's gradient of the bucket (an unfolded bucket whose gradients live elsewhere).
   for (size_t b = 0; b < layout_.buckets().size(); ++b) {
-    bool copied = folds_[b] == 0;
+    bool copied = inputs_[b] != BucketInput::Fold;
     for (int i = 0; i < local_ && copied; ++i) {
       for (int p : layout_.buckets()[b].params) {
-        copied = copied && ((sticky16_[b] != 0 && i > 0) ||
+        copied = copied && ((inputs_[b] == BucketInput::Sticky16 && i > 0) ||
                             grads_[static_cast<size_t>(i)][static_cast<size_t>(p)].data != flatGradient(p, i).data);
       }
     }
     measuresMaxima_.push_back(copied ? 1 : 0);
-    APS_ASSERT(sticky16_[b] == 0 || copied);  // buffers made here never hold a caller's gradient
+    APS_ASSERT(inputs_[b] != BucketInput::Sticky16 || copied);  // buffers made here never hold a caller's gradient
   }
-  thread_ = std::thread([this] { commLoop(); });
 }
 
 GradientReducer::~GradientReducer() {
@@ -176,10 +188,10 @@ bool GradientReducer::markReadyFrom(int param, int localRank, const float* from)
 void GradientReducer::mark(int param, int localRank, const float* from, bool handed) {
   const auto p = static_cast<size_t>(param);
   const int b = layout_.bucketOf(param);
-  const bool keys = sticky16_[static_cast<size_t>(b)] != 0 && localRank > 0;
+  const bool keys = inputs_[static_cast<size_t>(b)] == BucketInput::Sticky16 && localRank > 0;
   const BufferView slot = keys ? BufferView{} : flatGradient(param, localRank);  // keys: not floats
   const int64_t count = grads_[static_cast<size_t>(localRank)][p].count;
-  const bool fold = folds_[static_cast<size_t>(b)] != 0;
+  const bool fold = inputs_[static_cast<size_t>(b)] == BucketInput::Fold;
   bool foldNow = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -362,7 +374,7 @@ void GradientReducer::reduceBucket(int b) {
   for (auto& f : flat_[static_cast<size_t>(b)]) data.push_back(f.data());
   // Sticky copies: ranks >= 1 read from their keys (and the whole copies of this step).
   Sticky16Inputs sticky;
-  const bool keys = sticky16_[static_cast<size_t>(b)] != 0;
+  const bool keys = inputs_[static_cast<size_t>(b)] == BucketInput::Sticky16;
   if (keys) {
     sticky.keys.assign(data.size(), nullptr);
     sticky.exact.resize(data.size());
@@ -384,7 +396,7 @@ void GradientReducer::reduceBucket(int b) {
     std::lock_guard<std::mutex> lock(mutex_);
     step = step_;
   }
-  BucketContext context{b, &bucket, &transport_, data, step, folds_[static_cast<size_t>(b)] != 0};
+  BucketContext context{b, &bucket, &transport_, data, step, inputs_[static_cast<size_t>(b)] == BucketInput::Fold};
   if (keys) context.sticky16 = &sticky;
   // Every local rank's maxima of the bucket's parameters, measured by markReady's copies.
   std::vector<uint32_t> maxAbsBits;

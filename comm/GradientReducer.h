@@ -179,13 +179,22 @@ class GradientReducer {
   int bucketsReduced();
 
   const BucketLayout& layout() const { return layout_; }
+  // How the local ranks' gradients reach a bucket's buffers, chosen per bucket in one place
+  // (chooseInput): copied by markReady, folded into local rank 0's buffer as they arrive, or
+  // kept as sticky 16-bit keys for local ranks 1, 2, ... (see above). A gradient backward
+  // hands over (markReadyFrom) takes the same path as one read from its registered buffer.
+  enum class BucketInput : uint8_t { Copy, Fold, Sticky16 };
+  BucketInput bucketInput(int bucket) const { return inputs_.at(static_cast<size_t>(bucket)); }
   // Whether bucket b is folded as its gradients arrive (see above).
-  bool foldsBucket(int bucket) const { return folds_.at(static_cast<size_t>(bucket)) != 0; }
+  bool foldsBucket(int bucket) const { return bucketInput(bucket) == BucketInput::Fold; }
   // Whether bucket b keeps local ranks 1, 2, ... as sticky 16-bit keys (see above).
-  bool keepsSticky16(int bucket) const { return sticky16_.at(static_cast<size_t>(bucket)) != 0; }
+  bool keepsSticky16(int bucket) const { return bucketInput(bucket) == BucketInput::Sticky16; }
   int paramCount() const { return static_cast<int>(names_.size()); }
 
  private:
+  void registerGradients(const std::vector<std::vector<NamedGradient>>& grads);
+  BucketInput chooseInput(const BucketLayout::Bucket& bucket) const;
+  void allocate();
   // Where parameter p's gradient lives in its bucket's flat buffer (local rank i).
   BufferView flatGradient(int param, int localRank);
   void commLoop();
@@ -212,14 +221,13 @@ class GradientReducer {
   std::vector<int> pending_;     // gradients a bucket still waits for
   std::vector<uint8_t> marked_;  // [local * params + p]
   std::vector<uint8_t> queued_;  // bucket b is complete and waits for the thread
-  std::vector<uint8_t> folds_;   // [bucket]: folded as marked (see above)
+  std::vector<BucketInput> inputs_;  // [bucket]: how the ranks' gradients reach it (chooseInput)
   std::vector<int> nextFold_;    // [param]: the local rank whose gradient is folded next
   std::vector<uint8_t> staged_;  // [local * params + p]: copied to its own buffer, not yet folded
   // [local * params + p]: the copied gradient's largest kernels::absBits. Written by the
   // marking thread outside the lock, read by the communication thread once the bucket is queued.
   std::vector<uint32_t> maxAbsBits_;
   std::vector<uint8_t> measuresMaxima_;  // [bucket]: markReady copies (and measures) all of it
-  std::vector<uint8_t> sticky16_;        // [bucket]: local ranks >= 1 kept as 16-bit keys
   // [local][param]: a whole copy of a sticky rank's gradient that held an fp32 subnormal this
   // step (wholeNow_ set), kept between steps so it is allocated once.
   std::vector<std::vector<std::vector<float>>> whole_;

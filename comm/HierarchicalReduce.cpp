@@ -5,6 +5,7 @@
 #include "framework/core/Error.h"
 
 #include <chrono>
+#include <functional>
 #include <vector>
 
 namespace aps::comm {
@@ -19,115 +20,141 @@ precision::EncodeContext hierarchicalLevelContext(const precision::EncodeContext
   return {base.seed, z, base.offset};
 }
 
-SyncStats reduceBucketHierarchical(const AllReduceAlgorithm& algorithm, const BucketContext& bucket,
-                                   const ReducerOptions& options, const precision::EncodeContext& context) {
-  const auto start = std::chrono::steady_clock::now();
-  Transport& world = *bucket.transport;
-  const int ranks = world.worldSize();
-  const int size = options.groupSize;
-  APS_CHECK(size >= 1 && size <= ranks && ranks % size == 0,
-            "comm hierarchical: the group size {} must divide the world size {}", size, ranks);
-  APS_CHECK(bucket.data.size() == static_cast<size_t>(world.localRankCount()),
-            "comm hierarchical: got {} buffers for {} local ranks", bucket.data.size(), world.localRankCount());
-  const int groups = ranks / size;
-  const int first = world.firstLocalRank();
-  const int local = world.localRankCount();
-  const int64_t n = bucket.layout->count;
-  const int firstGroup = first / size;
-  const int lastGroup = (first + local - 1) / size;
+namespace {
 
-  if (options.worldBeforeReduce) options.worldBeforeReduce(bucket);
-  SyncStats stats;
-  stats.bytesSent.assign(static_cast<size_t>(local), 0);
+// One bucket's hierarchical reduction: the plain schedule is run(), its three levels the
+// methods below it.
+class HierarchicalPass {
+ public:
+  HierarchicalPass(const AllReduceAlgorithm& algorithm, const BucketContext& bucket, const ReducerOptions& options,
+                   const precision::EncodeContext& context)
+      : algorithm_(algorithm),
+        bucket_(bucket),
+        options_(options),
+        context_(context),
+        world_(*bucket.transport),
+        ranks_(world_.worldSize()),
+        size_(options.groupSize),
+        groups_(size_ >= 1 ? ranks_ / size_ : 0),
+        first_(world_.firstLocalRank()),
+        local_(world_.localRankCount()),
+        n_(bucket.layout->count),
+        firstGroup_(size_ >= 1 ? first_ / size_ : 0),
+        lastGroup_(size_ >= 1 ? (first_ + local_ - 1) / size_ : 0) {
+    APS_CHECK(size_ >= 1 && size_ <= ranks_ && ranks_ % size_ == 0,
+              "comm hierarchical: the group size {} must divide the world size {}", size_, ranks_);
+    APS_CHECK(bucket.data.size() == static_cast<size_t>(local_), "comm hierarchical: got {} buffers for {} local ranks",
+              bucket.data.size(), local_);
+    stats_.bytesSent.assign(static_cast<size_t>(local_), 0);
+  }
+
+  SyncStats run() {
+    const auto start = std::chrono::steady_clock::now();
+    if (options_.worldBeforeReduce) options_.worldBeforeReduce(bucket_);
+    // Groups of one rank skip the first level, unless that rank is the whole world (which
+    // still quantises).
+    if (size_ > 1 || groups_ == 1) reduceWithinGroups();
+    if (groups_ == 1) {
+      stats_.nonFinite = groupNonFinite_[0] != 0;
+    } else {
+      const bool nonFinite = reduceAcrossLeaders();
+      if (size_ > 1) broadcastWithinGroups(nonFinite);
+      stats_.nonFinite = first_ % size_ == 0 ? nonFinite : received_[0] != 0;
+    }
+    if (options_.worldAfterReduce) options_.worldAfterReduce(bucket_);
+    stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return stats_;
+  }
+
+ private:
   // The local buffers of a sub-world's local ranks, and its bytes into the per-rank counts.
-  const auto dataOf = [&](const SubTransport& sub) {
+  std::vector<float*> dataOf(const SubTransport& sub) const {
     std::vector<float*> data;
     for (int k = sub.firstLocalRank(); k < sub.firstLocalRank() + sub.localRankCount(); ++k)
-      data.push_back(bucket.data[static_cast<size_t>(sub.parentRank(k) - first)]);
+      data.push_back(bucket_.data[static_cast<size_t>(sub.parentRank(k) - first_)]);
     return data;
-  };
-  const auto addBytes = [&](const SubTransport& sub, int k, uint64_t bytes) {
-    stats.bytesSent[static_cast<size_t>(sub.parentRank(k) - first)] += bytes;
-  };
-  const auto addStats = [&](const SubTransport& sub, const SyncStats& s) {
+  }
+  void addBytes(const SubTransport& sub, int k, uint64_t bytes) {
+    stats_.bytesSent[static_cast<size_t>(sub.parentRank(k) - first_)] += bytes;
+  }
+  void addStats(const SubTransport& sub, const SyncStats& s) {
     for (size_t i = 0; i < s.bytesSent.size(); ++i)
       addBytes(sub, sub.firstLocalRank() + static_cast<int>(i), s.bytesSent[i]);
-  };
+  }
+
+  // One level's reduction over sub: its before hook, the algorithm, its after hook.
+  SyncStats reduceLevel(SubTransport& sub, const std::vector<float*>& data, const BucketCallback& before,
+                        const BucketCallback& after,
+                        const std::function<EncodeObserver*(const BucketContext&)>& observe,
+                        const precision::EncodeContext& context) {
+    InputFacts facts;
+    BucketContext level{bucket_.bucket, bucket_.layout, &sub, data, bucket_.step};
+    level.inputs = &facts;
+    if (before) before(level);
+    EncodeObserver* observer = observe ? observe(level) : nullptr;
+    const SyncStats s = algorithm_.run(sub, data, n_, context, observer, false, false, &facts);
+    if (after) after(level);
+    addStats(sub, s);
+    return s;
+  }
 
   // 1. Within each group that has ranks in this process (one after the other: a process
-  // hosting several groups, the simulator, runs each group's rounds in turn). Skipped for
-  // groups of one rank, unless that rank is the whole world (which still quantises).
-  std::vector<uint8_t> groupNonFinite(static_cast<size_t>(lastGroup - firstGroup + 1), 0);
-  if (size > 1 || groups == 1) {
-    for (int g = firstGroup; g <= lastGroup; ++g) {
-      SubTransport group(world, g * size, 1, size);
-      const std::vector<float*> data = dataOf(group);
-      InputFacts facts;
-      BucketContext level{bucket.bucket, bucket.layout, &group, data, bucket.step};
-      level.inputs = &facts;
-      if (options.beforeReduce) options.beforeReduce(level);
-      EncodeObserver* observer = options.encodeObserver ? options.encodeObserver(level) : nullptr;
-      const SyncStats s = algorithm.run(group, data, n, groups == 1 ? context : hierarchicalLevelContext(context, 1, g),
-                                        observer, false, false, &facts);
-      if (options.afterReduce) options.afterReduce(level);
-      addStats(group, s);
-      groupNonFinite[static_cast<size_t>(g - firstGroup)] = s.nonFinite ? 1 : 0;
+  // hosting several groups, the simulator, runs each group's rounds in turn).
+  void reduceWithinGroups() {
+    groupNonFinite_.assign(static_cast<size_t>(lastGroup_ - firstGroup_ + 1), 0);
+    for (int g = firstGroup_; g <= lastGroup_; ++g) {
+      SubTransport group(world_, g * size_, 1, size_);
+      const SyncStats s = reduceLevel(group, dataOf(group), options_.beforeReduce, options_.afterReduce,
+                                      options_.encodeObserver,
+                                      groups_ == 1 ? context_ : hierarchicalLevelContext(context_, 1, g));
+      groupNonFinite_[static_cast<size_t>(g - firstGroup_)] = s.nonFinite ? 1 : 0;
     }
-  }
-  if (groups == 1) {
-    stats.nonFinite = groupNonFinite[0] != 0;
-    if (options.worldAfterReduce) options.worldAfterReduce(bucket);
-    stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return stats;
   }
 
-  // 2. Across the group leaders.
-  bool nonFinite = false;  // meaningful where a leader lives
-  SubTransport leaders(world, 0, size, groups);
-  if (leaders.localRankCount() > 0) {
+  // 2. Across the group leaders; returns whether some input was not finite (meaningful where
+  // a leader lives).
+  bool reduceAcrossLeaders() {
+    SubTransport leaders(world_, 0, size_, groups_);
+    if (leaders.localRankCount() == 0) return false;
     const std::vector<float*> data = dataOf(leaders);
-    if (size > 1 && algorithm.checksFinite()) {
-      // A group's flag (some member's input was NaN/inf, which a saturating codec may have
-      // hidden from the sum) must reach every rank: a MAX over the leaders.
-      std::vector<float> flags(data.size());
-      std::vector<float*> pointers;
-      for (size_t i = 0; i < flags.size(); ++i) {
-        const int g = leaders.parentRank(leaders.firstLocalRank() + static_cast<int>(i)) / size;
-        flags[i] = groupNonFinite[static_cast<size_t>(g - firstGroup)] != 0 ? 1.0f : 0.0f;
-        pointers.push_back(&flags[i]);
-      }
-      smallAllReduce(leaders, pointers, 1, ReduceOp::Max);
-      nonFinite = flags[0] != 0.0f;
-      for (size_t i = 0; i < flags.size(); ++i)
-        addBytes(leaders, leaders.firstLocalRank() + static_cast<int>(i),
-                 static_cast<uint64_t>(groups - 1) * sizeof(float));
+    const bool groupsNonFinite = size_ > 1 && algorithm_.checksFinite() && agreeGroupsNonFinite(leaders, data.size());
+    const SyncStats s =
+        reduceLevel(leaders, data, options_.leaderBeforeReduce, options_.leaderAfterReduce,
+                    options_.leaderEncodeObserver, size_ == 1 ? context_ : hierarchicalLevelContext(context_, 2, 0));
+    return groupsNonFinite || s.nonFinite;
+  }
+
+  // A group's flag (some member's input was NaN/inf, which a saturating codec may have hidden
+  // from the sum) must reach every rank: a MAX over the leaders.
+  bool agreeGroupsNonFinite(SubTransport& leaders, size_t count) {
+    std::vector<float> flags(count);
+    std::vector<float*> pointers;
+    for (size_t i = 0; i < flags.size(); ++i) {
+      const int g = leaders.parentRank(leaders.firstLocalRank() + static_cast<int>(i)) / size_;
+      flags[i] = groupNonFinite_[static_cast<size_t>(g - firstGroup_)] != 0 ? 1.0f : 0.0f;
+      pointers.push_back(&flags[i]);
     }
-    InputFacts facts;
-    BucketContext level{bucket.bucket, bucket.layout, &leaders, data, bucket.step};
-    level.inputs = &facts;
-    if (options.leaderBeforeReduce) options.leaderBeforeReduce(level);
-    EncodeObserver* observer = options.leaderEncodeObserver ? options.leaderEncodeObserver(level) : nullptr;
-    const SyncStats s = algorithm.run(leaders, data, n, size == 1 ? context : hierarchicalLevelContext(context, 2, 0),
-                                      observer, false, false, &facts);
-    if (options.leaderAfterReduce) options.leaderAfterReduce(level);
-    addStats(leaders, s);
-    nonFinite = nonFinite || s.nonFinite;
+    smallAllReduce(leaders, pointers, 1, ReduceOp::Max);
+    for (size_t i = 0; i < flags.size(); ++i)
+      addBytes(leaders, leaders.firstLocalRank() + static_cast<int>(i),
+               static_cast<uint64_t>(groups_ - 1) * sizeof(float));
+    return flags[0] != 0.0f;
   }
 
   // 3. Each leader hands the total (raw fp32, the same bits everywhere) to the rest of its
   // group in two rounds, a scatter and an all-gather, so that it sends 2 (G-1)/G of the
   // buffer rather than G-1 copies: first chunk k (of G) and the non-finite flag to member k,
   // then every rank sends its chunk to every member that lacks it.
-  std::vector<uint8_t> received(static_cast<size_t>(local), 0);
-  if (size > 1) {
+  void broadcastWithinGroups(bool nonFinite) {
+    received_.assign(static_cast<size_t>(local_), 0);
     const uint8_t flag = nonFinite ? 1 : 0;
-    const auto chunkBegin = [&](int c) { return n * c / size; };
+    const auto chunkBegin = [&](int c) { return n_ * c / size_; };
     const auto chunkBytes = [&](int c) {
       return static_cast<size_t>(chunkBegin(c + 1) - chunkBegin(c)) * sizeof(float);
     };
-    for (int g = firstGroup; g <= lastGroup; ++g) {
-      SubTransport group(world, g * size, 1, size);
-      const auto localData = [&](int k) { return bucket.data[static_cast<size_t>(group.parentRank(k) - first)]; };
+    for (int g = firstGroup_; g <= lastGroup_; ++g) {
+      SubTransport group(world_, g * size_, 1, size_);
+      const auto localData = [&](int k) { return bucket_.data[static_cast<size_t>(group.parentRank(k) - first_)]; };
       // Chunk c of rank k's buffer where k is local, else null (the transport ignores it).
       const auto chunkOf = [&](int k, int c) { return group.isLocal(k) ? localData(k) + chunkBegin(c) : nullptr; };
       std::vector<Message> round;
@@ -136,23 +163,38 @@ SyncStats reduceBucketHierarchical(const AllReduceAlgorithm& algorithm, const Bu
         round.push_back({src, dst, sendData, recvData, bytes});
         if (group.isLocal(src)) addBytes(group, src, bytes);
       };
-      for (int k = 1; k < size; ++k) {
+      for (int k = 1; k < size_; ++k) {
         add(0, k, chunkOf(0, k), chunkOf(k, k), chunkBytes(k));
         add(0, k, group.isLocal(0) ? &flag : nullptr,
-            group.isLocal(k) ? &received[static_cast<size_t>(group.parentRank(k) - first)] : nullptr, 1);
+            group.isLocal(k) ? &received_[static_cast<size_t>(group.parentRank(k) - first_)] : nullptr, 1);
       }
       group.exchange(round);
       round.clear();
-      for (int src = 0; src < size; ++src)
-        for (int dst = 1; dst < size; ++dst)
+      for (int src = 0; src < size_; ++src)
+        for (int dst = 1; dst < size_; ++dst)
           if (dst != src) add(src, dst, chunkOf(src, src), chunkOf(dst, src), chunkBytes(src));
       group.exchange(round);
     }
   }
-  stats.nonFinite = first % size == 0 ? nonFinite : received[0] != 0;
-  if (options.worldAfterReduce) options.worldAfterReduce(bucket);
-  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return stats;
+
+  const AllReduceAlgorithm& algorithm_;
+  const BucketContext& bucket_;
+  const ReducerOptions& options_;
+  const precision::EncodeContext context_;
+  Transport& world_;
+  const int ranks_, size_, groups_, first_, local_;
+  const int64_t n_;
+  const int firstGroup_, lastGroup_;
+  SyncStats stats_;
+  std::vector<uint8_t> groupNonFinite_;  // per local group: some member's input was not finite
+  std::vector<uint8_t> received_;        // per local rank: the flag its leader sent
+};
+
+}  // namespace
+
+SyncStats reduceBucketHierarchical(const AllReduceAlgorithm& algorithm, const BucketContext& bucket,
+                                   const ReducerOptions& options, const precision::EncodeContext& context) {
+  return HierarchicalPass(algorithm, bucket, options, context).run();
 }
 
 }  // namespace aps::comm

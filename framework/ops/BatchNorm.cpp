@@ -58,9 +58,10 @@ std::vector<Tensor> evalBackward(const Tensor& g, const Tensor& x, const Tensor&
   return {dx, dgamma, dbeta};
 }
 
-// Batch norm with an optional fused epilogue (cpu::BatchNormEpilogue): relu(bn(x) + residual).
-Tensor batchNormOp(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& runningMean, Tensor& runningVar,
-                   bool training, float momentum, float eps, const Tensor& residual, bool relu) {
+// The arguments' checks; returns the kernels' shape.
+cpu::BatchNormShape checkBatchNormArgs(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                       const Tensor& runningMean, const Tensor& runningVar, bool training,
+                                       float momentum, float eps) {
   checkFloat("batchNorm2d", "input", x);
   checkRank("batchNorm2d", "input", x, 4);
   const int64_t c = x.size(1);
@@ -70,12 +71,20 @@ Tensor batchNormOp(const Tensor& x, const Tensor& gamma, const Tensor& beta, Ten
   checkChannelVector("running var", runningVar, c);
   APS_CHECK(eps > 0.0f, "batchNorm2d: eps must be positive, got {}", eps);
   APS_CHECK(momentum >= 0.0f && momentum <= 1.0f, "batchNorm2d: momentum must be in [0, 1], got {}", momentum);
-  APS_ASSERT((training || !relu) && (relu || !residual.defined()));  // batchNorm2dRelu's cases
-  cpu::BatchNormShape s{x.size(0), c, x.size(2) * x.size(3)};
+  const cpu::BatchNormShape s{x.size(0), c, x.size(2) * x.size(3)};
   if (training) {
     APS_CHECK(s.n * s.hw > 1, "batchNorm2d: training needs more than one value per channel, got input shape {}",
               x.shapeString());
   }
+  return s;
+}
+
+// Batch norm with an optional fused epilogue (cpu::BatchNormEpilogue): relu(bn(x) + residual).
+Tensor batchNormOp(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& runningMean, Tensor& runningVar,
+                   bool training, float momentum, float eps, const Tensor& residual, bool relu) {
+  const cpu::BatchNormShape s = checkBatchNormArgs(x, gamma, beta, runningMean, runningVar, training, momentum, eps);
+  const int64_t c = s.c;
+  APS_ASSERT((training || !relu) && (relu || !residual.defined()));  // batchNorm2dRelu's cases
   const Backend& backend = backendFor("batchNorm2d", {&x, &gamma, &beta, &runningMean, &runningVar, &residual});
   APS_ASSERT(backend.fusedBatchNorm() || !relu);
   const Tensor cx = x.contiguous().detach(), cg = gamma.detach(), cb = beta.detach();

@@ -133,24 +133,11 @@ void GradientSync::attach(BeforeReady beforeReady) {
 
 // (Re)builds the wire formats, the scaling hooks and the bucket reducer from paramSpecs_: at
 // start-up, and whenever hybrid precision widens a layer (buckets group by format).
+// comm.algorithm: hierarchical is two_shot within groups of comm.group_size ranks, then across
+// the groups' leaders, each level with its own hooks (docs/ALGORITHMS.md, Hierarchical APS);
+// the other names are one flat algorithm.
 void GradientSync::buildReducer(uint64_t step) {
-  const auto& p = config_.precision;
-  specs_.clear();
-  codecNames_.clear();
-  formatOf_.clear();
-  for (const auto& spec : paramSpecs_) {
-    const std::string name = precision::makeCodec(spec)->name();
-    auto at = std::find(codecNames_.begin(), codecNames_.end(), name);
-    if (at == codecNames_.end()) {
-      codecNames_.push_back(name);
-      specs_.push_back(spec);
-      at = codecNames_.end() - 1;
-    }
-    formatOf_.push_back(static_cast<int>(at - codecNames_.begin()));
-  }
-  // comm.algorithm: hierarchical is two_shot within groups of comm.group_size ranks, then
-  // across the groups' leaders, each level with its own hooks (docs/ALGORITHMS.md,
-  // Hierarchical APS); the other names are one flat algorithm.
+  groupParamsByFormat();
   const bool hierarchical = config_.comm.algorithm == CommAlgorithm::Hierarchical;
   const int group = hierarchical ? static_cast<int>(config_.comm.groupSize) : 0;
   APS_CHECK(!hierarchical || (group >= 1 && group <= ranks_.world && ranks_.world % group == 0),
@@ -160,7 +147,7 @@ void GradientSync::buildReducer(uint64_t step) {
   // The flat algorithms are comm's by the same names; hierarchical runs two_shot at each level.
   reduceOptions.kind = hierarchical ? comm::AllReduceKind::TwoShot
                                     : *comm::kAllReduceKindNames.find(commAlgorithmName(config_.comm.algorithm));
-  reduceOptions.kahan = p.kahan;
+  reduceOptions.kahan = config_.precision.kahan;
   std::vector<std::shared_ptr<const comm::AllReduceAlgorithm>> algorithms;
   std::vector<comm::BucketScaling::FormatScaling> perFormat, leaderFormat;
   for (size_t f = 0; f < specs_.size(); ++f) {
@@ -174,39 +161,15 @@ void GradientSync::buildReducer(uint64_t step) {
     leaderFormat.back().statistics = false;
   }
   reducer_.reset();  // its communication thread ends before the hooks change
-  if (!scaling_) {
-    scaling_ = std::make_shared<comm::BucketScaling>(perFormat, params_.size(), static_cast<int>(p.statsWindow),
-                                                     ranks_.localRanks, p.probeInterval);
-  } else {
-    scaling_->setFormats(perFormat);
-  }
-  if (hierarchical && !leaderScaling_) {
-    leaderScaling_ = std::make_shared<comm::BucketScaling>(leaderFormat, params_.size(),
-                                                           static_cast<int>(p.statsWindow), ranks_.localRanks);
-  } else if (hierarchical) {
-    leaderScaling_->setFormats(leaderFormat);
-  }
-  // Local rank l's gradients are those of the model copy that computes it (l mod copies).
-  std::vector<std::vector<comm::NamedGradient>> grads(static_cast<size_t>(ranks_.localRanks));
-  for (size_t l = 0; l < grads.size(); ++l) {
-    const size_t c = l % (copies_.size() + 1);
-    for (const auto& param : paramsOfCopy(c)) grads[l].push_back({param.name, param.tensor.grad().buffer()});
-  }
-  comm::ReducerOptions options;
-  options.bucketCapBytes = static_cast<size_t>(config_.comm.bucketMb * 1024 * 1024);
-  options.firstBucketCapBytes = std::min(options.firstBucketCapBytes, options.bucketCapBytes);
-  options.overlap = config_.comm.overlap;
-  options.average = true;
-  options.preDivide = config_.precision.preDivide;
-  options.seed = config_.seed;
-  scaling_->install(options);
+  setScalingFormats(perFormat, hierarchical ? &leaderFormat : nullptr);
+  comm::ReducerOptions options = reducerOptions();
   if (hierarchical) {
     options.groupSize = group;
     leaderScaling_->installLeaderLevel(options);
     scaling_->installWorldLevel(options, *leaderScaling_);
   }
-  reducer_ =
-      std::make_unique<comm::GradientReducer>(*ranks_.transport, std::move(grads), algorithms, formatOf_, options);
+  reducer_ = std::make_unique<comm::GradientReducer>(*ranks_.transport, localRankGradients(), algorithms, formatOf_,
+                                                     options);
   reducer_->setStep(step);
   logFormats();
   int sticky = 0;
@@ -216,6 +179,67 @@ void GradientSync::buildReducer(uint64_t step) {
     spdlog::info("simulated ranks keep their gradients as 16-bit keys that round as their values ({} of {} buckets)",
                  sticky, reducer_->layout().buckets().size());
   }
+}
+
+// One wire format per distinct codec of paramSpecs_, in order of first use: specs_,
+// codecNames_, and each parameter's format index formatOf_.
+void GradientSync::groupParamsByFormat() {
+  specs_.clear();
+  codecNames_.clear();
+  formatOf_.clear();
+  for (const auto& spec : paramSpecs_) {
+    const std::string name = precision::makeCodec(spec)->name();
+    auto at = std::find(codecNames_.begin(), codecNames_.end(), name);
+    if (at == codecNames_.end()) {
+      codecNames_.push_back(name);
+      specs_.push_back(spec);
+      at = codecNames_.end() - 1;
+    }
+    formatOf_.push_back(static_cast<int>(at - codecNames_.begin()));
+  }
+}
+
+// The scaling hooks of every format, kept across rebuilds (their state: mu, residuals,
+// statistics); the leader level's too under hierarchical.
+void GradientSync::setScalingFormats(const std::vector<comm::BucketScaling::FormatScaling>& perFormat,
+                                     const std::vector<comm::BucketScaling::FormatScaling>* leaderFormat) {
+  const auto& p = config_.precision;
+  if (!scaling_) {
+    scaling_ = std::make_shared<comm::BucketScaling>(perFormat, params_.size(), static_cast<int>(p.statsWindow),
+                                                     ranks_.localRanks, p.probeInterval);
+  } else {
+    scaling_->setFormats(perFormat);
+  }
+  if (leaderFormat == nullptr) return;
+  if (!leaderScaling_) {
+    leaderScaling_ = std::make_shared<comm::BucketScaling>(*leaderFormat, params_.size(),
+                                                           static_cast<int>(p.statsWindow), ranks_.localRanks);
+  } else {
+    leaderScaling_->setFormats(*leaderFormat);
+  }
+}
+
+// The reducer's options from the config, with the flat level's hooks installed.
+comm::ReducerOptions GradientSync::reducerOptions() const {
+  comm::ReducerOptions options;
+  options.bucketCapBytes = static_cast<size_t>(config_.comm.bucketMb * 1024 * 1024);
+  options.firstBucketCapBytes = std::min(options.firstBucketCapBytes, options.bucketCapBytes);
+  options.overlap = config_.comm.overlap;
+  options.average = true;
+  options.preDivide = config_.precision.preDivide;
+  options.seed = config_.seed;
+  scaling_->install(options);
+  return options;
+}
+
+// Local rank l's gradients are those of the model copy that computes it (l mod copies).
+std::vector<std::vector<comm::NamedGradient>> GradientSync::localRankGradients() {
+  std::vector<std::vector<comm::NamedGradient>> grads(static_cast<size_t>(ranks_.localRanks));
+  for (size_t l = 0; l < grads.size(); ++l) {
+    const size_t c = l % (copies_.size() + 1);
+    for (const auto& param : paramsOfCopy(c)) grads[l].push_back({param.name, param.tensor.grad().buffer()});
+  }
+  return grads;
 }
 
 // The scaling hooks of wire format f: APS (or global) shift, FP8-LM's autoscale and error

@@ -104,6 +104,11 @@ class GradientSync {
   NamedTensors& paramsOfCopy(size_t c) { return c == 0 ? params_ : copies_[c - 1]; }
   void resolveFormats();
   void buildReducer(uint64_t step);
+  void groupParamsByFormat();
+  void setScalingFormats(const std::vector<comm::BucketScaling::FormatScaling>& perFormat,
+                         const std::vector<comm::BucketScaling::FormatScaling>* leaderFormat);
+  comm::ReducerOptions reducerOptions() const;
+  std::vector<std::vector<comm::NamedGradient>> localRankGradients();
   // The hooks of wire format `format` for a reduction over `ranks` ranks (the world, or one
   // level of comm.algorithm: hierarchical).
   comm::BucketScaling::FormatScaling scalingOf(size_t format, int ranks);
