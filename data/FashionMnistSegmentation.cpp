@@ -15,12 +15,13 @@ FashionMnistSegmentation::FashionMnistSegmentation(std::shared_ptr<const IdxSour
       canvas_(canvas),
       maxItems_(maxItems) {
   APS_CHECK(base_ != nullptr && base_->size() > 0, "Fashion-MNIST segmentation needs a non-empty base dataset");
-  APS_CHECK(canvas_ <= 4096, "Fashion-MNIST segmentation: a canvas of {}x{} is too large (at most 4096)", canvas_,
-            canvas_);
+  APS_CHECK(canvas_ <= kLargestCanvas, "Fashion-MNIST segmentation: a canvas of {}x{} is too large (at most {})",
+            canvas_, canvas_, kLargestCanvas);
   APS_CHECK(base_->height() <= canvas_ && base_->width() <= canvas_,
             "Fashion-MNIST segmentation: items of {}x{} do not fit the {}x{} canvas", base_->height(), base_->width(),
             canvas_, canvas_);
-  APS_CHECK(maxItems_ >= 1 && maxItems_ <= 64, "Fashion-MNIST segmentation: max items {} is not in [1, 64]", maxItems_);
+  APS_CHECK(maxItems_ >= 1 && maxItems_ <= kMostItems, "Fashion-MNIST segmentation: max items {} is not in [1, {}]",
+            maxItems_, kMostItems);
   APS_CHECK(base_->numClasses() <= kBackground, "Fashion-MNIST segmentation: base has {} classes, at most {} allowed",
             base_->numClasses(), kBackground);
 }

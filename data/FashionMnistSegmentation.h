@@ -24,6 +24,8 @@ class FashionMnistSegmentation final : public ExampleSource {
  public:
   static constexpr int kDefaultCanvas = 64;
   static constexpr int kDefaultMaxItems = 4;
+  static constexpr int kLargestCanvas = 4096;  // the largest canvas side taken
+  static constexpr int kMostItems = 64;        // the largest maxItems taken
   static constexpr uint8_t kItemThreshold = 25;
   static constexpr int64_t kBackground = 10;
 

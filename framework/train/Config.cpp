@@ -1,5 +1,6 @@
 #include "framework/train/Config.h"
 
+#include "data/FashionMnistSegmentation.h"
 #include "framework/core/Error.h"
 #include "framework/core/Suggest.h"
 #include "framework/tensor/Device.h"
@@ -484,7 +485,7 @@ void checkModelParallel(const TrainConfig& config, const std::string& name) {
             name);
   APS_CHECK(!p.errorFeedback && !p.hybridAuto && p.scaling != precision::ScalingMode::Fp8Lm,
             "{}: 'parallel.model_parallel' does not combine with precision.error_feedback, hybrid_auto or scaling: "
-            "autoscale (their state is per rank and the split layers' gradients are reduced apart)",
+            "fp8lm (their state is per rank and the split layers' gradients are reduced apart)",
             name);
 }
 
@@ -499,8 +500,10 @@ void checkEvaluations(const TrainConfig& config, const std::string& name) {
 
 void checkSegmentationCanvas(const TrainConfig& config, const std::string& name) {
   if (config.data.dataset == "fashion_mnist_seg") return;
-  for (const auto& [key, value, fallback] : {std::tuple<const char*, int64_t, int64_t>{"data.canvas", config.data.canvas, 64},
-                                             {"data.max_items", config.data.maxItems, 4}}) {
+  using Seg = data::FashionMnistSegmentation;
+  for (const auto& [key, value, fallback] :
+       {std::tuple<const char*, int64_t, int64_t>{"data.canvas", config.data.canvas, Seg::kDefaultCanvas},
+        {"data.max_items", config.data.maxItems, Seg::kDefaultMaxItems}}) {
     APS_CHECK(value == fallback, "{}: '{}' = {} shapes the fashion_mnist_seg canvases, but data.dataset is '{}'", name,
               key, value, config.data.dataset);
   }

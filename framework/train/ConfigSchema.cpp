@@ -1,5 +1,6 @@
 #include "framework/train/ConfigSchema.h"
 
+#include "data/FashionMnistSegmentation.h"
 #include "framework/core/EnumNames.h"
 #include "framework/core/Error.h"
 #include "framework/core/Suggest.h"
@@ -39,7 +40,7 @@ void assign(precision::ScalingMode& field, const YAML::Node& node) {
   field = precision::parseScalingMode(node.as<std::string>());
 }
 // Formats were validated by the precision module; a float format that names no rounding takes
-// precision.rounding once every key is read (resolveWireRounding).
+// precision.rounding once every key is read (fill, in Config.cpp).
 void assign(WireFormatChoice& field, const YAML::Node& node) {
   field.spec = precision::CodecSpec::fromYaml(node);
   field.ownRounding = node.IsScalar() ? node.Scalar().find(':') != std::string::npos : bool(node["rounding"]);
@@ -141,9 +142,11 @@ std::vector<ConfigKey> dataKeys() {
       {"data.max_image_pixels", K::Int, "0", 0, 67108864, {},
        "image datasets: refuse a file declaring more pixels; 0: the decoder's limit 67108864 (8192 x 8192)",
        APS_FIELD(data.maxImagePixels)},
-      {"data.canvas", K::Int, "64", 28, 4096, {},
+      {"data.canvas", K::Int, std::to_string(data::FashionMnistSegmentation::kDefaultCanvas), 28,
+       data::FashionMnistSegmentation::kLargestCanvas, {},
        "fashion_mnist_seg: the side of the square canvas the items are pasted on, in pixels", APS_FIELD(data.canvas)},
-      {"data.max_items", K::Int, "4", 1, 64, {},
+      {"data.max_items", K::Int, std::to_string(data::FashionMnistSegmentation::kDefaultMaxItems), 1,
+       data::FashionMnistSegmentation::kMostItems, {},
        "fashion_mnist_seg: each canvas holds 1 to this many Fashion-MNIST items", APS_FIELD(data.maxItems)},
   };
 }
