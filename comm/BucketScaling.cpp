@@ -69,21 +69,16 @@ void BucketScaling::setFormats(std::vector<FormatScaling> perFormat) {
   }
 }
 
-void BucketScaling::install(ReducerOptions& options) {
-  options.beforeReduce = [this](const BucketContext& c) { beforeReduce(c); };
-  options.afterReduce = [this](const BucketContext& c) { afterReduce(c); };
-  options.encodeObserver = [this](const BucketContext& c) { return observerFor(c); };
-  // fp32 (no wire format to scale, measure or feed back) is left alone, unless a probe runs.
-  options.hooksReadInputs = [this](int format) {
-    return probe_ != nullptr || format < 0 || static_cast<size_t>(format) >= touchesFormat_.size() ||
-           touchesFormat_[static_cast<size_t>(format)] != 0;
-  };
-  // APS says whether any input is NaN or infinite and scales through the reduction; the
-  // statistics read local rank 0's values alone. A probe reads every rank's.
-  options.sticky16Inputs = [this](int format) {
-    return probe_ == nullptr && format >= 0 && static_cast<size_t>(format) < readsFirstRankOnly_.size() &&
-           readsFirstRankOnly_[static_cast<size_t>(format)] != 0;
-  };
+bool BucketScaling::readsInputs(int format) const {
+  return probe_ != nullptr || format < 0 || static_cast<size_t>(format) >= touchesFormat_.size() ||
+         touchesFormat_[static_cast<size_t>(format)] != 0;
+}
+
+// APS says whether any input is NaN or infinite and scales through the reduction; the
+// statistics read local rank 0's values alone. A probe reads every rank's.
+bool BucketScaling::readsFirstRankOnly(int format) const {
+  return probe_ == nullptr && format >= 0 && static_cast<size_t>(format) < readsFirstRankOnly_.size() &&
+         readsFirstRankOnly_[static_cast<size_t>(format)] != 0;
 }
 
 bool BucketScaling::Observers::observes(Site site) const {
@@ -96,7 +91,7 @@ void BucketScaling::Observers::encoded(Site site, int64_t begin, int64_t n, cons
   }
 }
 
-EncodeObserver* BucketScaling::observerFor(const BucketContext& context) {
+EncodeObserver* BucketScaling::encodeObserver(const BucketContext& context) {
   observers_.targets.clear();
   if (probe_) {
     if (EncodeObserver* o = probe_->observerFor(context)) observers_.targets.push_back(o);
@@ -109,19 +104,12 @@ EncodeObserver* BucketScaling::observerFor(const BucketContext& context) {
   return observers_.targets.size() == 1 ? observers_.targets[0] : &observers_;
 }
 
-void BucketScaling::installLeaderLevel(ReducerOptions& options) {
-  options.leaderBeforeReduce = [this](const BucketContext& c) { beforeReduce(c); };
-  options.leaderAfterReduce = [this](const BucketContext& c) { afterReduce(c); };
-  options.leaderEncodeObserver = [this](const BucketContext& c) { return observerFor(c); };
-}
-
 void BucketScaling::installWorldLevel(ReducerOptions& options, BucketScaling& leaders) {
   if (!probe_) return;
   probeAtWorldLevel_ = true;
   chain_.erase(std::remove(chain_.begin(), chain_.end(), probe_), chain_.end());
   leaders.leaderProbe_ = probe_;
-  options.worldBeforeReduce = [this](const BucketContext& c) { probe_->beforeReduce(c, scales_); };
-  options.worldAfterReduce = [this](const BucketContext& c) { probe_->afterReduce(c, scales_); };
+  options.worldHook = &worldProbe_;
 }
 
 void BucketScaling::beforeReduce(const BucketContext& context) {

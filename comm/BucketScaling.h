@@ -3,6 +3,7 @@
 #include "comm/BucketHooks.h"
 #include "comm/FidelityProbe.h"
 #include "comm/GradientReducer.h"
+#include "framework/numerics/RoundingMode.h"
 #include "precision/ApsScaler.h"
 #include "precision/CodecSpec.h"
 #include "precision/FloatFormat.h"
@@ -10,7 +11,6 @@
 #include "precision/HybridPolicy.h"
 #include "precision/QuantizationStats.h"
 #include "precision/Quantizer.h"
-#include "framework/numerics/RoundingMode.h"
 
 #include <memory>
 #include <mutex>
@@ -33,7 +33,8 @@ namespace aps::comm {
 // the raw gradients and, after the reduction, the sum with every scaling undone.
 // Each hook keeps its own state; a new mechanism is one more BucketHook in the chain. The
 // per-format settings (FormatScaling) say which hooks act on buckets of each wire format.
-class BucketScaling {
+// The reducer calls the chain as its ReductionHook (install).
+class BucketScaling : public ReductionHook {
  public:
   struct FormatScaling {
     std::shared_ptr<const precision::ApsScaler> scaler;  // null: no APS scaling for this format
@@ -68,19 +69,26 @@ class BucketScaling {
   // agree on the step's saturation counts over all ranks and update mu, identically everywhere.
   void finishStep(Transport& transport);
 
-  // The GradientReducer's hooks (ReducerOptions::beforeReduce / afterReduce): the chain.
-  void beforeReduce(const BucketContext& bucket);
-  void afterReduce(const BucketContext& bucket);
-  // Installs both hooks on `options`; the scaling must outlive the reducer.
-  void install(ReducerOptions& options);
-  // Installs both hooks as the leader level of a hierarchical reduction
-  // (ReducerOptions::leaderBeforeReduce / leaderAfterReduce): a second BucketScaling whose
-  // scalers take their headroom for the N/G leaders.
-  void installLeaderLevel(ReducerOptions& options);
+  // The chain, as the reducer's hook: beforeReduce in chain order, afterReduce in reverse.
+  void beforeReduce(const BucketContext& bucket) override;
+  void afterReduce(const BucketContext& bucket) override;
+  // The all-reduce's encode observers for this bucket (the probe, the statistics), as one.
+  EncodeObserver* encodeObserver(const BucketContext& bucket) override;
+  // fp32 (no wire format to scale, measure or feed back) is left alone, unless a probe runs.
+  bool readsInputs(int format) const override;
+  // APS without error feedback or FP8-LM, and no probe (which reads every rank's values).
+  bool readsFirstRankOnly(int format) const override;
+  // Installs the chain as the reducer's hook (ReducerOptions::hook); the scaling must outlive
+  // the reducer.
+  void install(ReducerOptions& options) { options.hook = this; }
+  // Installs the chain as the leader level of a hierarchical reduction
+  // (ReducerOptions::leaderHook): a second BucketScaling whose scalers take their headroom for
+  // the N/G leaders.
+  void installLeaderLevel(ReducerOptions& options) { options.leaderHook = this; }
   // Under a hierarchical reduction, on the group level's scaling (after install): the
-  // fidelity probe moves out of the chain to the world level (ReducerOptions::worldBeforeReduce
-  // / worldAfterReduce: the exact sum over every rank, compared once the result reached every
-  // rank) and observes both levels' encodes, the leaders' through `leaders`.
+  // fidelity probe moves out of the chain to the world level (ReducerOptions::worldHook: the
+  // exact sum over every rank, compared once the result reached every rank) and observes both
+  // levels' encodes, the leaders' through `leaders`.
   void installWorldLevel(ReducerOptions& options, BucketScaling& leaders);
 
   // The shift parameter p got in the last step (0 when unscaled).
@@ -116,7 +124,16 @@ class BucketScaling {
     bool observes(Site site) const override;
     void encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) override;
   };
-  EncodeObserver* observerFor(const BucketContext& bucket);
+  // The probe alone, around the whole of a hierarchical reduction (installWorldLevel).
+  class WorldProbe : public ReductionHook {
+   public:
+    explicit WorldProbe(BucketScaling& owner) : owner_(owner) {}
+    void beforeReduce(const BucketContext& bucket) override { owner_.probe_->beforeReduce(bucket, owner_.scales_); }
+    void afterReduce(const BucketContext& bucket) override { owner_.probe_->afterReduce(bucket, owner_.scales_); }
+
+   private:
+    BucketScaling& owner_;
+  };
 
   int localRanks_;
   ParamScales scales_;
@@ -131,6 +148,7 @@ class BucketScaling {
   // rank 0's values and the measured maxima only (ReducerOptions::sticky16Inputs).
   std::vector<uint8_t> readsFirstRankOnly_;
   Observers observers_;  // the current bucket's (communication thread)
+  WorldProbe worldProbe_{*this};
 };
 
 }  // namespace aps::comm

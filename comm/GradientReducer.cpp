@@ -100,10 +100,9 @@ GradientReducer::BucketInput GradientReducer::chooseInput(const BucketLayout::Bu
                               options_.groupSize == 0 && !(options_.average && options_.preDivide);
   if (!wholeWorldHere) return BucketInput::Copy;
   const AllReduceAlgorithm& algorithm = *algorithms_[static_cast<size_t>(b.format)];
-  const bool hooksInstalled = options_.beforeReduce || options_.afterReduce || options_.encodeObserver;
-  const bool hooksRead = hooksInstalled && (!options_.hooksReadInputs || options_.hooksReadInputs(b.format));
-  if (!hooksRead && algorithm.sumsInputsAhead()) return BucketInput::Fold;
-  if (options_.sticky16Inputs && options_.sticky16Inputs(b.format) && algorithm.readsSticky16Inputs())
+  const ReductionHook* hook = options_.hook;
+  if ((hook == nullptr || !hook->readsInputs(b.format)) && algorithm.sumsInputsAhead()) return BucketInput::Fold;
+  if (hook != nullptr && hook->readsFirstRankOnly(b.format) && algorithm.readsSticky16Inputs())
     return BucketInput::Sticky16;
   return BucketInput::Copy;
 }
@@ -354,14 +353,14 @@ SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext&
     BucketContext hooked = bucket;
     hooked.inputs = &facts;
     if (options.average && options.preDivide) hooked.maxAbsBits = {};  // measured before the division
-    if (options.beforeReduce) options.beforeReduce(hooked);
-    EncodeObserver* observer = options.encodeObserver ? options.encodeObserver(bucket) : nullptr;
+    if (options.hook) options.hook->beforeReduce(hooked);
+    EncodeObserver* observer = options.hook ? options.hook->encodeObserver(bucket) : nullptr;
     sync = algorithm.run(transport, bucket.data, n, ctx, observer, options.resultInFirstOnly,
                          bucket.inputsSummedInFirst, &facts);
     // Every local rank holds the same sum: what follows needs only one copy of it.
     BucketContext result = bucket;
     if (options.resultInFirstOnly) result.data = results = bucket.data.first(std::min<size_t>(1, bucket.data.size()));
-    if (options.afterReduce) options.afterReduce(result);
+    if (options.hook) options.hook->afterReduce(result);
   }
   if (options.average && !options.preDivide) divide(results);
   return sync;

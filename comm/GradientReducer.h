@@ -48,7 +48,35 @@ struct BucketContext {
   // "Sticky copies"): their data[i] are null, and the reduction reads these instead.
   const Sticky16Inputs* sticky16 = nullptr;
 };
-using BucketCallback = std::function<void(const BucketContext&)>;
+// What runs around a bucket's all-reduce at one level of the reduction, on the communication
+// thread: the reducer's hook point, as a c10d comm hook is DDP's. BucketScaling
+// (comm/BucketScaling.h) is the one aps installs: a chain of BucketHooks (scaling, error
+// feedback, statistics, the fidelity probe). A hook must do the same on every rank and agree
+// with other ranks only through comm::smallAllReduce on the bucket's transport.
+class ReductionHook {
+ public:
+  virtual ~ReductionHook() = default;
+  // Before the all-reduce, on every local rank's buffer: e.g. APS (Han et al., ISC 2021)
+  // agrees on per-layer exponents with smallAllReduce(Max) and scales by exact powers of two.
+  // It may record InputFacts where BucketContext::inputs is set.
+  virtual void beforeReduce(const BucketContext& bucket) = 0;
+  // After it, on the result (local rank 0's buffer alone under ReducerOptions::resultInFirstOnly):
+  // e.g. APS undoes its scaling.
+  virtual void afterReduce(const BucketContext& bucket) = 0;
+  // Asked after beforeReduce: who observes this bucket's encodes (the fidelity probe, the
+  // statistics); null for none.
+  virtual EncodeObserver* encodeObserver(const BucketContext& /*bucket*/) { return nullptr; }
+  // Whether this hook reads or changes the ranks' buffers of a bucket of this wire format
+  // (scaling, error feedback, statistics, a probe). Where it does not, the reducer may sum
+  // simulated ranks' gradients as they arrive (AllReduceAlgorithm::sumsInputsAhead).
+  virtual bool readsInputs(int /*format*/) const { return true; }
+  // Whether, for buckets of this wire format, it reads only local rank 0's buffer and the
+  // measured maxima (BucketContext::maxAbsBits), says whether any input is NaN or infinite
+  // (InputFacts::nonFinite: APS does), and observes no encode of the inputs
+  // (EncodeObserver::Site::Input): then the reducer may keep the other simulated ranks'
+  // gradients as sticky 16-bit keys.
+  virtual bool readsFirstRankOnly(int /*format*/) const { return false; }
+};
 
 struct ReducerOptions {
   size_t bucketCapBytes = BucketLayout::kDefaultCapBytes;
@@ -64,50 +92,31 @@ struct ReducerOptions {
   bool preDivide = false;
   // Seeds stochastic rounding; each step and bucket gets its own stream.
   uint64_t seed = 0;
-  // Run around each bucket's all-reduce on the communication thread, e.g. APS scaling
-  // (Han et al., ISC 2021): agree on per-layer exponents with smallAllReduce(Max), scale by
-  // exact powers of two before, unscale after. Must do the same on every rank.
-  BucketCallback beforeReduce = nullptr;
-  BucketCallback afterReduce = nullptr;
+  // The hook around each bucket's all-reduce (null: none). Not owned: it must outlive the
+  // reducer. Hierarchical reduction: the hook of each group's level.
+  ReductionHook* hook = nullptr;
   // Hierarchical reduction (docs/ALGORITHMS.md, Hierarchical APS) when > 0: each group of
-  // groupSize consecutive ranks reduces the bucket (beforeReduce, the algorithm, afterReduce,
-  // on a sub-world of the group: APS agrees and takes its headroom within the group); then
-  // the group leaders (ranks 0, G, 2G, ...) reduce the groups' fp32 sums the same way with
-  // the leader hooks; then each leader sends its fp32 result to the rest of its group. Must
-  // divide the world size; 0: one flat reduction over all ranks.
+  // groupSize consecutive ranks reduces the bucket (hook, the algorithm, on a sub-world of the
+  // group: APS agrees and takes its headroom within the group); then the group leaders (ranks
+  // 0, G, 2G, ...) reduce the groups' fp32 sums the same way with leaderHook; then each leader
+  // sends its fp32 result to the rest of its group. Must divide the world size; 0: one flat
+  // reduction over all ranks.
   int groupSize = 0;
-  BucketCallback leaderBeforeReduce = nullptr;
-  BucketCallback leaderAfterReduce = nullptr;
-  // Hierarchical reduction: who observes the leader level's encodes, and what runs around the
-  // whole of it with the world's BucketContext (the fidelity probe: the exact sum over every
-  // rank before the first level, the comparison after the result reached every rank).
-  std::function<EncodeObserver*(const BucketContext&)> leaderEncodeObserver = nullptr;
-  BucketCallback worldBeforeReduce = nullptr;
-  BucketCallback worldAfterReduce = nullptr;
-  // Asked after beforeReduce: who observes this bucket's encodes (the fidelity probe, on its
-  // steps); null, or returning null, for none.
-  std::function<EncodeObserver*(const BucketContext&)> encodeObserver = nullptr;
-  // Whether the hooks above (before/afterReduce, encodeObserver) read or change the ranks'
-  // buffers of a bucket of this wire format (scaling, error feedback, statistics, a probe).
-  // Where none does, the reducer may sum simulated ranks' gradients as they arrive
-  // (AllReduceAlgorithm::sumsInputsAhead). Null with hooks installed: they may.
-  std::function<bool(int format)> hooksReadInputs = nullptr;
+  ReductionHook* leaderHook = nullptr;
+  // Hierarchical reduction: what runs around the whole of it with the world's BucketContext
+  // (the fidelity probe: the exact sum over every rank before the first level, the comparison
+  // after the result reached every rank). Its encodeObserver is not asked.
+  ReductionHook* worldHook = nullptr;
   // Flat reduction (groupSize 0): only local rank 0's buffer need hold the result; the
-  // afterReduce hooks (given that buffer alone) and the mean then run on it once instead of
+  // hook's afterReduce (given that buffer alone) and the mean then run on it once instead of
   // once per simulated rank. The reducer sets it, as it copies every rank's gradient from there.
   bool resultInFirstOnly = false;
-  // Whether the hooks of buckets of this wire format read only local rank 0's buffer and the
-  // measured maxima (BucketContext::maxAbsBits), and say whether any input is NaN or infinite
-  // (InputFacts::nonFinite: APS does), and no encodeObserver observes the inputs' encodes
-  // (EncodeObserver::Site::Input): then the reducer may keep the other simulated ranks'
-  // gradients as sticky 16-bit keys. Null: it may not.
-  std::function<bool(int format)> sticky16Inputs = nullptr;
 };
 
 // One bucket's reduction, the same wherever buckets come from (GradientReducer here, a
-// PyTorch DDP bucket in the Python module): options.beforeReduce, the all-reduce of every
-// local rank's flat buffer with stochastic rounding seeded by (options.seed, step, bucket),
-// options.afterReduce, then the mean when options.average (taken before the hooks instead with
+// PyTorch DDP bucket in the Python module): options.hook's beforeReduce, the all-reduce of
+// every local rank's flat buffer with stochastic rounding seeded by (options.seed, step,
+// bucket), the hook's afterReduce, then the mean when options.average (taken before the hooks instead with
 // options.preDivide). The buffers hold the result (local rank 0's alone with
 // options.resultInFirstOnly).
 SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext& bucket, const ReducerOptions& options);
@@ -141,7 +150,7 @@ struct StepCommStats {
 // for bit, and the memory traffic of 256 copies (written in backward, read after it) is gone.
 //
 // Sticky copies (the simulator, a bucket that is not folded, whose algorithm reads 16-bit keys
-// exactly and whose hooks allow it, ReducerOptions::sticky16Inputs): local ranks other than 0
+// exactly and whose hook allows it, ReductionHook::readsFirstRankOnly): local ranks other than 0
 // keep their gradients as sticky 16-bit keys (precision::copyMaxAbsBitsSticky16), plus whole
 // copies of any parameter that held fp32 subnormals; the reduction computes the same bits
 // from half the memory traffic.
@@ -161,7 +170,7 @@ class GradientReducer {
   void markReady(int param, int localRank = 0);
   // markReady with the gradient's values g read from `from` (its registered count of floats)
   // rather than from its registered buffer, which is neither read nor written: the simulator's
-  // ranks other than 0 hand over backward's gradient (autograd::setGradTaker), which would
+  // ranks other than 0 hand over backward's gradient (autograd::LeafHook::takeFirst), which would
   // have been written over a zeroed buffer as 0 + g. Keys are made as keys of 0 + g, copies
   // into the rank's bucket buffer are 0 + g, and a folded bucket folds or stages g itself (a -0
   // adds as +0 would to a sum that starts from rank 0's 0 + g). Returns false and marks
@@ -218,12 +227,12 @@ class GradientReducer {
 
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::vector<int> pending_;     // gradients a bucket still waits for
-  std::vector<uint8_t> marked_;  // [local * params + p]
-  std::vector<uint8_t> queued_;  // bucket b is complete and waits for the thread
+  std::vector<int> pending_;         // gradients a bucket still waits for
+  std::vector<uint8_t> marked_;      // [local * params + p]
+  std::vector<uint8_t> queued_;      // bucket b is complete and waits for the thread
   std::vector<BucketInput> inputs_;  // [bucket]: how the ranks' gradients reach it (chooseInput)
-  std::vector<int> nextFold_;    // [param]: the local rank whose gradient is folded next
-  std::vector<uint8_t> staged_;  // [local * params + p]: copied to its own buffer, not yet folded
+  std::vector<int> nextFold_;        // [param]: the local rank whose gradient is folded next
+  std::vector<uint8_t> staged_;      // [local * params + p]: copied to its own buffer, not yet folded
   // [local * params + p]: the copied gradient's largest kernels::absBits. Written by the
   // marking thread outside the lock, read by the communication thread once the bucket is queued.
   std::vector<uint32_t> maxAbsBits_;

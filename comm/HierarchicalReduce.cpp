@@ -5,7 +5,6 @@
 #include "framework/core/Error.h"
 
 #include <chrono>
-#include <functional>
 #include <vector>
 
 namespace aps::comm {
@@ -50,7 +49,7 @@ class HierarchicalPass {
 
   SyncStats run() {
     const auto start = std::chrono::steady_clock::now();
-    if (options_.worldBeforeReduce) options_.worldBeforeReduce(bucket_);
+    if (options_.worldHook) options_.worldHook->beforeReduce(bucket_);
     // Groups of one rank skip the first level, unless that rank is the whole world (which
     // still quantises).
     if (size_ > 1 || groups_ == 1) reduceWithinGroups();
@@ -61,7 +60,7 @@ class HierarchicalPass {
       if (size_ > 1) broadcastWithinGroups(nonFinite);
       stats_.nonFinite = first_ % size_ == 0 ? nonFinite : received_[0] != 0;
     }
-    if (options_.worldAfterReduce) options_.worldAfterReduce(bucket_);
+    if (options_.worldHook) options_.worldHook->afterReduce(bucket_);
     stats_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return stats_;
   }
@@ -82,18 +81,16 @@ class HierarchicalPass {
       addBytes(sub, sub.firstLocalRank() + static_cast<int>(i), s.bytesSent[i]);
   }
 
-  // One level's reduction over sub: its before hook, the algorithm, its after hook.
-  SyncStats reduceLevel(SubTransport& sub, const std::vector<float*>& data, const BucketCallback& before,
-                        const BucketCallback& after,
-                        const std::function<EncodeObserver*(const BucketContext&)>& observe,
+  // One level's reduction over sub: its hook's beforeReduce, the algorithm, its afterReduce.
+  SyncStats reduceLevel(SubTransport& sub, const std::vector<float*>& data, ReductionHook* hook,
                         const precision::EncodeContext& context) {
     InputFacts facts;
     BucketContext level{bucket_.bucket, bucket_.layout, &sub, data, bucket_.step};
     level.inputs = &facts;
-    if (before) before(level);
-    EncodeObserver* observer = observe ? observe(level) : nullptr;
+    if (hook) hook->beforeReduce(level);
+    EncodeObserver* observer = hook ? hook->encodeObserver(level) : nullptr;
     const SyncStats s = algorithm_.run(sub, data, n_, context, observer, false, false, &facts);
-    if (after) after(level);
+    if (hook) hook->afterReduce(level);
     addStats(sub, s);
     return s;
   }
@@ -104,8 +101,7 @@ class HierarchicalPass {
     groupNonFinite_.assign(static_cast<size_t>(lastGroup_ - firstGroup_ + 1), 0);
     for (int g = firstGroup_; g <= lastGroup_; ++g) {
       SubTransport group(world_, g * size_, 1, size_);
-      const SyncStats s = reduceLevel(group, dataOf(group), options_.beforeReduce, options_.afterReduce,
-                                      options_.encodeObserver,
+      const SyncStats s = reduceLevel(group, dataOf(group), options_.hook,
                                       groups_ == 1 ? context_ : hierarchicalLevelContext(context_, 1, g));
       groupNonFinite_[static_cast<size_t>(g - firstGroup_)] = s.nonFinite ? 1 : 0;
     }
@@ -118,9 +114,8 @@ class HierarchicalPass {
     if (leaders.localRankCount() == 0) return false;
     const std::vector<float*> data = dataOf(leaders);
     const bool groupsNonFinite = size_ > 1 && algorithm_.checksFinite() && agreeGroupsNonFinite(leaders, data.size());
-    const SyncStats s =
-        reduceLevel(leaders, data, options_.leaderBeforeReduce, options_.leaderAfterReduce,
-                    options_.leaderEncodeObserver, size_ == 1 ? context_ : hierarchicalLevelContext(context_, 2, 0));
+    const SyncStats s = reduceLevel(leaders, data, options_.leaderHook,
+                                    size_ == 1 ? context_ : hierarchicalLevelContext(context_, 2, 0));
     return groupsNonFinite || s.nonFinite;
   }
 

@@ -8,18 +8,19 @@ namespace aps::comm {
 
 // One bucket's hierarchical reduction (ReducerOptions::groupSize = G > 0; docs/ALGORITHMS.md,
 // Hierarchical APS), on the world of bucket.transport (N ranks, G dividing N):
-//   1. each group of G consecutive ranks runs options.beforeReduce, `algorithm` and
-//      options.afterReduce on a SubTransport of the group: every member holds the group's
-//      fp32 sum (unscaled);
+//   1. each group of G consecutive ranks runs options.hook's beforeReduce, `algorithm` and
+//      its afterReduce on a SubTransport of the group: every member holds the group's fp32
+//      sum (unscaled);
 //   2. the N/G group leaders (ranks 0, G, 2G, ...) agree on the groups' non-finite flags and
-//      run options.leaderBeforeReduce, `algorithm` and options.leaderAfterReduce on their
-//      sums: every leader holds the total;
+//      run options.leaderHook's beforeReduce, `algorithm` and its afterReduce on their sums:
+//      every leader holds the total;
 //   3. each leader hands the total, raw fp32, and the non-finite flag to its group (a
 //      scatter of G chunks, then an all-gather among the members).
-// A level with one rank is skipped: G = N is the flat reduction, and so is G = 1. Stochastic
-// rounding draws from hierarchicalLevelContext (the bucket's own `context` where one level
-// spans the world). Averaging is the caller's (reduceBucket). Bytes are counted per local
-// rank over the three levels; every rank ends with the same bits, real or simulated.
+// options.worldHook runs around all three with the world's context. A level with one rank is
+// skipped: G = N is the flat reduction, and so is G = 1. Stochastic rounding draws from
+// hierarchicalLevelContext (the bucket's own `context` where one level spans the world). Averaging is the caller's
+// (reduceBucket). Bytes are counted per local rank over the three levels; every rank ends with the same bits, real or
+// simulated.
 SyncStats reduceBucketHierarchical(const AllReduceAlgorithm& algorithm, const BucketContext& bucket,
                                    const ReducerOptions& options, const precision::EncodeContext& context);
 

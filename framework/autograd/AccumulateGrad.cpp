@@ -1,6 +1,7 @@
 #include "framework/autograd/AccumulateGrad.h"
 
 #include "framework/autograd/ComputePrecision.h"
+#include "framework/autograd/Function.h"
 #include "framework/autograd/GradAccumulation.h"
 #include "framework/core/Error.h"
 #include "framework/numerics/FormatRounding.h"
@@ -30,10 +31,10 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& gradOutputs) {
     auto& slots = leaf_->autograd();
     if (slots.grad && slots.gradZeroPending) {
       slots.gradZeroPending = false;
-      // A taker that takes the gradient stands for .grad (which then holds nothing of this
-      // backward) and the ready hooks.
-      if (slots.gradTaker && gradFormat() == ComputeFormat::Fp32 && incoming.isContiguous() &&
-          incoming.dtype() == DType::Float32 && slots.gradTaker(incoming))
+      // A hook that takes the gradient stands for .grad (which then holds nothing of this
+      // backward) and ready() (LeafHook::takeFirst).
+      if (slots.leafHooks.size() == 1 && gradFormat() == ComputeFormat::Fp32 && incoming.isContiguous() &&
+          incoming.dtype() == DType::Float32 && slots.leafHooks[0]->takeFirst(incoming))
         return {};
       Tensor grad(slots.grad);
       assignZeroPlus(grad, incoming);  // the bits of zero() then addInto
@@ -45,7 +46,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& gradOutputs) {
       leaf.setGrad(incoming.clone());
     }
   }
-  for (auto& hook : leaf_->autograd().gradReadyHooks) hook(leaf);
+  runLeafHooks(leaf);
   return {};
 }
 

@@ -81,16 +81,27 @@ Tensor& recordFunction(Tensor& output, const char* name, const std::vector<Tenso
   return output;
 }
 
-void addGradReadyHook(Tensor& leaf, std::function<void(Tensor&)> fn) {
-  APS_CHECK(leaf.isLeaf() && leaf.requiresGrad(), "addGradReadyHook: tensor of shape {} is not a leaf requiring grad",
+void addLeafHook(Tensor& leaf, std::shared_ptr<LeafHook> hook) {
+  APS_CHECK(leaf.isLeaf() && leaf.requiresGrad(), "addLeafHook: tensor of shape {} is not a leaf requiring grad",
             leaf.shapeString());
-  leaf.impl().autograd().gradReadyHooks.push_back(std::move(fn));
+  APS_CHECK(hook != nullptr, "addLeafHook: no hook for the tensor of shape {}", leaf.shapeString());
+  leaf.impl().autograd().leafHooks.push_back(std::move(hook));
 }
 
-void setGradTaker(Tensor& leaf, std::function<bool(const Tensor&)> fn) {
-  APS_CHECK(leaf.isLeaf() && leaf.requiresGrad(), "setGradTaker: tensor of shape {} is not a leaf requiring grad",
-            leaf.shapeString());
-  leaf.impl().autograd().gradTaker = std::move(fn);
+void addGradReadyHook(Tensor& leaf, std::function<void(Tensor&)> fn) {
+  class Ready : public LeafHook {
+   public:
+    explicit Ready(std::function<void(Tensor&)> fn) : fn_(std::move(fn)) {}
+    void ready(Tensor& leaf) override { fn_(leaf); }
+
+   private:
+    std::function<void(Tensor&)> fn_;
+  };
+  addLeafHook(leaf, std::make_shared<Ready>(std::move(fn)));
+}
+
+void runLeafHooks(Tensor& leaf) {
+  for (auto& hook : leaf.impl().autograd().leafHooks) hook->ready(leaf);
 }
 
 }  // namespace aps::autograd

@@ -44,18 +44,34 @@ void recordHistory(Tensor& output, const std::shared_ptr<Node>& node, const std:
 Tensor& recordFunction(Tensor& output, const char* name, const std::vector<Tensor>& inputs,
                        FunctionNode::Backward backward, OpPrecision precision = OpPrecision::Compute);
 
-// Registers fn to run once `leaf`'s gradient is final in each backward pass that reaches it
-// (after accumulation into leaf.grad()). This is where data parallelism attaches.
+// What runs where backward finishes a leaf's gradient, as PyTorch's post-accumulate-grad
+// hooks do: data parallelism attaches here (train::GradientSync hands each gradient to the
+// reducer). Hooks run in the order they were added, on the thread running backward.
+class LeafHook {
+ public:
+  virtual ~LeafHook() = default;
+  // The leaf's gradient is final for this backward: accumulated into leaf.grad().
+  virtual void ready(Tensor& leaf) = 0;
+  // Offered the gradient g instead of its write over a .grad that reads as zeros (the first
+  // of a backward after nn::Module::zeroGradBeforeBackward; g fp32 and contiguous, the leaf's
+  // gradient format fp32), and only where this is the leaf's one hook. Returns whether it
+  // took g. A taken gradient is neither written to .grad (whose buffer then holds nothing of
+  // this backward; it no longer reads as zeros) nor followed by ready(): the hook stands for
+  // both, and must treat g as the bits .grad would have held, 0 + g (no -0). Declining (the
+  // default) lets .grad and ready() proceed. Data parallelism takes a simulated rank's
+  // gradient straight into what it sends: one pass instead of a write to .grad and a read back.
+  virtual bool takeFirst(const Tensor& /*g*/) { return false; }
+};
+
+// Adds `hook` to `leaf` (a leaf requiring grad): it runs in each backward pass that reaches
+// the leaf, after the hooks added before it.
+void addLeafHook(Tensor& leaf, std::shared_ptr<LeafHook> hook);
+
+// A LeafHook whose ready() is fn.
 void addGradReadyHook(Tensor& leaf, std::function<void(Tensor&)> fn);
 
-// Lets fn take `leaf`'s gradient where it would be written over a zeroed .grad (the first one
-// of a backward after nn::Module::zeroGradBeforeBackward, fp32, contiguous): fn gets the
-// gradient g and returns whether it took it. A taken gradient is neither written to .grad
-// (whose buffer then holds nothing of this backward; it no longer reads as zeros) nor passed to
-// the ready hooks: fn stands for both, and must treat g as the bits .grad would have held,
-// 0 + g (no -0). Where fn declines, .grad and the hooks proceed as usual. Data parallelism uses
-// it to turn a simulated rank's gradient straight into what it sends, one pass instead of a
-// write to .grad and a read back (GradientSync).
-void setGradTaker(Tensor& leaf, std::function<bool(const Tensor&)> fn);
+// Runs each of `leaf`'s hooks' ready() (the hooks of another tensor, e.g. a host mirror
+// whose .grad a device gradient was copied to).
+void runLeafHooks(Tensor& leaf);
 
 }  // namespace aps::autograd

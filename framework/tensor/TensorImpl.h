@@ -4,7 +4,6 @@
 #include "framework/tensor/Storage.h"
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -13,7 +12,8 @@ namespace aps {
 class Tensor;
 namespace autograd {
 class Node;
-}
+class LeafHook;
+}  // namespace autograd
 
 // Autograd bookkeeping carried by every tensor. It is plain data here so that the tensor
 // library does not depend on autograd; framework/autograd reads and writes it.
@@ -24,13 +24,11 @@ struct AutogradSlots {
   // zeroGradBeforeBackward): Tensor::grad() zeros it first, and the next accumulation writes
   // 0 + g over it in one pass instead of a fill and an add.
   bool gradZeroPending = false;
-  std::shared_ptr<autograd::Node> gradFn;                    // the node that produced this tensor
-  uint32_t outputNr = 0;                                     // which output of gradFn this tensor is
-  std::weak_ptr<autograd::Node> gradAccumulator;             // the leaf's unique AccumulateGrad node
-  std::vector<std::function<void(Tensor&)>> gradReadyHooks;  // run once this leaf's grad is final
-  // May take the leaf's first gradient of a backward (autograd::setGradTaker) in place of
-  // .grad and the ready hooks; returns whether it did.
-  std::function<bool(const Tensor&)> gradTaker;
+  std::shared_ptr<autograd::Node> gradFn;         // the node that produced this tensor
+  uint32_t outputNr = 0;                          // which output of gradFn this tensor is
+  std::weak_ptr<autograd::Node> gradAccumulator;  // the leaf's unique AccumulateGrad node
+  // Run where backward finishes this leaf's gradient, in order (autograd::addLeafHook).
+  std::vector<std::shared_ptr<autograd::LeafHook>> leafHooks;
 };
 
 // The view (c10's TensorImpl): sizes, strides and offset in elements onto a shared Storage.

@@ -107,27 +107,41 @@ void GradientSync::resolveFormats() {
   policy_->assign(names);
 }
 
+// One parameter of one model copy: its gradient, once backward has it, goes to the reducer as
+// the gradient of the local rank that copy computes.
+class GradientSync::ToReducer : public autograd::LeafHook {
+ public:
+  ToReducer(GradientSync& sync, int param, size_t copy, BeforeReady beforeReady)
+      : sync_(sync), param_(param), copy_(copy), beforeReady_(std::move(beforeReady)) {}
+
+  void ready(Tensor& leaf) override {
+    if (sync_.holding_[copy_]) return;
+    const int local = sync_.currentLocal_[copy_];
+    if (beforeReady_) beforeReady_(param_, local, leaf);
+    sync_.reducer_->markReady(param_, local);
+  }
+
+  // Without a hook that must see .grad first, the reducer takes a simulated rank's gradient
+  // (other than local rank 0's) as backward hands it over: no write to .grad and read back (a
+  // pass over the model's gradient per simulated rank and step). The reducer reads host
+  // memory: a gradient elsewhere goes through .grad.
+  bool takeFirst(const Tensor& g) override {
+    return !beforeReady_ && !sync_.holding_[copy_] && g.device().isCpu() &&
+           sync_.reducer_->markReadyFrom(param_, sync_.currentLocal_[copy_], static_cast<const float*>(g.rawData()));
+  }
+
+ private:
+  GradientSync& sync_;
+  int param_;
+  size_t copy_;
+  BeforeReady beforeReady_;
+};
+
 void GradientSync::attach(BeforeReady beforeReady) {
   for (size_t c = 0; c <= copies_.size(); ++c) {
     NamedTensors& params = paramsOfCopy(c);
-    for (size_t i = 0; i < params.size(); ++i) {
-      autograd::addGradReadyHook(params[i].tensor, [this, i, c, beforeReady](Tensor& leaf) {
-        if (holding_[c]) return;
-        const int local = currentLocal_[c];
-        if (beforeReady) beforeReady(static_cast<int64_t>(i), local, leaf);
-        reducer_->markReady(static_cast<int>(i), local);
-      });
-      // Without a hook that must see .grad first, simulated ranks other than 0 hand backward's
-      // gradient straight to the reducer: no write to .grad and read back (a pass over the
-      // model's gradient per simulated rank and step).
-      if (!beforeReady) {
-        autograd::setGradTaker(params[i].tensor, [this, i, c](const Tensor& g) {
-          // The reducer reads host memory: a gradient elsewhere goes through .grad.
-          return !holding_[c] && g.device().isCpu() &&
-                 reducer_->markReadyFrom(static_cast<int>(i), currentLocal_[c], static_cast<const float*>(g.rawData()));
-        });
-      }
-    }
+    for (size_t i = 0; i < params.size(); ++i)
+      autograd::addLeafHook(params[i].tensor, std::make_shared<ToReducer>(*this, static_cast<int>(i), c, beforeReady));
   }
 }
 
@@ -168,8 +182,8 @@ void GradientSync::buildReducer(uint64_t step) {
     leaderScaling_->installLeaderLevel(options);
     scaling_->installWorldLevel(options, *leaderScaling_);
   }
-  reducer_ = std::make_unique<comm::GradientReducer>(*ranks_.transport, localRankGradients(), algorithms, formatOf_,
-                                                     options);
+  reducer_ =
+      std::make_unique<comm::GradientReducer>(*ranks_.transport, localRankGradients(), algorithms, formatOf_, options);
   reducer_->setStep(step);
   logFormats();
   int sticky = 0;
@@ -248,8 +262,7 @@ comm::BucketScaling::FormatScaling GradientSync::scalingOf(size_t f, int ranks) 
   const auto& p = config_.precision;
   const auto& spec = specs_[f];
   // The config's "autoscale" is fp8lm; block scales are the codec's.
-  auto fs = comm::BucketScaling::FormatScaling::forSpec(spec, p.scaling, ranks,
-                                                        p.errorFeedback, p.autoscalePerTensor);
+  auto fs = comm::BucketScaling::FormatScaling::forSpec(spec, p.scaling, ranks, p.errorFeedback, p.autoscalePerTensor);
   if (fs.autoscaler) {  // one mu per wire format, kept when hybrid precision rebuilds the reducer
     auto& scaler = autoscalers_[codecNames_[f]];
     if (!scaler) scaler = fs.autoscaler;
@@ -261,8 +274,8 @@ comm::BucketScaling::FormatScaling GradientSync::scalingOf(size_t f, int ranks) 
         "below {:g} while the format's smallest positive value is {:g}, so (nearly) every gradient value will be "
         "flushed to zero and the model will not learn; use a wider format, fewer ranks, or precision.hybrid_auto "
         "(which widens such layers)",
-        codecNames_[f], precision::scalingModeName(p.scaling), ranks, ranks, std::ldexp(1.0, fs.scaler->maxExponent()) / ranks,
-        static_cast<double>(spec.format.minSubnormal()));
+        codecNames_[f], precision::scalingModeName(p.scaling), ranks, ranks,
+        std::ldexp(1.0, fs.scaler->maxExponent()) / ranks, static_cast<double>(spec.format.minSubnormal()));
   }
   return fs;
 }
@@ -277,8 +290,8 @@ void GradientSync::logFormats() const {
   }
   for (size_t f = 0; f < specs_.size(); ++f) {
     const auto count = std::count(formatOf_.begin(), formatOf_.end(), static_cast<int>(f));
-    spdlog::info("wire format {}: {} parameter tensors, scaling {}{}", codecNames_[f], count, precision::scalingModeName(p.scaling),
-                 p.errorFeedback ? ", error feedback" : "");
+    spdlog::info("wire format {}: {} parameter tensors, scaling {}{}", codecNames_[f], count,
+                 precision::scalingModeName(p.scaling), p.errorFeedback ? ", error feedback" : "");
   }
   if (config_.comm.algorithm == CommAlgorithm::Hierarchical) {
     const int64_t group = config_.comm.groupSize;

@@ -55,10 +55,10 @@ class GradientSync {
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
 
-  // Installs the gradient-ready hooks: each calls beforeReady(param, localRank, grad) (fault
-  // injection; may be empty), then hands the gradient to the reducer. Without beforeReady,
-  // simulated ranks other than 0 hand their gradients over as backward makes them
-  // (autograd::setGradTaker, GradientReducer::markReadyFrom), without writing .grad.
+  // Adds a leaf hook (ToReducer) to every parameter: it calls beforeReady(param, localRank,
+  // grad) (fault injection; may be empty), then hands the gradient to the reducer. Without
+  // beforeReady, simulated ranks other than 0 hand their gradients over as backward makes them
+  // (autograd::LeafHook::takeFirst, GradientReducer::markReadyFrom), without writing .grad.
   using BeforeReady = std::function<void(int64_t param, int localRank, Tensor& grad)>;
   void attach(BeforeReady beforeReady);
 
@@ -100,6 +100,7 @@ class GradientSync {
   nlohmann::json probeSummary() const;
 
  private:
+  class ToReducer;
   // The parameters of model copy c (0: the model).
   NamedTensors& paramsOfCopy(size_t c) { return c == 0 ? params_ : copies_[c - 1]; }
   void resolveFormats();

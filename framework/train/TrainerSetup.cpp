@@ -332,7 +332,7 @@ void Trainer::State::setupPrecisionAndComm() {
       Tensor mirror(host);
       Tensor grad = mirror.grad();
       grad.copyFrom(leaf.grad());
-      for (auto& hook : host->autograd().gradReadyHooks) hook(mirror);
+      autograd::runLeafHooks(mirror);
     });
   }
 }

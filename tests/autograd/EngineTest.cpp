@@ -106,43 +106,71 @@ TEST(Engine, GradReadyHookRunsOnceWithTheFinalGradient) {
   EXPECT_EQ(calls[1], (std::pair<std::string, float>{"w", 9.0f}));
 }
 
-// A gradient taker sees the leaf's gradient where it would be written over a zeroed .grad
-// (the first of a backward after zeroGradBeforeBackward): taking it leaves .grad's buffer as
-// it was (no longer reading as zeros) and runs no ready hook; declining it, or a .grad that is
-// not pending zero, goes the usual way.
-TEST(Engine, GradTakerTakesOnlyAGradientOverAZeroedGrad) {
-  Tensor w = Tensor::fromVector({1.0f, -2.0f}, {2}).setRequiresGrad();
-  w.setGrad(Tensor::fromVector({5.0f, 5.0f}, {2}));
+// A leaf hook that counts ready() calls and records, and takes or declines, what takeFirst
+// is offered.
+class Taker : public ag::LeafHook {
+ public:
   bool take = true;
+  int readyCalls = 0;
   std::vector<std::vector<float>> seen;
-  int hooks = 0;
-  ag::setGradTaker(w, [&](const Tensor& g) {
+  void ready(Tensor& /*leaf*/) override { ++readyCalls; }
+  bool takeFirst(const Tensor& g) override {
     seen.push_back(g.toFloatVector());
     return take;
-  });
-  ag::addGradReadyHook(w, [&](Tensor&) { ++hooks; });
+  }
+};
+
+// A leaf hook is offered the leaf's gradient where it would be written over a zeroed .grad
+// (the first of a backward after zeroGradBeforeBackward): taking it leaves .grad's buffer as
+// it was (no longer reading as zeros) and runs no ready(); declining it, or a .grad that is
+// not pending zero, goes the usual way.
+TEST(Engine, ALeafHookTakesOnlyAGradientOverAZeroedGrad) {
+  Tensor w = Tensor::fromVector({1.0f, -2.0f}, {2}).setRequiresGrad();
+  w.setGrad(Tensor::fromVector({5.0f, 5.0f}, {2}));
+  auto hook = std::make_shared<Taker>();
+  ag::addLeafHook(w, hook);
   const auto pass = [&] { ag::backward(scale(w, 3), Tensor::fromVector({1.0f, 2.0f}, {2})); };
 
   w.impl().autograd().gradZeroPending = true;  // what nn::Module::zeroGradBeforeBackward does
   pass();
-  ASSERT_EQ(seen.size(), 1u);
-  EXPECT_EQ(seen[0], (std::vector<float>{3.0f, 6.0f}));
-  EXPECT_EQ(hooks, 0);
+  ASSERT_EQ(hook->seen.size(), 1u);
+  EXPECT_EQ(hook->seen[0], (std::vector<float>{3.0f, 6.0f}));
+  EXPECT_EQ(hook->readyCalls, 0);
   EXPECT_FALSE(w.impl().autograd().gradZeroPending);
   EXPECT_EQ(w.grad().toFloatVector(), (std::vector<float>{5.0f, 5.0f}));  // untouched, not zeros
 
-  take = false;  // declined: written over the zeros, hooks run
+  hook->take = false;  // declined: written over the zeros, ready() runs
   w.impl().autograd().gradZeroPending = true;
   pass();
-  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_EQ(hook->seen.size(), 2u);
   EXPECT_EQ(w.grad().toFloatVector(), (std::vector<float>{3.0f, 6.0f}));
-  EXPECT_EQ(hooks, 1);
+  EXPECT_EQ(hook->readyCalls, 1);
 
-  take = true;  // not pending zero: accumulated as usual, the taker not asked
+  hook->take = true;  // not pending zero: accumulated as usual, takeFirst not offered
   pass();
-  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_EQ(hook->seen.size(), 2u);
   EXPECT_EQ(w.grad().toFloatVector(), (std::vector<float>{6.0f, 12.0f}));
-  EXPECT_EQ(hooks, 2);
+  EXPECT_EQ(hook->readyCalls, 2);
+}
+
+// A second hook on the leaf needs .grad: the gradient is no longer offered, and both hooks
+// see it in .grad, in the order they were added.
+TEST(Engine, ALeafWithTwoHooksKeepsItsGradient) {
+  Tensor w = Tensor::fromVector({1.0f, -2.0f}, {2}).setRequiresGrad();
+  w.setGrad(Tensor::fromVector({5.0f, 5.0f}, {2}));
+  auto taker = std::make_shared<Taker>();
+  ag::addLeafHook(w, taker);
+  std::vector<std::vector<float>> later;
+  ag::addGradReadyHook(w, [&](Tensor& leaf) {
+    EXPECT_EQ(taker->readyCalls, 1);  // the first hook ran first
+    later.push_back(leaf.grad().toFloatVector());
+  });
+  w.impl().autograd().gradZeroPending = true;
+  ag::backward(scale(w, 3), Tensor::fromVector({1.0f, 2.0f}, {2}));
+  EXPECT_TRUE(taker->seen.empty());
+  EXPECT_EQ(taker->readyCalls, 1);
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_EQ(later[0], (std::vector<float>{3.0f, 6.0f}));
 }
 
 TEST(Engine, AccumulatesInPlaceIntoAnExistingGradView) {

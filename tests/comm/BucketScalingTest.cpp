@@ -40,6 +40,33 @@ class InputWatcher : public EncodeObserver {
   }
 };
 
+// The scaling chain as the reducer's hook, with a test's changes: it counts the input shifts
+// the chain left for the reduction; a watcher, where given, observes the encodes instead (it
+// reads every rank's inputs: no sticky keys); sticky16 false forbids sticky keys.
+class WatchedChain : public ReductionHook {
+ public:
+  WatchedChain(BucketScaling& chain, size_t& shiftsLeft, InputWatcher* watcher, bool sticky16)
+      : chain_(chain), shiftsLeft_(shiftsLeft), watcher_(watcher), sticky16_(sticky16) {}
+  void beforeReduce(const BucketContext& c) override {
+    chain_.beforeReduce(c);
+    shiftsLeft_ += c.inputs->shifts.size();
+  }
+  void afterReduce(const BucketContext& c) override { chain_.afterReduce(c); }
+  EncodeObserver* encodeObserver(const BucketContext& c) override {
+    return watcher_ != nullptr ? watcher_ : chain_.encodeObserver(c);
+  }
+  bool readsInputs(int format) const override { return chain_.readsInputs(format); }
+  bool readsFirstRankOnly(int format) const override {
+    return watcher_ == nullptr && sticky16_ && chain_.readsFirstRankOnly(format);
+  }
+
+ private:
+  BucketScaling& chain_;
+  size_t& shiftsLeft_;
+  InputWatcher* watcher_;
+  bool sticky16_;
+};
+
 // A value planted in one rank's gradient before the reduction.
 struct Poison {
   int rank = -1;  // none
@@ -48,8 +75,8 @@ struct Poison {
 };
 
 // Two layers on `world` ranks: layer 0 tiny (1e-7 scale), layer 1 large (1e3 scale), a zero
-// at value 7 (-0 on rank 0). sticky16 false: the reducer keeps every rank's fp32 copy (ReducerOptions::
-// sticky16Inputs). handOver: ranks 1, 2, ... hand their gradients over from buffers of their
+// at value 7 (-0 on rank 0). sticky16 false: the reducer keeps every rank's fp32 copy
+// (ReductionHook::readsFirstRankOnly). handOver: ranks 1, 2, ... hand their gradients over from buffers of their
 // own (markReadyFrom, as the trainer's gradient taker does), with -0 for the zero, while their
 // registered buffers hold NaN.
 Result reduce(int world, precision::ScalingMode mode, Poison poison = {}, bool watchInputs = false,
@@ -90,18 +117,9 @@ Result reduce(int world, precision::ScalingMode mode, Poison poison = {}, bool w
   f.scaler = std::make_shared<precision::ApsScaler>(e4m3, world, mode);
   f.format = e4m3;
   r.scaling = std::make_shared<BucketScaling>(std::vector<BucketScaling::FormatScaling>{f}, 2, 10);
-  r.scaling->install(options);
-  const BucketCallback chain = options.beforeReduce;
-  options.beforeReduce = [&](const BucketContext& c) {
-    chain(c);
-    r.shiftsLeft += c.inputs->shifts.size();
-  };
   InputWatcher watcher;
-  if (watchInputs) {
-    options.encodeObserver = [&](const BucketContext&) { return &watcher; };
-    options.sticky16Inputs = nullptr;  // the watcher reads every rank's inputs
-  }
-  if (!sticky16) options.sticky16Inputs = nullptr;
+  WatchedChain hook(*r.scaling, r.shiftsLeft, watchInputs ? &watcher : nullptr, sticky16);
+  options.hook = &hook;
   GradientReducer reducer(transport, std::move(named), {algorithm}, {}, options);
   for (int k = 0; k < world; ++k) {
     if (handOver) {
@@ -250,11 +268,18 @@ TEST(BucketScaling, TheReductionTakesTheHooksWordOnNonFiniteInputs) {
     std::vector<std::vector<float>> grads(3, std::vector<float>(40, 1.0f));
     std::vector<std::vector<NamedGradient>> named;
     for (auto& g : grads) named.push_back({{"w", {g.data(), 40}}});
+    // A hook that tells the reduction whether some input is non-finite, or says nothing.
+    struct Teller : ReductionHook {
+      std::optional<bool> told;
+      void beforeReduce(const BucketContext& c) override {
+        ASSERT_NE(c.inputs, nullptr);
+        c.inputs->nonFinite = told;
+      }
+      void afterReduce(const BucketContext& /*c*/) override {}
+    } teller;
+    teller.told = told;
     ReducerOptions options;
-    options.beforeReduce = [told](const BucketContext& c) {
-      ASSERT_NE(c.inputs, nullptr);
-      c.inputs->nonFinite = told;
-    };
+    options.hook = &teller;
     auto codec = std::shared_ptr<const precision::Codec>(precision::makeCodec("e4m3"));
     GradientReducer reducer(transport, std::move(named), {makeAllReduce({}, codec)}, {}, options);
     for (int k = 0; k < 3; ++k) reducer.markReady(0, k);
@@ -287,11 +312,9 @@ HookRun runHooks(bool errorFeedback, const std::vector<uint32_t>* maxAbsBits) {
   BucketScaling::FormatScaling f = BucketScaling::FormatScaling::forSpec(
       precision::CodecSpec::parse("e4m3"), precision::ScalingMode::Aps, world, errorFeedback);
   BucketScaling scaling({f}, 2, 10, world);
-  ReducerOptions options;
-  scaling.install(options);
   BucketContext context{0, &layout.buckets()[0], &transport, pointers, 0};
   if (maxAbsBits != nullptr) context.maxAbsBits = *maxAbsBits;
-  options.beforeReduce(context);
+  scaling.beforeReduce(context);
   r.shifts = {scaling.lastShift(0), scaling.lastShift(1)};
   return r;
 }

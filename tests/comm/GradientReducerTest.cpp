@@ -182,7 +182,12 @@ TEST(GradientReducer, FoldedSumsAreTheBitsOfTheUnfoldedOnes) {
       for (int r = 0; r < ranks; ++r) named.push_back(perCopy[static_cast<size_t>(r % copies)]);
       ReducerOptions options{.bucketCapBytes = 2000, .firstBucketCapBytes = 100};
       options.average = true;
-      if (hooks) options.beforeReduce = [](const BucketContext&) {};  // may read the buffers: no folding
+      // A hook that does nothing, but may read the buffers: no folding.
+      struct Idle : ReductionHook {
+        void beforeReduce(const BucketContext& /*c*/) override {}
+        void afterReduce(const BucketContext& /*c*/) override {}
+      } idle;
+      if (hooks) options.hook = &idle;
       GradientReducer reducer(sim, std::move(named), {algorithm}, {}, options);
       Run out;
       for (size_t b = 0; b < reducer.layout().buckets().size(); ++b)
@@ -413,34 +418,38 @@ TEST(GradientReducer, HooksRunAroundEachBucketOnTheCommThread) {
   Model plain(ranks, {40, 40, 40}, 9), scaled = plain;
   SimTransport sim(ranks);
   auto native = std::shared_ptr<const AllReduceAlgorithm>(makeAllReduce({.kind = AllReduceKind::Native}, nullptr));
-  int before = 0, after = 0;
-  ReducerOptions options{.bucketCapBytes = 160, .firstBucketCapBytes = 160};
-  options.beforeReduce = [&](const BucketContext& c) {
-    ++before;
-    std::vector<float> maxAbs(static_cast<size_t>(ranks), 0.0f);
-    std::vector<float*> p;
-    for (size_t i = 0; i < c.data.size(); ++i) {
-      for (int64_t k = 0; k < c.layout->count; ++k) maxAbs[i] = std::max(maxAbs[i], std::fabs(c.data[i][k]));
-      p.push_back(&maxAbs[i]);
+  struct PowerOfTwo : ReductionHook {
+    int ranks = 0, before = 0, after = 0;
+    void beforeReduce(const BucketContext& c) override {
+      ++before;
+      std::vector<float> maxAbs(static_cast<size_t>(ranks), 0.0f);
+      std::vector<float*> p;
+      for (size_t i = 0; i < c.data.size(); ++i) {
+        for (int64_t k = 0; k < c.layout->count; ++k) maxAbs[i] = std::max(maxAbs[i], std::fabs(c.data[i][k]));
+        p.push_back(&maxAbs[i]);
+      }
+      smallAllReduce(*c.transport, p, 1, ReduceOp::Max);
+      for (size_t i = 1; i < maxAbs.size(); ++i) EXPECT_EQ(maxAbs[i], maxAbs[0]);
+      for (float* d : c.data)
+        for (int64_t k = 0; k < c.layout->count; ++k) d[k] = std::ldexp(d[k], 4);
     }
-    smallAllReduce(*c.transport, p, 1, ReduceOp::Max);
-    for (size_t i = 1; i < maxAbs.size(); ++i) EXPECT_EQ(maxAbs[i], maxAbs[0]);
-    for (float* d : c.data)
-      for (int64_t k = 0; k < c.layout->count; ++k) d[k] = std::ldexp(d[k], 4);
-  };
-  options.afterReduce = [&](const BucketContext& c) {
-    ++after;
-    for (float* d : c.data)
-      for (int64_t k = 0; k < c.layout->count; ++k) d[k] = std::ldexp(d[k], -4);
-  };
+    void afterReduce(const BucketContext& c) override {
+      ++after;
+      for (float* d : c.data)
+        for (int64_t k = 0; k < c.layout->count; ++k) d[k] = std::ldexp(d[k], -4);
+    }
+  } hook;
+  hook.ranks = ranks;
+  ReducerOptions options{.bucketCapBytes = 160, .firstBucketCapBytes = 160};
+  options.hook = &hook;
   GradientReducer withHooks(sim, scaled.named(), {native}, {}, options);
   GradientReducer without(sim, plain.named(), {native}, {}, {.bucketCapBytes = 160, .firstBucketCapBytes = 160});
   fakeBackward(withHooks, ranks, 0ms);
   fakeBackward(without, ranks, 0ms);
   withHooks.wait();
   without.wait();
-  EXPECT_EQ(before, 3);
-  EXPECT_EQ(after, 3);
+  EXPECT_EQ(hook.before, 3);
+  EXPECT_EQ(hook.after, 3);
   for (int r = 0; r < ranks; ++r)
     for (size_t p = 0; p < 3; ++p) EXPECT_EQ(scaled.grads[r][p], plain.grads[r][p]);
 }
