@@ -287,14 +287,18 @@ void StatisticsHook::reset(size_t param) {
   outStats_.reset(param);
 }
 
-std::vector<int64_t> StatisticsHook::state() const {
+NamedTensors StatisticsHook::stateDict() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_.serialize();
+  return {{"statistics", int64Tensor(stats_.serialize())}, {"statistics_out", int64Tensor(outStats_.serialize())}};
 }
 
-void StatisticsHook::setState(const std::vector<int64_t>& state) {
+void StatisticsHook::loadStateDict(const NamedTensors& state) {
+  const std::vector<int64_t> windows = int64Entry(state, "statistics");
+  const bool hasOutput = findTensor(state, "statistics_out") != nullptr;
+  const std::vector<int64_t> output = hasOutput ? int64Entry(state, "statistics_out") : std::vector<int64_t>();
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.restore(state);
+  stats_.restore(windows);
+  if (hasOutput) outStats_.restore(output);
 }
 
 EncodeObserver* StatisticsHook::observerFor(const BucketContext& context) {
@@ -361,16 +365,6 @@ precision::QuantizationCounts StatisticsHook::outputWindow(size_t param) const {
   return outStats_.window(param);
 }
 
-std::vector<int64_t> StatisticsHook::outputState() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return outStats_.serialize();
-}
-
-void StatisticsHook::setOutputState(const std::vector<int64_t>& state) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  outStats_.restore(state);
-}
-
 bool ErrorFeedbackCapture::readsValues(const BucketContext& context) const {
   const auto* quantizer = forFormat(quantizers_, *context.layout);
   return quantizer != nullptr && *quantizer;
@@ -391,6 +385,54 @@ void ErrorFeedbackCapture::beforeReduce(const BucketContext& context, ParamScale
       // residual = intended - sent, back in gradient units (exact power-of-two unscaling).
       std::lock_guard<std::mutex> lock(state_->mutex);
       state_->perRank[i].update(param, layer.data, q.data(), layer.size, scales.shift(param), scales.factor(param));
+    }
+  }
+}
+
+NamedTensors ErrorFeedbackCapture::stateDict() const {
+  if (std::none_of(quantizers_.begin(), quantizers_.end(), [](const auto& q) { return q != nullptr; })) return {};
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const precision::ErrorFeedback& first = state_->perRank.at(0);
+  std::vector<int64_t> sizes;
+  for (size_t p = 0; p < first.layers(); ++p) sizes.push_back(static_cast<int64_t>(first.residual(p).size()));
+  NamedTensors out{{"residual_sizes", int64Tensor(sizes)}};
+  for (size_t i = 0; i < state_->perRank.size(); ++i) {
+    std::vector<float> flat;
+    for (size_t p = 0; p < sizes.size(); ++p) {
+      const std::vector<float>& r = state_->perRank[i].residual(p);
+      APS_CHECK(r.size() == static_cast<size_t>(sizes[p]),
+                "error feedback: local rank {} holds {} residual values of parameter {}, local rank 0 {}", i, r.size(),
+                p, sizes[p]);
+      flat.insert(flat.end(), r.begin(), r.end());
+    }
+    out.push_back({fmt::format("residual.{}", i),
+                   Tensor::fromVector(std::span<const float>(flat), {static_cast<int64_t>(flat.size())})});
+  }
+  return out;
+}
+
+void ErrorFeedbackCapture::loadStateDict(const NamedTensors& state) {
+  if (findTensor(state, "residual_sizes") == nullptr) return;
+  const std::vector<int64_t> sizes = int64Entry(state, "residual_sizes");
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  APS_CHECK(sizes.size() == state_->perRank.at(0).layers(), "'residual_sizes' gives {} parameters, the model has {}",
+            sizes.size(), state_->perRank.at(0).layers());
+  int64_t total = 0;
+  for (int64_t n : sizes) {
+    APS_CHECK(n >= 0, "'residual_sizes' holds a negative size {}", n);
+    total += n;
+  }
+  for (size_t i = 0; i < state_->perRank.size(); ++i) {
+    const std::string name = fmt::format("residual.{}", i);
+    const Tensor* t = findTensor(state, name);
+    APS_CHECK(t != nullptr, "no '{}' (written with fewer ranks?)", name);
+    APS_CHECK(t->dtype() == DType::Float32 && t->numel() == total, "'{}' holds {} {} values, {} float32 expected", name,
+              t->numel(), dtypeName(t->dtype()), total);
+    const Tensor values = t->contiguous();
+    const float* at = values.data<float>();
+    for (size_t p = 0; p < sizes.size(); ++p) {
+      state_->perRank[i].setResidual(p, std::vector<float>(at, at + sizes[p]));
+      at += sizes[p];
     }
   }
 }

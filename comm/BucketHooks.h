@@ -1,6 +1,7 @@
 #pragma once
 
 #include "comm/GradientReducer.h"
+#include "framework/tensor/Stateful.h"
 #include "precision/ApsScaler.h"
 #include "precision/ErrorFeedback.h"
 #include "precision/Fp8LmScaler.h"
@@ -38,7 +39,9 @@ class ParamScales {
 // state (and saves it, where a resume needs it), and agrees with other ranks only through
 // comm::smallAllReduce on the bucket's transport, so simulated and real ranks stay identical.
 // Hooks are chained (BucketScaling): beforeReduce in chain order, afterReduce in reverse.
-class BucketHook {
+// What a hook keeps across steps and a resume needs it saves and loads itself (Stateful: its
+// own entry names, this process's local ranks); a hook whose state lasts one step saves none.
+class BucketHook : public Stateful {
  public:
   virtual ~BucketHook() = default;
   virtual void beforeReduce(const BucketContext& bucket, ParamScales& scales) = 0;
@@ -52,6 +55,8 @@ class BucketHook {
   virtual bool readsValues(const BucketContext& /*bucket*/) const { return true; }
   // After the step's buckets are reduced (the communication thread idle).
   virtual void finishStep(Transport& /*transport*/) {}
+  NamedTensors stateDict() const override { return {}; }
+  void loadStateDict(const NamedTensors& /*state*/) override {}
 };
 
 // The values of the k-th parameter of a bucket (parameters lie back to back in the flat buffer).
@@ -148,8 +153,10 @@ class StatisticsHook : public BucketHook, public EncodeObserver {
   precision::QuantizationCounts window(size_t param) const;
   std::vector<size_t> adapt(precision::HybridPolicy& policy);
   void reset(size_t param);
-  std::vector<int64_t> state() const;
-  void setState(const std::vector<int64_t>& state);
+  // "statistics" and "statistics_out": both windows (precision::LayerStatistics::serialize).
+  // A state without "statistics_out" (written before it was kept) leaves that window fresh.
+  NamedTensors stateDict() const override;
+  void loadStateDict(const NamedTensors& state) override;
 
   // The re-encoded sums: this hook observes the bucket's all-reduce when its format has a
   // quantizer (else null); finishStep sums the step's counts over all ranks into the window.
@@ -158,8 +165,6 @@ class StatisticsHook : public BucketHook, public EncodeObserver {
   void encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) override;
   void finishStep(Transport& transport) override;
   precision::QuantizationCounts outputWindow(size_t param) const;
-  std::vector<int64_t> outputState() const;
-  void setOutputState(const std::vector<int64_t>& state);
 
  private:
   std::vector<std::shared_ptr<const precision::Quantizer>> quantizers_;  // per format; null: float32 or not float
@@ -177,6 +182,12 @@ class StatisticsHook : public BucketHook, public EncodeObserver {
 // scaled gradient, back in gradient units. The residual is measured by quantizing with the
 // wire's format and rounding mode; with stochastic rounding that draw is not the wire's own
 // (an unbiased estimate of the dropped part, not the exact one).
+//
+// It saves the residuals it computes where some wire format has feedback: "residual_sizes"
+// (int64, per parameter: 0 for a residual never made, else its length; the same on every
+// rank) and "residual.<i>" (float32, local rank i's residuals back to back). A state without
+// "residual_sizes" leaves the residuals at zero (a checkpoint of another world size, whose
+// ranks were others).
 class ErrorFeedbackCapture : public BucketHook {
  public:
   ErrorFeedbackCapture(std::shared_ptr<ErrorFeedbackState> state,
@@ -185,6 +196,8 @@ class ErrorFeedbackCapture : public BucketHook {
       : state_(std::move(state)), quantizers_(std::move(perFormat)), rounding_(std::move(rounding)) {}
   void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
   bool readsValues(const BucketContext& bucket) const override;
+  NamedTensors stateDict() const override;
+  void loadStateDict(const NamedTensors& state) override;
 
  private:
   std::shared_ptr<ErrorFeedbackState> state_;

@@ -145,22 +145,21 @@ std::optional<ProbeRecord> BucketScaling::takeProbe() {
   return probe_->take();
 }
 
-std::vector<int64_t> BucketScaling::statisticsState() const { return statistics_->state(); }
+NamedTensors BucketScaling::stateDict() const {
+  NamedTensors out;
+  for (const auto& hook : chain_) {
+    for (auto& entry : hook->stateDict()) out.push_back(std::move(entry));
+  }
+  return out;
+}
 
-std::vector<int64_t> BucketScaling::outputStatisticsState() const { return statistics_->outputState(); }
-
-void BucketScaling::setOutputStatisticsState(const std::vector<int64_t>& state) { statistics_->setOutputState(state); }
-
-void BucketScaling::setStatisticsState(const std::vector<int64_t>& state) { statistics_->setState(state); }
+void BucketScaling::loadStateDict(const NamedTensors& state) {
+  for (const auto& hook : chain_) hook->loadStateDict(state);
+}
 
 const std::vector<float>& BucketScaling::residual(int localRank, int param) const {
   std::lock_guard<std::mutex> lock(feedback_->mutex);
   return feedback_->perRank.at(static_cast<size_t>(localRank)).residual(static_cast<size_t>(param));
-}
-
-void BucketScaling::setResidual(int localRank, int param, std::vector<float> values) {
-  std::lock_guard<std::mutex> lock(feedback_->mutex);
-  feedback_->perRank.at(static_cast<size_t>(localRank)).setResidual(static_cast<size_t>(param), std::move(values));
 }
 
 int BucketScaling::lastShift(int param) const { return scales_.shift(static_cast<size_t>(param)); }

@@ -34,7 +34,7 @@ namespace aps::comm {
 // Each hook keeps its own state; a new mechanism is one more BucketHook in the chain. The
 // per-format settings (FormatScaling) say which hooks act on buckets of each wire format.
 // The reducer calls the chain as its ReductionHook (install).
-class BucketScaling : public ReductionHook {
+class BucketScaling : public ReductionHook, public Stateful {
  public:
   struct FormatScaling {
     std::shared_ptr<const precision::ApsScaler> scaler;  // null: no APS scaling for this format
@@ -107,14 +107,14 @@ class BucketScaling : public ReductionHook {
   // when no step was probed since the last call.
   std::optional<ProbeRecord> takeProbe();
 
-  // Checkpoint state: the statistics windows, and local rank i's error-feedback residual of
-  // parameter p (empty until the first step that used it).
-  std::vector<int64_t> statisticsState() const;
-  void setStatisticsState(const std::vector<int64_t>& state);
-  std::vector<int64_t> outputStatisticsState() const;
-  void setOutputStatisticsState(const std::vector<int64_t>& state);
+  // The chain's state: every hook's entries (each hook names its own: StatisticsHook's
+  // windows, ErrorFeedbackCapture's residuals of this process's local ranks). Loading gives
+  // every hook the whole state.
+  NamedTensors stateDict() const override;
+  void loadStateDict(const NamedTensors& state) override;
+  // Local rank i's error-feedback residual of parameter p (empty until the first step that
+  // used it).
   const std::vector<float>& residual(int localRank, int param) const;
-  void setResidual(int localRank, int param, std::vector<float> values);
 
  private:
   // The all-reduce's encode observers for one bucket (the probe, the statistics), as one.

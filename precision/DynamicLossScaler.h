@@ -1,6 +1,7 @@
 #pragma once
 
 #include "framework/tensor/NamedTensor.h"
+#include "framework/tensor/Stateful.h"
 #include "framework/numerics/ComputeFormat.h"
 
 #include <cstdint>
@@ -14,7 +15,7 @@ namespace aps::precision {
 // divided by the scale before the update. A step whose gradients hold inf or NaN is
 // skipped and the scale is multiplied by backoffFactor; after growthInterval good steps in
 // a row it is multiplied by growthFactor. The scale stays within [minScale, maxScale].
-class DynamicLossScaler {
+class DynamicLossScaler : public Stateful {
  public:
   struct Options {
     double initialScale = 65536.0;  // 2^16
@@ -54,8 +55,8 @@ class DynamicLossScaler {
   // The state for checkpoints, as every stateful part of aps saves it: "loss_scale", one
   // int64[3] {bits of the double scale, good steps, skipped steps}. loadStateDict checks it
   // (finite positive scale, non-negative counts) and throws aps::Error naming the entry.
-  NamedTensors stateDict() const;
-  void loadStateDict(const NamedTensors& state);
+  NamedTensors stateDict() const override;
+  void loadStateDict(const NamedTensors& state) override;
 
  private:
   Options options_;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "framework/tensor/NamedTensor.h"
+#include "framework/tensor/Stateful.h"
 
 #include "precision/FloatFormat.h"
 
@@ -23,7 +24,7 @@ namespace aps::precision {
 // sum non-finite (formats without saturation turn it into NaN or inf, and the step is skipped)
 // halves mu whatever the fraction. With perTensor false the
 // factor is mu alone, on raw gradients. The receiver divides each tensor's sum by its factor.
-class Fp8LmScaler {
+class Fp8LmScaler : public Stateful {
  public:
   struct Options {
     double initialScale = 1.0;
@@ -61,8 +62,8 @@ class Fp8LmScaler {
   void setState(const State& s) { state_ = s; }
   // The state for checkpoints: "state", one int64[2] {bits of the double mu, step}.
   // loadStateDict checks it (finite positive mu, non-negative step), throwing aps::Error.
-  NamedTensors stateDict() const;
-  void loadStateDict(const NamedTensors& state);
+  NamedTensors stateDict() const override;
+  void loadStateDict(const NamedTensors& state) override;
 
  private:
   FloatFormat format_;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "framework/tensor/NamedTensor.h"
+#include "framework/tensor/Stateful.h"
 #include "framework/tensor/Tensor.h"
 
 #include <memory>
@@ -13,7 +14,7 @@ namespace aps::nn {
 // A layer or network (torch.nn.Module): named parameters, buffers and child modules in
 // registration order, so that dotted names ("layer1.0.conv1.weight") and their order are
 // identical on every rank and match torchvision's state_dict for the same architecture.
-class Module {
+class Module : public Stateful {
  public:
   explicit Module(std::string typeName) : typeName_(std::move(typeName)) {}
   virtual ~Module() = default;
@@ -31,10 +32,11 @@ class Module {
   std::vector<Tensor> parameters() const;
   NamedTensors namedBuffers() const;
   // Per module: parameters, then buffers, then children (torch's state_dict order).
-  NamedTensors stateDict() const;
+  NamedTensors stateDict() const override;
   // Copies values into the registered tensors (shapes must match; dtypes are converted).
   // strict: every key must be present and no unknown key may appear.
-  void loadStateDict(const NamedTensors& state, bool strict = true);
+  void loadStateDict(const NamedTensors& state, bool strict);
+  void loadStateDict(const NamedTensors& state) override { loadStateDict(state, true); }
   std::vector<std::pair<std::string, Module*>> namedModules();  // includes this one as ""
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> namedChildren() const { return children_; }
   // The child registered as `name` (null: none).

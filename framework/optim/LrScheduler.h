@@ -3,6 +3,7 @@
 #include "framework/optim/LrSchedule.h"
 #include "framework/optim/Optimizer.h"
 #include "framework/tensor/NamedTensor.h"
+#include "framework/tensor/Stateful.h"
 
 #include <memory>
 
@@ -10,7 +11,7 @@ namespace aps::optim {
 
 // Drives an optimizer's learning rate from a schedule. Its whole state is the step, saved as
 // an int64 0-d tensor "schedule_step" so checkpoints resume the schedule exactly.
-class LrScheduler {
+class LrScheduler : public Stateful {
  public:
   LrScheduler(std::shared_ptr<const LrSchedule> schedule, Optimizer& optimizer);
   // Sets the optimizer's rate for the current step (call before optimizer.step()).
@@ -19,8 +20,8 @@ class LrScheduler {
   void advance() { ++step_; }
   int64_t step() const { return step_; }
 
-  NamedTensors stateDict() const;
-  void loadStateDict(const NamedTensors& state);
+  NamedTensors stateDict() const override;
+  void loadStateDict(const NamedTensors& state) override;
 
  private:
   std::shared_ptr<const LrSchedule> schedule_;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "framework/tensor/NamedTensor.h"
+#include "framework/tensor/Stateful.h"
 #include "framework/numerics/ComputeFormat.h"
 
 #include <cstdint>
@@ -13,7 +14,7 @@ namespace aps::optim {
 // Base of the optimizers: named parameters in a fixed order, the current learning rate and
 // per-parameter state tensors. State is saved as named tensors ("momentum_buffer.<param>",
 // "step" as an int64 0-d tensor) so a checkpoint can store it next to the model.
-class Optimizer {
+class Optimizer : public Stateful {
  public:
   Optimizer(std::string typeName, NamedTensors params, double lr);
   virtual ~Optimizer() = default;
@@ -42,9 +43,9 @@ class Optimizer {
   double parameterCount() const;
   const NamedTensors& params() const { return params_; }
 
-  NamedTensors stateDict() const;
+  NamedTensors stateDict() const override;
   // Restores state saved by stateDict(); throws aps::Error naming the entry on a mismatch.
-  void loadStateDict(const NamedTensors& state);
+  void loadStateDict(const NamedTensors& state) override;
 
  protected:
   // The optimizer's arithmetic: one update of every parameter with a gradient.

@@ -65,13 +65,14 @@ int64_t parseInt(const std::map<std::string, std::string>& meta, const std::stri
 
 }  // namespace
 
-NamedTensors Checkpoint::section(const std::string& prefix) const {
-  NamedTensors out;
-  const std::string p = prefix + ".";
-  for (const auto& entry : tensors) {
-    if (entry.name.compare(0, p.size(), p) == 0) out.push_back({entry.name.substr(p.size()), entry.tensor});
+NamedTensors Checkpoint::section(const std::string& prefix) const { return withoutPrefix(tensors, prefix); }
+
+void loadSection(const Checkpoint& c, const std::string& path, const std::string& prefix, Stateful& part) {
+  try {
+    part.loadStateDict(c.section(prefix));
+  } catch (const Error& e) {
+    APS_FAIL("checkpoint '{}', {} section: {}", path, prefix, e.what());
   }
-  return out;
 }
 
 void Checkpoint::addSection(const std::string& prefix, const NamedTensors& entries) {

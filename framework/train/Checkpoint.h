@@ -1,6 +1,7 @@
 #pragma once
 
 #include "framework/tensor/NamedTensor.h"
+#include "framework/tensor/Stateful.h"
 
 #include <cstdint>
 #include <map>
@@ -23,12 +24,16 @@ struct Checkpoint {
   int64_t globalStep = 0;
   int64_t world = 0;      // the ranks that wrote it (0: written before aps recorded it)
   int64_t rankBatch = 0;  // their per-rank batch (0: not recorded)
-  std::string config;  // the run's resume-relevant config as YAML (train::resumeYaml); "" before
+  std::string config;     // the run's resume-relevant config as YAML (train::resumeYaml); "" before
 
   // The tensors whose names start with prefix + ".", with the prefix removed.
   NamedTensors section(const std::string& prefix) const;
   void addSection(const std::string& prefix, const NamedTensors& entries);
 };
+
+// Loads section `prefix` of `c`, read from `path`, into `part` (Stateful::loadStateDict); an
+// error names the file and the section.
+void loadSection(const Checkpoint& c, const std::string& path, const std::string& prefix, Stateful& part);
 
 // Writes `checkpoint` to `path` atomically. Throws aps::Error naming the path when the
 // directory is missing or the disk is full; the previous file at `path` stays intact.

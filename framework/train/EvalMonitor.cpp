@@ -30,7 +30,8 @@ double EvalMonitor::value(const TrainSummary& s) const {
 bool EvalMonitor::observe(const TrainSummary& summary, int64_t step) {
   const double v = value(summary);
   // A NaN or infinite loss never improves anything.
-  const bool improved = std::isfinite(v) && (!seen() || (lowerIsBetter_ ? v < best_ - minDelta_ : v > best_ + minDelta_));
+  const bool improved =
+      std::isfinite(v) && (!seen() || (lowerIsBetter_ ? v < best_ - minDelta_ : v > best_ + minDelta_));
   if (improved) {
     best_ = v;
     bestStep_ = step;
@@ -50,19 +51,16 @@ NamedTensors EvalMonitor::stateDict() const {
   return {{"state", state}};
 }
 
-void EvalMonitor::loadStateDict(const NamedTensors& state, const std::string& path) {
+void EvalMonitor::loadStateDict(const NamedTensors& state) {
   if (state.empty()) return;
   const Tensor* t = findTensor(state, "state");
   APS_CHECK(t != nullptr && t->dtype() == DType::Int64 && t->numel() == 3,
-            "checkpoint '{}': the 'monitor' section must hold 'state', three int64 (best value's bits, its step, "
-            "evaluations since)",
-            path);
+            "it must hold 'state', three int64 (best value's bits, its step, evaluations since)");
   const Tensor values = t->contiguous();
   best_ = std::bit_cast<double>(values.data<int64_t>()[0]);
   bestStep_ = values.data<int64_t>()[1];
   stale_ = values.data<int64_t>()[2];
-  APS_CHECK(bestStep_ >= -1 && stale_ >= 0, "checkpoint '{}': monitor step {} or count {} is out of range", path,
-            bestStep_, stale_);
+  APS_CHECK(bestStep_ >= -1 && stale_ >= 0, "'state': step {} or count {} is out of range", bestStep_, stale_);
 }
 
 }  // namespace aps::train

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "framework/tensor/NamedTensor.h"
+#include "framework/tensor/Stateful.h"
 #include "framework/train/EvalMetrics.h"
 
 #include <cstdint>
@@ -13,7 +14,7 @@ namespace aps::train {
 // EarlyStopping do: an evaluation improves on the best only by more than `minDelta` (higher is
 // better, the loss lower); `stale` counts the evaluations in a row since the last improvement.
 // Its state travels in checkpoints (the "monitor" section), so a resumed run keeps its best.
-class EvalMonitor {
+class EvalMonitor : public Stateful {
  public:
   // `metric`: top1, top5, loss, miou, pixel_accuracy, or auto (top1; miou for segmentation).
   // Throws aps::Error when the metric is not one the model's evaluations report.
@@ -29,9 +30,9 @@ class EvalMonitor {
   int64_t bestStep() const { return bestStep_; }
   int64_t stale() const { return stale_; }
 
-  NamedTensors stateDict() const;
+  NamedTensors stateDict() const override;
   // A checkpoint without the section (written before it existed) leaves the monitor fresh.
-  void loadStateDict(const NamedTensors& state, const std::string& path);
+  void loadStateDict(const NamedTensors& state) override;
 
  private:
   std::string metric_;

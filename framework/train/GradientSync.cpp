@@ -15,30 +15,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <optional>
 
 namespace aps::train {
-
-namespace {
-
-Tensor int64Tensor(const std::vector<int64_t>& values) {
-  return Tensor::fromVector(std::span<const int64_t>(values), {static_cast<int64_t>(values.size())});
-}
-
-// precision.<name> of a checkpoint, contiguous; throws naming the file when it is missing.
-Tensor precisionEntry(const NamedTensors& section, const std::string& name, const std::string& path) {
-  const Tensor* t = findTensor(section, name);
-  APS_CHECK(t != nullptr, "checkpoint '{}' has no precision.{} (written by another configuration or with fewer ranks?)",
-            path, name);
-  return t->contiguous();
-}
-
-std::vector<int64_t> int64Values(const NamedTensors& section, const std::string& name, const std::string& path) {
-  const Tensor c = precisionEntry(section, name, path);
-  APS_CHECK(c.dtype() == DType::Int64, "checkpoint '{}': precision.{} is not int64", path, name);
-  return {c.data<int64_t>(), c.data<int64_t>() + c.numel()};
-}
-
-}  // namespace
 
 GradientSync::GradientSync(const TrainConfig& config, NamedTensors params, Ranks ranks, MetricsSink metrics,
                            std::vector<NamedTensors> copies)
@@ -302,7 +281,10 @@ void GradientSync::logFormats() const {
   }
 }
 
-void GradientSync::setStep(uint64_t step) { reducer_->setStep(step); }
+void GradientSync::setStep(uint64_t step) {
+  step_ = step;
+  reducer_->setStep(step);
+}
 
 comm::StepCommStats GradientSync::finishStep() {
   const comm::StepCommStats stats = reducer_->wait();
@@ -427,102 +409,89 @@ void GradientSync::adaptFormats(int64_t step) {
   buildReducer(static_cast<uint64_t>(step) + 1);
 }
 
-NamedTensors GradientSync::saveState() {
-  NamedTensors out;
-  out.push_back({"statistics", int64Tensor(scaling_->statisticsState())});
-  out.push_back({"statistics_out", int64Tensor(scaling_->outputStatisticsState())});
+NamedTensors GradientSync::stateDict() const {
+  NamedTensors out, local;  // local: this process's residuals, "residual.<local rank>"
+  for (auto& entry : scaling_->stateDict()) (entry.name.starts_with("residual.") ? local : out).push_back(entry);
+  const auto sizesAt =
+      std::find_if(out.begin(), out.end(), [](const NamedTensor& e) { return e.name == "residual_sizes"; });
+  std::optional<NamedTensor> sizes;
+  if (sizesAt != out.end()) {
+    sizes = *sizesAt;
+    out.erase(sizesAt);
+  }
   out.push_back({"widenings", int64Tensor(widenings_)});
-  for (const auto& [name, scaler] : autoscalers_) {
-    for (auto& entry : scaler->stateDict()) out.push_back({"autoscale." + name, entry.tensor});
-  }
-  if (!config_.precision.errorFeedback) return out;
-  // Which residuals exist (the same on every rank), then each rank's, back to back.
-  std::vector<int64_t> present;
-  int64_t total = 0;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const auto n = static_cast<int64_t>(scaling_->residual(0, static_cast<int>(i)).size());
-    present.push_back(n);
-    total += n;
-  }
-  out.push_back({"residual_sizes", int64Tensor(present)});
-  auto flat = [&](int local) {
-    std::vector<float> v;
-    v.reserve(static_cast<size_t>(total));
-    for (size_t i = 0; i < params_.size(); ++i) {
-      const auto& r = scaling_->residual(local, static_cast<int>(i));
-      v.insert(v.end(), r.begin(), r.end());
-    }
-    return v;
-  };
+  // An FP8-LM scaler's one entry, "state", as autoscale.<codec>.
+  for (const auto& [name, scaler] : autoscalers_)
+    out.push_back({"autoscale." + name, scaler->stateDict().at(0).tensor});
+  if (!sizes) return out;
+  out.push_back(*sizes);
   // Every rank's residuals to rank 0: one exchange round through the transport, the same
   // code for simulated and real ranks.
-  const Shape shape{total};
-  std::vector<std::vector<float>> mine, gathered;
-  std::vector<const void*> minePointers;
-  std::vector<void*> gatheredPointers;
-  for (int local = 0; local < ranks_.localRanks; ++local) mine.push_back(flat(local));
-  for (const auto& v : mine) minePointers.push_back(v.data());
-  const bool root = ranks_.firstRank == 0;
-  if (root) gathered.assign(static_cast<size_t>(ranks_.world), std::vector<float>(static_cast<size_t>(total)));
-  for (auto& v : gathered) gatheredPointers.push_back(v.data());
-  comm::gatherToRankZero(*ranks_.transport, minePointers, static_cast<size_t>(total) * sizeof(float), gatheredPointers);
-  for (size_t r = 0; r < gathered.size(); ++r) {
-    out.push_back({fmt::format("residual.{}", r), Tensor::fromVector(std::span<const float>(gathered[r]), shape)});
+  int64_t total = 0;
+  for (int64_t n : int64Entry({*sizes}, "residual_sizes")) total += n;
+  std::vector<const void*> mine;
+  for (int i = 0; i < ranks_.localRanks; ++i) {
+    const Tensor* t = findTensor(local, fmt::format("residual.{}", i));
+    APS_CHECK(t != nullptr && t->numel() == total, "precision state: local rank {}'s residuals are missing", i);
+    mine.push_back(t->rawData());
   }
+  std::vector<Tensor> gathered;
+  std::vector<void*> into;
+  if (ranks_.firstRank == 0) {
+    for (int r = 0; r < ranks_.world; ++r) gathered.push_back(Tensor::zeros({total}));
+  }
+  for (auto& t : gathered) into.push_back(t.rawData());
+  comm::gatherToRankZero(*ranks_.transport, mine, static_cast<size_t>(total) * sizeof(float), into);
+  for (size_t r = 0; r < gathered.size(); ++r) out.push_back({fmt::format("residual.{}", r), gathered[r]});
   return out;
 }
 
-void GradientSync::loadState(const NamedTensors& section, const std::string& path, uint64_t step, bool residuals) {
-  scaling_->setStatisticsState(int64Values(section, "statistics", path));
-  if (findTensor(section, "statistics_out") != nullptr) {  // absent in checkpoints of earlier versions
-    scaling_->setOutputStatisticsState(int64Values(section, "statistics_out", path));
-  }
-  const std::vector<int64_t> widened = int64Values(section, "widenings", path);
-  APS_CHECK(widened.size() == params_.size(), "checkpoint '{}': precision.widenings has {} entries for {} parameters",
-            path, widened.size(), params_.size());
+void GradientSync::loadStateDict(const NamedTensors& state) {
+  const std::vector<int64_t> widened = int64Entry(state, "widenings");
+  APS_CHECK(widened.size() == params_.size(), "'widenings' has {} entries for {} parameters", widened.size(),
+            params_.size());
   bool rebuild = false;
   for (size_t l = 0; l < params_.size(); ++l) {
     // A layer widens at most once per rung of e3m0 -> e4m3 -> e5m2 -> bf16 -> fp32.
-    APS_CHECK(widened[l] >= widenings_[l] && widened[l] <= 8,
-              "checkpoint '{}': precision.widenings of {} is {}, outside [0, 8]", path, params_[l].name, widened[l]);
+    APS_CHECK(widened[l] >= widenings_[l] && widened[l] <= 8, "'widenings' of {} is {}, outside [0, 8]",
+              params_[l].name, widened[l]);
     for (int64_t k = widenings_[l]; k < widened[l]; ++k) {
-      APS_CHECK(policy_ != nullptr, "checkpoint '{}' widened layer {} but hybrid_auto is off", path, params_[l].name);
+      APS_CHECK(policy_ != nullptr, "'widenings' widened layer {} but hybrid_auto is off", params_[l].name);
       policy_->widenLayer(l);
       paramSpecs_[l].format = policy_->formatOf(l);
       rebuild = true;
     }
     widenings_[l] = widened[l];
   }
-  if (rebuild) buildReducer(step);
-  for (const auto& [name, scaler] : autoscalers_) {
-    try {
-      scaler->loadStateDict({{"state", precisionEntry(section, "autoscale." + name, path)}});
-    } catch (const Error& e) {
-      APS_FAIL("checkpoint '{}': precision.autoscale.{}: {}", path, name, e.what());
+  if (rebuild) buildReducer(step_);
+  // The hooks' state, with this process's residuals as local ranks' ("residual.<local rank>").
+  NamedTensors hooks;
+  for (const auto& entry : state) {
+    if (!entry.name.starts_with("residual.")) hooks.push_back(entry);
+  }
+  if (findTensor(state, "residual_sizes") != nullptr) {
+    const std::vector<int64_t> n = int64Entry(state, "residual_sizes");
+    APS_CHECK(n.size() == params_.size(), "residuals of {} parameters, the model has {}", n.size(), params_.size());
+    // A residual is empty (the layer was never quantised) or one value per gradient element.
+    for (size_t i = 0; i < params_.size(); ++i) {
+      APS_CHECK(n[i] == 0 || n[i] == params_[i].tensor.numel(), "'residual_sizes' gives {} {} values, it has {}",
+                params_[i].name, n[i], params_[i].tensor.numel());
+    }
+    for (int local = 0; local < ranks_.localRanks; ++local) {
+      const std::string name = fmt::format("residual.{}", ranks_.firstRank + local);
+      const Tensor* t = findTensor(state, name);
+      APS_CHECK(t != nullptr, "no '{}' (written by another configuration or with fewer ranks?)", name);
+      hooks.push_back({fmt::format("residual.{}", local), *t});
     }
   }
-  if (!config_.precision.errorFeedback || !residuals) return;
-  const std::vector<int64_t> sizes = int64Values(section, "residual_sizes", path);
-  APS_CHECK(sizes.size() == params_.size(), "checkpoint '{}': residuals of {} parameters, the model has {}", path,
-            sizes.size(), params_.size());
-  int64_t used = 0;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    // A residual is empty (the layer was never quantised) or one value per gradient element.
-    APS_CHECK(sizes[i] == 0 || sizes[i] == params_[i].tensor.numel(),
-              "checkpoint '{}': precision.residual_sizes gives {} {} values, it has {}", path, params_[i].name,
-              sizes[i], params_[i].tensor.numel());
-    used += sizes[i];
-  }
-  for (int local = 0; local < ranks_.localRanks; ++local) {
-    const std::string name = fmt::format("residual.{}", ranks_.firstRank + local);
-    const Tensor t = precisionEntry(section, name, path);
-    APS_CHECK(t.dtype() == DType::Float32 && t.numel() == used,
-              "checkpoint '{}': precision.{} holds {} {} values, {} float32 expected", path, name, t.numel(),
-              dtypeName(t.dtype()), used);
-    const float* at = t.data<float>();
-    for (size_t i = 0; i < params_.size(); ++i) {
-      scaling_->setResidual(local, static_cast<int>(i), std::vector<float>(at, at + sizes[i]));
-      at += sizes[i];
+  scaling_->loadStateDict(hooks);
+  for (const auto& [name, scaler] : autoscalers_) {
+    const Tensor* t = findTensor(state, "autoscale." + name);
+    APS_CHECK(t != nullptr, "no 'autoscale.{}' (written by another configuration?)", name);
+    try {
+      scaler->loadStateDict({{"state", *t}});
+    } catch (const Error& e) {
+      APS_FAIL("'autoscale.{}': {}", name, e.what());
     }
   }
 }

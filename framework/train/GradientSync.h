@@ -3,6 +3,7 @@
 #include "comm/BucketScaling.h"
 #include "comm/GradientReducer.h"
 #include "framework/tensor/NamedTensor.h"
+#include "framework/tensor/Stateful.h"
 #include "framework/train/Config.h"
 #include "precision/CodecSpec.h"
 
@@ -34,7 +35,7 @@ namespace aps::train {
 // Per step: backward hands each gradient to the reducer through the gradient-ready hooks
 // attach() installs; finishStep() waits for the reduced, averaged gradients; adaptFormats()
 // applies hybrid precision's rule once the optimizer has stepped.
-class GradientSync {
+class GradientSync : public Stateful {
  public:
   // The ranks this process runs: all `world` ranks' collectives, gradients and small ones
   // alike, go through `transport`. Ranks firstRank .. firstRank + localRanks - 1 are this
@@ -82,13 +83,14 @@ class GradientSync {
   // `step` is the step the decision is logged at. Rebuilds the reducer when a layer widened.
   void adaptFormats(int64_t step);
 
-  // Checkpoint state (the "precision" section): statistics windows, widenings, each
-  // autoscaler's mu and every rank's error-feedback residuals ("residual.<rank>", gathered to
-  // rank 0: a collective under mpi). loadState rebuilds the reducer at `step` when the
-  // checkpoint had widened layers; errors name `path`. `residuals` false: the residuals start
-  // from zero (a checkpoint of another world size, whose ranks were others).
-  NamedTensors saveState();
-  void loadState(const NamedTensors& section, const std::string& path, uint64_t step, bool residuals = true);
+  // Checkpoint state (the "precision" section): the bucket hooks' state (statistics windows;
+  // every rank's error-feedback residuals as "residual.<rank>", gathered to rank 0: stateDict
+  // is a collective under mpi), the widenings, and each FP8-LM scaler's state as
+  // "autoscale.<codec>". loadStateDict rebuilds the reducer at the step last set (setStep)
+  // when the state has widened layers; without "residual_sizes" the residuals start from zero
+  // (a checkpoint of another world size, whose ranks were others: the trainer leaves them out).
+  NamedTensors stateDict() const override;
+  void loadStateDict(const NamedTensors& state) override;
 
   // For the metrics: each parameter's wire format ({"name", "format"}), each layer's last
   // shift and quantisation statistics, and FP8-LM's mu per wire format.
@@ -133,6 +135,7 @@ class GradientSync {
   std::unique_ptr<comm::GradientReducer> reducer_;
   std::vector<int> currentLocal_;  // per model copy: the local rank its backward computes
   std::vector<char> holding_;      // per model copy: gradients held in .grad (holdGradients)
+  uint64_t step_ = 0;              // setStep's: where a rebuild on loading continues
   // The fidelity probe's running sums per parameter: rel_error, cosine, probed steps.
   std::vector<double> probeRelError_, probeCosine_;
   std::vector<int64_t> probeCount_;

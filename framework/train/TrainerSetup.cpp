@@ -341,7 +341,7 @@ void Trainer::State::setupPrecisionAndComm() {
 // are checked against overflow).
 
 void Trainer::State::savePrecisionState(Checkpoint& c) {
-  NamedTensors out = sync->saveState();  // collective: every rank sends its error-feedback residuals
+  NamedTensors out = sync->stateDict();  // collective: every rank sends its error-feedback residuals
   if (lossScaler) out.insert(out.begin() + 2, lossScaler->stateDict().front());
   if (mp) {
     // Which split wrote it: the replicated parameters' statistics are the only sync state then.
@@ -359,14 +359,16 @@ void Trainer::State::restorePrecisionState(const Checkpoint& c, const std::strin
   // with model_parallel) changes no bits: they restart.
   const bool split = mp || std::any_of(section.begin(), section.end(),
                                        [](const NamedTensor& t) { return t.name == "model_parallel"; });
-  if (split) {
-    spdlog::info("checkpoint '{}': model parallelism: the gradient statistics windows restart", path);
-  } else {
-    sync->loadState(section, path, static_cast<uint64_t>(globalStep), worldChange == nullptr);
-  }
-  if (!lossScaler) return;
+  NamedTensors state = section;
+  // Another world size: its ranks were others, so the residuals start from zero.
+  if (worldChange) std::erase_if(state, [](const NamedTensor& t) { return t.name.starts_with("residual"); });
   try {
-    lossScaler->loadStateDict(section);
+    if (split) {
+      spdlog::info("checkpoint '{}': model parallelism: the gradient statistics windows restart", path);
+    } else {
+      sync->loadStateDict(state);
+    }
+    if (lossScaler) lossScaler->loadStateDict(state);
   } catch (const Error& e) {
     APS_FAIL("checkpoint '{}', precision section: {}", path, e.what());
   }
@@ -429,9 +431,10 @@ void Trainer::State::restore(const std::string& path) {
   epoch = c.epoch;
   batchInEpoch = c.batchInEpoch;
   globalStep = c.globalStep;
+  // The stochastic rounding streams continue from there (and a reducer rebuilt on loading).
+  for (GradientSync* each : allSyncs()) each->setStep(static_cast<uint64_t>(globalStep));
   restorePrecisionState(c, path);
-  if (monitor) monitor->loadStateDict(c.section("monitor"), path);
-  for (GradientSync* each : allSyncs()) each->setStep(static_cast<uint64_t>(globalStep));  // stochastic rounding streams continue
+  if (monitor) loadSection(c, path, "monitor", *monitor);
   spdlog::info("resumed from {} at epoch {} step {}", path, epoch, globalStep);
 }
 

@@ -3,6 +3,7 @@
 #include "comm/BucketScaling.h"
 #include "comm/GradientReducer.h"
 #include "comm/SimTransport.h"
+#include "framework/core/Error.h"
 #include "framework/core/Rng.h"
 #include "precision/CodecSpec.h"
 
@@ -124,6 +125,38 @@ TEST(ErrorFeedback, UnderApsTheResidualIsWhatTheScaledGradientLost) {
   EXPECT_EQ(scaling->residual(0, 0), std::vector<float>(64, std::ldexp(1.0f, -24)));
   EXPECT_EQ(scaling->residual(1, 0), std::vector<float>(64, 0.0f));
   EXPECT_EQ(out[0][0][0], std::ldexp(1.0f, -21));  // the mean of 2^-20 and 0
+}
+
+// The chain's state is its hooks' own entries: the statistics windows and each local rank's
+// residuals. A fresh chain that loads them holds the same residuals and windows, and one that
+// is given no residuals keeps them at zero.
+TEST(ErrorFeedback, TheChainSavesAndLoadsItsHooksState) {
+  BucketScaling::FormatScaling f;
+  f.format = precision::FloatFormat::preset("e4m3");
+  f.errorFeedback = true;
+  BucketScaling* scaling = nullptr;
+  run(
+      2, 3, 4, [](int rank, int64_t i) { return rank == 0 ? 1.0625f : 0.3f + 0.01f * static_cast<float>(i); }, f,
+      &scaling);
+  const NamedTensors state = scaling->stateDict();
+  std::vector<std::string> names;
+  for (const auto& entry : state) names.push_back(entry.name);
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"statistics", "statistics_out", "residual_sizes", "residual.0", "residual.1"}));
+  BucketScaling loaded({f}, 1, 4, 2);
+  loaded.loadStateDict(state);
+  for (int rank = 0; rank < 2; ++rank) EXPECT_EQ(loaded.residual(rank, 0), scaling->residual(rank, 0)) << rank;
+  EXPECT_EQ(loaded.residual(0, 0), std::vector<float>(4, 0.0625f));
+  EXPECT_EQ(loaded.statistics(0).total, scaling->statistics(0).total);
+  EXPECT_GT(loaded.statistics(0).total, 0);
+  EXPECT_EQ(loaded.stateDict().at(0).tensor.toVector<int64_t>(), state.at(0).tensor.toVector<int64_t>());
+
+  BucketScaling fresh({f}, 1, 4, 2);
+  fresh.loadStateDict({state.at(0), state.at(1)});  // no residuals: they stay at zero (empty)
+  EXPECT_TRUE(fresh.residual(0, 0).empty());
+  NamedTensors short1 = state;
+  short1.pop_back();  // local rank 1's residuals missing
+  EXPECT_THROW(BucketScaling({f}, 1, 4, 2).loadStateDict(short1), Error);
 }
 
 TEST(Fp8LmAutoscale, MuAloneHalvesUntilNothingSaturatesThenAveragesExactly) {

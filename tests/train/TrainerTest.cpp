@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -135,6 +136,44 @@ TEST_F(TrainerTest, ResumeContinuesBitIdentically) {
   ASSERT_EQ(steps.size(), 32u - 21u);
   EXPECT_EQ(steps.front(), 22);
   EXPECT_EQ(steps.back(), 32);
+  std::string diff;
+  EXPECT_TRUE(bitIdentical(straight, resumed.modelState(), &diff)) << "first difference: " << diff;
+}
+
+// A checkpoint written before every part saved its state through one interface (Stateful)
+// still resumes: its run (tests/fixtures/train/precision_state.yaml) continued from step 4
+// ends with the weights of one that never stopped. Its precision section holds every kind of
+// precision state, so each part reads the names it wrote then.
+TEST_F(TrainerTest, ResumesACheckpointWrittenBeforeTheStateInterface) {
+  const std::string fixtures = std::string(APS_SOURCE_DIR) + "/tests/fixtures/train/";
+  const std::string old = fixtures + "precision_state-0000000004.safetensors";
+  const Checkpoint c = loadCheckpoint(old);
+  EXPECT_EQ(c.globalStep, 4);
+  std::vector<std::string> names;
+  for (const auto& entry : c.section("precision")) names.push_back(entry.name);
+  for (const char* name : {"statistics", "statistics_out", "loss_scale", "widenings", "autoscale.e4m3",
+                           "residual_sizes", "residual.0", "residual.1"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  }
+  const auto config = [&](const std::string& dir) {
+    return loadConfig(fixtures + "precision_state.yaml", {"checkpoint.dir=" + path(dir)});
+  };
+  NamedTensors straight;
+  {
+    Trainer trainer(config("straight"), nullptr);
+    trainer.run();
+    straight = trainer.modelState();
+  }
+  // The straight run's checkpoint at step 4 holds what the old one does, under the same names.
+  const Checkpoint now = loadCheckpoint(checkpointPath(path("straight"), 4));
+  ASSERT_EQ(now.tensors.size(), c.tensors.size());
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    EXPECT_EQ(now.tensors[i].name, c.tensors[i].name);
+    std::string diff;
+    EXPECT_TRUE(bitIdentical({now.tensors[i]}, {c.tensors[i]}, &diff)) << c.tensors[i].name << ": " << diff;
+  }
+  Trainer resumed(config("resumed"), nullptr);
+  resumed.run(old);
   std::string diff;
   EXPECT_TRUE(bitIdentical(straight, resumed.modelState(), &diff)) << "first difference: " << diff;
 }
