@@ -2,10 +2,8 @@
 
 #include "comm/DeviceMapping.h"
 #include "framework/core/Error.h"
-#include "framework/tensor/cuda/CudaCheck.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
 
-#include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <cstdio>
@@ -37,25 +35,34 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap)
     : bootstrap_(bootstrap), rank_(bootstrap.rank()), size_(bootstrap.size()) {
   device_ =
       deviceForLocalRank(bootstrap.localRank(), bootstrap.ranksOnNode(), cuda::deviceCount(), "comm.backend: nccl");
-  APS_CUDA_CHECK(cudaSetDevice(device_));
+  cuda::setDevice(device_);
   ncclUniqueId id{};
   if (rank_ == 0) checkNccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
   bootstrap_.broadcast(&id, sizeof(id), 0);
   ncclComm_t comm = nullptr;
   checkNccl(ncclCommInitRank(&comm, size_, id, rank_), "ncclCommInitRank");
   comm_ = comm;
-  cudaStream_t stream = nullptr;
-  APS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  ownStream_ = stream;
-  stream_ = stream;
+  ownStream_ = std::make_unique<cuda::Stream>(device_);
+  stream_ = ownStream_->handle();
 }
 
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ != nullptr) ncclCommDestroy(static_cast<ncclComm_t>(comm_));
-  if (ownStream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(ownStream_));
 }
 
-void NcclCommunicator::finish() { APS_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_))); }
+// aps's ops run on the default stream, which a non-blocking stream does not wait for: without
+// this, a buffer zeroed or filled just before the call may be written after the transfer.
+void NcclCommunicator::waitForCompute() {
+  cuda::Event ready;
+  ready.record(nullptr);
+  ready.wait(stream_);
+}
+
+void NcclCommunicator::finish() {
+  cuda::Event done;
+  done.record(stream_);
+  done.synchronize();
+}
 
 void NcclCommunicator::barrier() {
   finish();
@@ -64,22 +71,25 @@ void NcclCommunicator::barrier() {
 
 void NcclCommunicator::broadcast(void* data, size_t bytes, int root) {
   APS_CHECK(root >= 0 && root < size_, "comm broadcast: root {} is not a rank of a world of {}", root, size_);
+  waitForCompute();
   checkNccl(ncclBroadcast(data, data, bytes, ncclUint8, root, static_cast<ncclComm_t>(comm_),
-                          static_cast<cudaStream_t>(stream_)),
+                          stream_),
             "ncclBroadcast");
   finish();
 }
 
 void NcclCommunicator::allReduce(float* data, int64_t n, ReduceOp op) {
+  waitForCompute();
   checkNccl(ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat32, ncclOp(op), static_cast<ncclComm_t>(comm_),
-                          static_cast<cudaStream_t>(stream_)),
+                          stream_),
             "ncclAllReduce");
   finish();
 }
 
 void NcclCommunicator::allGather(const void* in, size_t bytes, void* out) {
+  waitForCompute();
   checkNccl(
-      ncclAllGather(in, out, bytes, ncclUint8, static_cast<ncclComm_t>(comm_), static_cast<cudaStream_t>(stream_)),
+      ncclAllGather(in, out, bytes, ncclUint8, static_cast<ncclComm_t>(comm_), stream_),
       "ncclAllGather");
   finish();
 }
@@ -90,8 +100,9 @@ void NcclCommunicator::allToAllV(const void* send, std::span<const size_t> sendC
   const auto n = static_cast<size_t>(size_);
   APS_CHECK(sendCounts.size() == n && sendOffsets.size() == n && recvCounts.size() == n && recvOffsets.size() == n,
             "comm allToAllV: counts and offsets need {} entries each", n);
+  waitForCompute();
   auto comm = static_cast<ncclComm_t>(comm_);
-  auto stream = static_cast<cudaStream_t>(stream_);
+  cuda::StreamHandle stream = stream_;
   checkNccl(ncclGroupStart(), "ncclGroupStart");
   for (size_t r = 0; r < n; ++r) {
     if (sendCounts[r] > 0) {
@@ -112,19 +123,21 @@ void NcclCommunicator::allToAllV(const void* send, std::span<const size_t> sendC
 // NCCL has no tags: messages between two ranks match in the order they are posted, which is
 // what the schedules rely on anyway (Transport::exchange).
 void NcclCommunicator::send(const void* data, size_t bytes, int dst, int /*tag*/) {
-  checkNccl(ncclSend(data, bytes, ncclUint8, dst, static_cast<ncclComm_t>(comm_), static_cast<cudaStream_t>(stream_)),
+  waitForCompute();
+  checkNccl(ncclSend(data, bytes, ncclUint8, dst, static_cast<ncclComm_t>(comm_), stream_),
             "ncclSend");
   finish();
 }
 
 void NcclCommunicator::recv(void* data, size_t bytes, int src, int /*tag*/) {
-  checkNccl(ncclRecv(data, bytes, ncclUint8, src, static_cast<ncclComm_t>(comm_), static_cast<cudaStream_t>(stream_)),
+  waitForCompute();
+  checkNccl(ncclRecv(data, bytes, ncclUint8, src, static_cast<ncclComm_t>(comm_), stream_),
             "ncclRecv");
   finish();
 }
 
 void NcclCommunicator::setStream(StreamHandle stream) {
-  stream_ = stream.native != nullptr ? stream.native : ownStream_;
+  stream_ = stream.native != nullptr ? static_cast<cuda::StreamHandle>(stream.native) : ownStream_->handle();
 }
 
 void NcclCommunicator::abort(const std::string& why) {
@@ -136,8 +149,9 @@ void NcclCommunicator::abort(const std::string& why) {
 // One round as one NCCL group: every send and receive of this rank is posted, then NCCL runs
 // them concurrently (a ring hop sends to one neighbour while receiving from the other).
 void NcclCommunicator::exchange(std::span<const Message> round) {
+  waitForCompute();
   auto comm = static_cast<ncclComm_t>(comm_);
-  auto stream = static_cast<cudaStream_t>(stream_);
+  cuda::StreamHandle stream = stream_;
   checkNccl(ncclGroupStart(), "ncclGroupStart");
   for (const Message& m : round) {
     if (m.bytes == 0 || m.src == m.dst) continue;
@@ -151,7 +165,7 @@ void NcclCommunicator::exchange(std::span<const Message> round) {
       APS_CHECK(m.sendData != nullptr && m.recvData != nullptr,
                 "nccl exchange: rank {}'s message to itself ({} bytes) needs both its send and its receive buffer",
                 rank_, m.bytes);
-      APS_CUDA_CHECK(cudaMemcpyAsync(m.recvData, m.sendData, m.bytes, cudaMemcpyDeviceToDevice, stream));
+      cuda::copyAsync(m.recvData, m.sendData, m.bytes, cuda::CopyKind::DeviceToDevice, stream);
     }
   }
   finish();
@@ -160,6 +174,7 @@ void NcclCommunicator::exchange(std::span<const Message> round) {
 std::string NcclCommunicator::ncclVersion() {
   int code = 0;
   checkNccl(ncclGetVersion(&code), "ncclGetVersion");
+  if (code == 0) return "emulated";  // the host's NCCL of the emulated device (comm/emu/nccl.h)
   // Since 2.9 the code is major * 10000 + minor * 100 + patch.
   return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
 }
@@ -168,14 +183,13 @@ bool NcclCommunicator::nativeFp8Supported(int device, std::string* why) {
   int code = 0;
   checkNccl(ncclGetVersion(&code), "ncclGetVersion");
   if (code < 22400) {
-    if (why != nullptr) *why = "NCCL " + ncclVersion() + " predates FP8 reductions (2.24)";
+    if (why != nullptr) *why = "NCCL " + ncclVersion() + " has no FP8 reductions (2.24 has)";
     return false;
   }
-  int major = 0;
-  APS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  if (major < 9) {
+  const int capability = cuda::computeCapability(device);
+  if (capability < 90) {
     if (why != nullptr)
-      *why = "the GPU is sm_" + std::to_string(major) + "x; NCCL's FP8 reductions need sm_90 or newer";
+      *why = "the GPU is sm_" + std::to_string(capability) + "; NCCL's FP8 reductions need sm_90 or newer";
     return false;
   }
   return true;

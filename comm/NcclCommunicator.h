@@ -2,17 +2,22 @@
 
 #include "comm/Communicator.h"
 #include "comm/MpiCommunicator.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
 
+#include <memory>
 #include <string>
 
 namespace aps::comm {
 
-// The Communicator of one rank on one GPU through NCCL (built with the CUDA backend only).
+// The Communicator of one rank on one GPU through NCCL (built with the CUDA backend, and in
+// the emulated device's build, where the NCCL calls it makes are served between processes over
+// MPI: comm/emu/nccl.h).
 // Bootstrapped over MPI: rank 0 makes the NCCL unique id and MPI broadcasts it; the rank's
 // GPU is its node-local rank's (deviceForLocalRank). Every buffer passed in is device memory.
 // Work is enqueued on the communicator's own stream (or the one given to setStream, whose
-// producer must record an event the stream waits on first); each call returns once its
-// transfers are complete, as the Transport contract requires: encoded bytes move with grouped
+// producer must record an event the stream waits on first), after the work queued before the
+// call on the default stream, where aps's ops run; each call returns once its transfers are
+// complete, as the Transport contract requires: encoded bytes move with grouped
 // ncclSend/ncclRecv, float32 all-reduces with ncclAllReduce. The all-reduce schedules (ring,
 // two_shot, allgather, hierarchical) need no NCCL-specific code on it, once their codecs
 // (precision/cuda/DeviceCodec.h) and scratch buffers run on the device; today their scratch
@@ -43,22 +48,23 @@ class NcclCommunicator final : public Communicator {
   [[noreturn]] void abort(const std::string& why) override;
   void exchange(std::span<const Message> round) override;
 
-  // NCCL's version as "2.28.9".
+  // NCCL's version as "2.28.9" ("emulated" in the emulated device's build).
   static std::string ncclVersion();
   // Whether NCCL can all-reduce FP8 (E4M3/E5M2) natively on `device`: NCCL >= 2.24 and a GPU of
   // compute capability 9.0 or newer; otherwise the reason it cannot, in `why`.
   static bool nativeFp8Supported(int device, std::string* why = nullptr);
 
  private:
-  void finish();  // waits for the enqueued work
+  void waitForCompute();  // the stream waits for the default stream's work so far
+  void finish();          // waits for the enqueued work
 
   MpiCommunicator& bootstrap_;
   int rank_ = 0;
   int size_ = 1;
   int device_ = 0;
-  void* comm_ = nullptr;       // ncclComm_t
-  void* ownStream_ = nullptr;  // cudaStream_t made here
-  void* stream_ = nullptr;     // the stream work goes on
+  void* comm_ = nullptr;                     // ncclComm_t
+  std::unique_ptr<cuda::Stream> ownStream_;  // made here
+  cuda::StreamHandle stream_ = nullptr;      // the stream work goes on
 };
 
 }  // namespace aps::comm

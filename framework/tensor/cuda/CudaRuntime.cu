@@ -60,6 +60,13 @@ std::string deviceDescription(int index) {
          std::to_string(prop.totalGlobalMem >> 30) + " GiB";
 }
 
+int computeCapability(int index) {
+  int major = 0, minor = 0;
+  APS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index));
+  APS_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index));
+  return major * 10 + minor;
+}
+
 void setDevice(int index) { APS_CUDA_CHECK(cudaSetDevice(index)); }
 
 int currentDevice() {

@@ -21,6 +21,9 @@ int deviceCount();
 
 // A one-line description of device `index` ("NVIDIA H200, sm_90, 139 GiB").
 std::string deviceDescription(int index);
+// Device `index`'s compute capability as major * 10 + minor (90 for sm_90); 0 for the
+// host-emulated device, which has none.
+int computeCapability(int index);
 
 // Throws aps::Error when `index` does not name a usable device, saying why (no CUDA in this
 // build, no GPU visible, index out of range); `what` names the setting that asked for it.

@@ -14,6 +14,7 @@ namespace {
 bool compiledWithCuda() { return false; }
 int deviceCount() { return 0; }
 std::string deviceDescription(int) { noCuda(); }
+int computeCapability(int) { noCuda(); }
 void setDevice(int) { noCuda(); }
 int currentDevice() { noCuda(); }
 void synchronize(int) { noCuda(); }

@@ -2,7 +2,8 @@
 
 // The host-emulated CUDA device (APS_CUDA_EMULATION=ON, docs/ARCHITECTURE.md "The emulated
 // device"): what the emulated kernels, cuDNN/cuBLAS wrappers and codecs use to reach device
-// memory and streams. Nothing outside framework/*/cuda/emu and precision/cuda/emu includes it.
+// memory and streams. Nothing outside framework/*/cuda/emu, precision/cuda/emu and comm/emu
+// includes it.
 //
 // Device memory is mapped twice: at the address aps's host code holds (PROT_NONE, so a host
 // dereference of a device pointer is a segmentation fault, as on a GPU) and at an alias that

@@ -86,7 +86,19 @@ namespace aps::cuda {
 
 namespace {
 
-constexpr int kDevices = 1;
+// How many devices the emulation shows: APS_CUDA_EMU_DEVICES (1 to 16), else 1. Each rank of
+// an mpirun on one machine needs a device of its own (comm/DeviceMapping.h), as on a GPU node;
+// the devices share the process's emulated memory.
+int deviceTotal() {
+  static const int devices = [] {
+    const char* text = std::getenv("APS_CUDA_EMU_DEVICES");
+    if (text == nullptr || *text == '\0') return 1;
+    const int n = std::atoi(text);
+    APS_CHECK(n >= 1 && n <= 16, "APS_CUDA_EMU_DEVICES = '{}': the emulation shows 1 to 16 devices", text);
+    return n;
+  }();
+  return devices;
+}
 
 // The emulated device's memory size: APS_CUDA_EMU_MEMORY_MIB, else 8 GiB (allocations past it
 // return nullptr, as cudaMalloc's out-of-memory does, so the allocator's retry path runs).
@@ -130,8 +142,8 @@ int& threadDevice() {
 }
 
 void checkIndex(int index) {
-  APS_CHECK(index >= 0 && index < kDevices, "emulated CUDA: cuda:{} does not exist (the emulation has {} device)",
-            index, kDevices);
+  APS_CHECK(index >= 0 && index < deviceTotal(), "emulated CUDA: cuda:{} does not exist (the emulation has {} device{})",
+            index, deviceTotal(), deviceTotal() == 1 ? "" : "s");
 }
 
 std::vector<CUstream_st*>& liveStreams() {
@@ -187,11 +199,16 @@ bool isPinned(const void* data, size_t bytes) {
 }  // namespace emu
 
 bool compiledWithCuda() { return true; }
-int deviceCount() { return kDevices; }
+int deviceCount() { return deviceTotal(); }
 
 std::string deviceDescription(int index) {
   checkIndex(index);
   return "aps emulated CUDA device (host threads), " + std::to_string(capacityBytes() >> 30) + " GiB";
+}
+
+int computeCapability(int index) {
+  checkIndex(index);
+  return 0;
 }
 
 void setDevice(int index) {
