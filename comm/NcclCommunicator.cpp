@@ -72,8 +72,7 @@ void NcclCommunicator::barrier() {
 void NcclCommunicator::broadcast(void* data, size_t bytes, int root) {
   APS_CHECK(root >= 0 && root < size_, "comm broadcast: root {} is not a rank of a world of {}", root, size_);
   waitForCompute();
-  checkNccl(ncclBroadcast(data, data, bytes, ncclUint8, root, static_cast<ncclComm_t>(comm_),
-                          stream_),
+  checkNccl(ncclBroadcast(data, data, bytes, ncclUint8, root, static_cast<ncclComm_t>(comm_), stream_),
             "ncclBroadcast");
   finish();
 }
@@ -88,9 +87,7 @@ void NcclCommunicator::allReduce(float* data, int64_t n, ReduceOp op) {
 
 void NcclCommunicator::allGather(const void* in, size_t bytes, void* out) {
   waitForCompute();
-  checkNccl(
-      ncclAllGather(in, out, bytes, ncclUint8, static_cast<ncclComm_t>(comm_), stream_),
-      "ncclAllGather");
+  checkNccl(ncclAllGather(in, out, bytes, ncclUint8, static_cast<ncclComm_t>(comm_), stream_), "ncclAllGather");
   finish();
 }
 
@@ -124,15 +121,13 @@ void NcclCommunicator::allToAllV(const void* send, std::span<const size_t> sendC
 // what the schedules rely on anyway (Transport::exchange).
 void NcclCommunicator::send(const void* data, size_t bytes, int dst, int /*tag*/) {
   waitForCompute();
-  checkNccl(ncclSend(data, bytes, ncclUint8, dst, static_cast<ncclComm_t>(comm_), stream_),
-            "ncclSend");
+  checkNccl(ncclSend(data, bytes, ncclUint8, dst, static_cast<ncclComm_t>(comm_), stream_), "ncclSend");
   finish();
 }
 
 void NcclCommunicator::recv(void* data, size_t bytes, int src, int /*tag*/) {
   waitForCompute();
-  checkNccl(ncclRecv(data, bytes, ncclUint8, src, static_cast<ncclComm_t>(comm_), stream_),
-            "ncclRecv");
+  checkNccl(ncclRecv(data, bytes, ncclUint8, src, static_cast<ncclComm_t>(comm_), stream_), "ncclRecv");
   finish();
 }
 

@@ -254,8 +254,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
   enqueue(stream, [=] {
     void* out = hostView(recvbuff, bytes);
     const void* in = sendbuff == recvbuff ? MPI_IN_PLACE : hostView(sendbuff, bytes);
-    checkMpi(MPI_Allreduce(in, out, static_cast<int>(count), mpiType(datatype), mpiOp(op), comm->mpi),
-             "MPI_Allreduce");
+    checkMpi(MPI_Allreduce(in, out, static_cast<int>(count), mpiType(datatype), mpiOp(op), comm->mpi), "MPI_Allreduce");
   });
   return ncclSuccess;
 }
@@ -291,7 +290,8 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
   hostView(recvbuff, total);
   enqueue(stream, [=] {
     char* out = static_cast<char*>(hostView(recvbuff, total));
-    const bool inPlace = static_cast<const char*>(sendbuff) == static_cast<char*>(recvbuff) + static_cast<size_t>(comm->rank) * bytes;
+    const bool inPlace =
+        static_cast<const char*>(sendbuff) == static_cast<char*>(recvbuff) + static_cast<size_t>(comm->rank) * bytes;
     const void* in = inPlace ? MPI_IN_PLACE : hostView(sendbuff, bytes);
     const int n = static_cast<int>(bytes);
     checkMpi(MPI_Allgather(in, n, MPI_BYTE, out, n, MPI_BYTE, comm->mpi), "MPI_Allgather");

@@ -78,8 +78,8 @@ TEST(NcclCommunicator, ReducesGathersAndExchangesOnTheGpu) {
     recvCounts.push_back(static_cast<size_t>(r + 1));
     received += static_cast<size_t>(r + 1);
   }
-  Tensor sendBytes = Tensor::fromVector(std::span<const uint8_t>(outgoing), {static_cast<int64_t>(outgoing.size())})
-                         .to(device);
+  Tensor sendBytes =
+      Tensor::fromVector(std::span<const uint8_t>(outgoing), {static_cast<int64_t>(outgoing.size())}).to(device);
   Tensor recvBytes = Tensor::zeros({static_cast<int64_t>(received)}, aps::DType::UInt8, device);
   nccl.allToAllV(sendBytes.rawData(), sendCounts, sendOffsets, recvBytes.rawData(), recvCounts, recvOffsets);
   const std::vector<uint8_t> incoming = recvBytes.toVector<uint8_t>();

@@ -142,8 +142,9 @@ int& threadDevice() {
 }
 
 void checkIndex(int index) {
-  APS_CHECK(index >= 0 && index < deviceTotal(), "emulated CUDA: cuda:{} does not exist (the emulation has {} device{})",
-            index, deviceTotal(), deviceTotal() == 1 ? "" : "s");
+  APS_CHECK(index >= 0 && index < deviceTotal(),
+            "emulated CUDA: cuda:{} does not exist (the emulation has {} device{})", index, deviceTotal(),
+            deviceTotal() == 1 ? "" : "s");
 }
 
 std::vector<CUstream_st*>& liveStreams() {
