@@ -21,8 +21,4 @@ NamedTensors withoutPrefix(const NamedTensors& state, const std::string& prefix)
   return out;
 }
 
-void appendPrefixed(NamedTensors& out, const std::string& prefix, const NamedTensors& entries) {
-  for (const auto& entry : entries) out.push_back({prefix + "." + entry.name, entry.tensor});
-}
-
 }  // namespace aps

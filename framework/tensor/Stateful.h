@@ -41,7 +41,4 @@ std::vector<int64_t> int64Entry(const NamedTensors& state, const std::string& na
 // The entries of `state` whose names start with prefix + ".", with the prefix removed.
 NamedTensors withoutPrefix(const NamedTensors& state, const std::string& prefix);
 
-// `entries` with prefix + "." before each name, appended to `out`.
-void appendPrefixed(NamedTensors& out, const std::string& prefix, const NamedTensors& entries);
-
 }  // namespace aps

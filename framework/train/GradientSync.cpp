@@ -15,7 +15,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <optional>
+#include <numeric>
 
 namespace aps::train {
 
@@ -410,28 +410,22 @@ void GradientSync::adaptFormats(int64_t step) {
 }
 
 NamedTensors GradientSync::stateDict() const {
-  NamedTensors out, local;  // local: this process's residuals, "residual.<local rank>"
-  for (auto& entry : scaling_->stateDict()) (entry.name.starts_with("residual.") ? local : out).push_back(entry);
-  const auto sizesAt =
-      std::find_if(out.begin(), out.end(), [](const NamedTensor& e) { return e.name == "residual_sizes"; });
-  std::optional<NamedTensor> sizes;
-  if (sizesAt != out.end()) {
-    sizes = *sizesAt;
-    out.erase(sizesAt);
-  }
+  // The hooks' entries, error feedback's (residual_sizes, residual.<local rank>) set apart:
+  // they go last, every rank's gathered.
+  NamedTensors out, residuals;
+  for (auto& entry : scaling_->stateDict()) (entry.name.starts_with("residual") ? residuals : out).push_back(entry);
   out.push_back({"widenings", int64Tensor(widenings_)});
   // An FP8-LM scaler's one entry, "state", as autoscale.<codec>.
-  for (const auto& [name, scaler] : autoscalers_)
-    out.push_back({"autoscale." + name, scaler->stateDict().at(0).tensor});
-  if (!sizes) return out;
-  out.push_back(*sizes);
+  for (const auto& [name, scaler] : autoscalers_) out.push_back({"autoscale." + name, scaler->stateDict().at(0).tensor});
+  if (residuals.empty()) return out;
+  const std::vector<int64_t> sizes = int64Entry(residuals, "residual_sizes");
+  const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+  out.push_back({"residual_sizes", *findTensor(residuals, "residual_sizes")});
   // Every rank's residuals to rank 0: one exchange round through the transport, the same
   // code for simulated and real ranks.
-  int64_t total = 0;
-  for (int64_t n : int64Entry({*sizes}, "residual_sizes")) total += n;
   std::vector<const void*> mine;
   for (int i = 0; i < ranks_.localRanks; ++i) {
-    const Tensor* t = findTensor(local, fmt::format("residual.{}", i));
+    const Tensor* t = findTensor(residuals, fmt::format("residual.{}", i));
     APS_CHECK(t != nullptr && t->numel() == total, "precision state: local rank {}'s residuals are missing", i);
     mine.push_back(t->rawData());
   }
