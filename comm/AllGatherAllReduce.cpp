@@ -7,7 +7,7 @@
 namespace aps::comm {
 
 namespace {
-enum Slot { kEncoded = 0, kGathered = 1 };
+enum Slot { kEncoded = 0, kGathered = 1, kSum = 2 };
 }  // namespace
 
 RankOrderSum::Mode AllGatherAllReduce::sumMode(bool roundEveryAdd, bool kahan) {
@@ -50,8 +50,17 @@ void AllGatherAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> dat
 
   // Every rank computes the same function of the same gathered bytes; simulated ranks
   // compute it once and copy.
-  RankOrderSum sum(codec, sumMode(roundEveryAdd_, kahan_), s.baseContext(), kSumPhase);
-  sum.reset(n);
+  // The fp32 sum accumulates in the result's buffer, a rounded one's encoding in scratch (both
+  // device memory over device buffers).
+  const RankOrderSum::Mode mode = sumMode(roundEveryAdd_, kahan_);
+  RankOrderSum sum(codec, mode, s.baseContext(), kSumPhase);
+  if (mode == RankOrderSum::Mode::Fp32) {
+    sum.resetInto(n, data[0]);
+  } else if (mode == RankOrderSum::Mode::RoundEveryAdd) {
+    sum.resetEncodedInto(n, s.scratch(kSum, 0, bytes));
+  } else {
+    sum.reset(n);
+  }
   for (size_t k = 0; k < w; ++k) sum.add(gathered + k * bytes);
   sum.result(data[0]);
   for (size_t i = 1; i < local && !s.resultInFirstOnly(); ++i) {

@@ -7,6 +7,9 @@
 #include "comm/TwoShotAllReduce.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
+#include "precision/cuda/CodecKernels.h"
+#include "precision/cuda/DeviceCodec.h"
 
 #include <algorithm>
 #include <chrono>
@@ -16,20 +19,60 @@ namespace aps::comm {
 
 namespace {
 
-// The tiny MAX reduction of the non-finite flags: one byte per rank, all-gathered.
+// Scratch slots of run() itself, after the schedules' and the observer's.
+constexpr int kFlagScratch = ExchangeSchedule::kObserverScratch + 1;
+constexpr int kFlagsScratch = ExchangeSchedule::kObserverScratch + 2;
+
+// hasNonFinite of a buffer on the device: its largest magnitude's bits, read back (a wait).
+bool deviceHasNonFinite(ExchangeSchedule& s, const float* data, int64_t n) {
+  if (n <= 0) return false;
+  auto* maxBits = reinterpret_cast<uint32_t*>(s.scratch(kFlagScratch, 0, sizeof(uint32_t)));
+  precision::cuda::absMaxBits(data, n, maxBits, nullptr);
+  uint32_t bits = 0;
+  cuda::copySync(&bits, maxBits, sizeof bits, cuda::CopyKind::DeviceToHost);
+  return bits > 0x7f7fffffu;
+}
+
+// The tiny MAX reduction of the non-finite flags: one byte per rank, all-gathered (through
+// device memory where the buffers are on the device).
 bool anyRankNonFinite(ExchangeSchedule& s, std::span<float* const> data, int64_t n) {
   const auto local = static_cast<size_t>(s.localRankCount());
   const auto w = static_cast<size_t>(s.worldSize());
   std::vector<uint8_t> mine(local), all(w, 0);
   std::vector<const void*> ptr(local);
   for (size_t i = 0; i < local; ++i) ptr[i] = &mine[i];
-  parallelFor(static_cast<int64_t>(local), 1, [&](int64_t i0, int64_t i1) {
-    for (auto i = static_cast<size_t>(i0); i < static_cast<size_t>(i1); ++i) mine[i] = hasNonFinite(data[i], n) ? 1 : 0;
-  });
   std::vector<size_t> counts(w, 1), offsets(w);
   for (size_t r = 0; r < w; ++r) offsets[r] = r;
-  s.allGatherShared(ptr, counts, offsets, all.data());
+  if (s.onDevice()) {
+    APS_ASSERT(local == 1);
+    mine[0] = deviceHasNonFinite(s, data[0], n) ? 1 : 0;
+    uint8_t* flag = s.scratch(kFlagScratch, 0, 1);
+    uint8_t* flags = s.scratch(kFlagsScratch, 0, w);
+    cuda::copySync(flag, mine.data(), 1, cuda::CopyKind::HostToDevice);
+    ptr[0] = flag;
+    s.allGatherShared(ptr, counts, offsets, flags);
+    cuda::copySync(all.data(), flags, w, cuda::CopyKind::DeviceToHost);
+  } else {
+    parallelFor(static_cast<int64_t>(local), 1, [&](int64_t i0, int64_t i1) {
+      for (auto i = static_cast<size_t>(i0); i < static_cast<size_t>(i1); ++i)
+        mine[i] = hasNonFinite(data[i], n) ? 1 : 0;
+    });
+    s.allGatherShared(ptr, counts, offsets, all.data());
+  }
   return std::any_of(all.begin(), all.end(), [](uint8_t f) { return f != 0; });
+}
+
+// What run() refuses over device buffers, naming it.
+void checkDeviceRun(const std::string& name, const Transport& transport, const EncodeObserver* observer,
+                    bool inputsSummedInFirst, const InputFacts* inputs) {
+  APS_CHECK(transport.localRankCount() == 1 && !transport.sharesMemory(),
+            "comm {}: over device buffers a process hosts one rank (transport {} hosts {}); simulated ranks reduce "
+            "on the host",
+            name, transport.transportName(), transport.localRankCount());
+  APS_CHECK(observer == nullptr,
+            "comm {}: the fidelity probe and the re-encode statistics do not observe device buffers yet", name);
+  APS_CHECK(!inputsSummedInFirst && (inputs == nullptr || inputs->sticky16 == nullptr),
+            "comm {}: inputs summed ahead or kept as 16-bit keys are the simulator's, not a device's", name);
 }
 
 }  // namespace
@@ -64,6 +107,8 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
   APS_CHECK(!inputsSummedInFirst || (sumsInputsAhead() && resultKeepsNonFinite() && observer == nullptr),
             "comm {}: cannot take inputs summed ahead", name());
   schedule.setInputsSummedInFirst(inputsSummedInFirst);
+  const bool onDevice = device().isCuda();
+  if (onDevice) checkDeviceRun(name(), transport, observer, inputsSummedInFirst, inputs);
   const bool nonFiniteKnown = inputs != nullptr && inputs->nonFinite.has_value();
   // Inputs kept as keys have no buffers to scale in place or to check: the reduction reads
   // them itself, and the hooks said whether any is NaN or infinite.
@@ -81,7 +126,11 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
   if (inputs != nullptr && !inputs->shifts.empty()) {
     APS_CHECK(!inputsSummedInFirst, "comm {}: inputs summed ahead cannot be scaled", name());
     schedule.setInputShifts(inputs->shifts);
-    if (!nonFiniteKnown || !appliesInputShifts(schedule)) {
+    if (onDevice) {
+      for (const InputShift& shift : inputs->shifts)
+        precision::cuda::scaleByPowerOfTwo(data[0] + shift.begin, shift.length, shift.shift, nullptr);
+      schedule.setInputShifts({});
+    } else if (!nonFiniteKnown || !appliesInputShifts(schedule)) {
       applyInputShifts(data, inputs->shifts);
       schedule.setInputShifts({});
     }
@@ -93,7 +142,8 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
     stats.nonFinite = nonFiniteKnown ? inputs->nonFinite.value() : anyRankNonFinite(schedule, data, n);
   }
   reduce(schedule, data, n);
-  if (checkFinite_ && !stats.nonFinite) stats.nonFinite = hasNonFinite(data[0], n);
+  if (checkFinite_ && !stats.nonFinite)
+    stats.nonFinite = onDevice ? deviceHasNonFinite(schedule, data[0], n) : hasNonFinite(data[0], n);
   stats.bytesSent = schedule.bytesSent();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;
@@ -101,11 +151,20 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
 
 std::unique_ptr<AllReduceAlgorithm> makeAllReduce(const AllReduceOptions& options,
                                                   std::shared_ptr<const precision::Codec> codec) {
+  // Over device buffers the schedules call the codec's device form.
+  const auto place = [&](std::shared_ptr<const precision::Codec> c) -> std::shared_ptr<const precision::Codec> {
+    if (!options.device.isCuda()) return c;
+    return std::make_shared<precision::cuda::DeviceMemoryCodec>(std::move(c));
+  };
+  APS_CHECK(!options.device.isCuda() || options.kind != AllReduceKind::AllGather || !options.kahan,
+            "comm allgather: Kahan summation runs on the host only (comm.kahan with device buffers)");
   std::unique_ptr<AllReduceAlgorithm> algorithm;
   if (options.kind == AllReduceKind::Native) {
-    algorithm = std::make_unique<TwoShotAllReduce>(std::make_shared<Fp32WireCodec>(), "native", options.segmentBytes);
+    algorithm =
+        std::make_unique<TwoShotAllReduce>(place(std::make_shared<Fp32WireCodec>()), "native", options.segmentBytes);
   } else {
     APS_CHECK(codec != nullptr, "comm {}: needs a wire codec", allReduceKindName(options.kind));
+    codec = place(std::move(codec));
     switch (options.kind) {
       case AllReduceKind::Ring:
         algorithm = std::make_unique<RingAllReduce>(std::move(codec));
@@ -121,6 +180,7 @@ std::unique_ptr<AllReduceAlgorithm> makeAllReduce(const AllReduceOptions& option
     }
   }
   algorithm->setCheckFinite(options.checkFinite);
+  algorithm->setDevice(options.device);
   return algorithm;
 }
 

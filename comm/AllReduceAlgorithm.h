@@ -64,6 +64,12 @@ struct AllReduceOptions {
   // two_shot and native: wire bytes per pipelined segment of a chunk (0: no pipelining, one
   // segment per chunk). The result does not depend on it.
   int64_t segmentBytes = kDefaultSegmentBytes;
+  // Where the buffers given to run() lie. cuda:N: device memory, reduced by the same schedules
+  // with the codec's device form (precision::cuda::DeviceMemoryCodec), scratch from the caching
+  // allocator and the non-finite checks and input shifts as device kernels, all on the device's
+  // default stream; for a transport of one local rank (a Communicator: NCCL's) whose messages
+  // are device memory. The bits are the CPU's.
+  Device device = Device::cpu();
 };
 
 // A sum all-reduce over the ranks of a Transport, written once as a schedule over per-rank
@@ -107,6 +113,9 @@ class AllReduceAlgorithm {
 
   bool checksFinite() const { return checkFinite_; }
   void setCheckFinite(bool check) { checkFinite_ = check; }
+  // AllReduceOptions::device; makeAllReduce sets it with the codec's device form.
+  Device device() const { return scratch_.device(); }
+  void setDevice(Device device) { scratch_ = ScratchArena(device); }
 
  protected:
   virtual void reduce(ExchangeSchedule& schedule, std::span<float* const> data, int64_t n) const = 0;
@@ -128,7 +137,7 @@ class AllReduceAlgorithm {
 };
 
 // The algorithm `options.kind` on `codec` (ignored by Native, which sends raw fp32; may
-// then be null).
+// then be null), over buffers on `options.device`.
 std::unique_ptr<AllReduceAlgorithm> makeAllReduce(const AllReduceOptions& options,
                                                   std::shared_ptr<const precision::Codec> codec);
 

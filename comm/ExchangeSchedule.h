@@ -43,6 +43,8 @@ class ExchangeSchedule {
   int firstLocalRank() const { return first_; }
   int localRankCount() const { return local_; }
   bool isLocal(int rank) const { return rank >= first_ && rank < first_ + local_; }
+  // Whether the buffers and scratch are device memory (AllReduceOptions::device).
+  bool onDevice() const { return scratch_.device().isCuda(); }
   // Transport::sharesMemory: local ranks may read each other's bytes in place.
   bool sharesMemory() const { return transport_.sharesMemory(); }
 

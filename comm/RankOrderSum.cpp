@@ -28,6 +28,7 @@ void RankOrderSum::reset(int64_t n) {
       break;
     case Mode::RoundEveryAdd:
       accEncoded_.resize(bytes);
+      encodedSum_ = accEncoded_.data();
       break;
     case Mode::Kahan:
       acc_.resize(count);
@@ -46,6 +47,14 @@ void RankOrderSum::resetInto(int64_t n, float* acc) {
   added_ = 0;
   step_ = 0;
   sum_ = acc;
+}
+
+void RankOrderSum::resetEncodedInto(int64_t n, uint8_t* acc) {
+  APS_CHECK(mode_ == Mode::RoundEveryAdd, "RankOrderSum: only a rounded sum keeps its encoding in the caller's buffer");
+  n_ = n;
+  added_ = 0;
+  step_ = 0;
+  encodedSum_ = acc;
 }
 
 void RankOrderSum::roundToFormat(std::vector<float>& v) {
@@ -71,9 +80,9 @@ void RankOrderSum::add(const uint8_t* encoded) {
       break;
     case Mode::RoundEveryAdd:
       if (k == 0) {
-        std::memcpy(accEncoded_.data(), encoded, accEncoded_.size());
+        firstEncoded_ = encoded;
       } else {
-        codec_.decodeAddEncode(accEncoded_.data(), encoded, n_, accEncoded_.data(),
+        codec_.decodeAddEncode(k == 1 ? firstEncoded_ : encodedSum_, encoded, n_, encodedSum_,
                                scheduleEncodeContext(base_, kEveryRank, firstPhase_ + 4 * k, 0));
       }
       break;
@@ -101,9 +110,9 @@ void RankOrderSum::add(const uint8_t* encoded) {
 void RankOrderSum::result(float* out) const {
   if (n_ == 0) return;
   if (mode_ == Mode::RoundEveryAdd) {
-    codec_.decode(accEncoded_.data(), n_, out);
+    codec_.decode(added_ == 1 ? firstEncoded_ : encodedSum_, n_, out);
   } else if (mode_ == Mode::Fp32) {
-    std::memcpy(out, sum_, static_cast<size_t>(n_) * sizeof(float));
+    if (out != sum_) std::memcpy(out, sum_, static_cast<size_t>(n_) * sizeof(float));
   } else {
     std::memcpy(out, acc_.data(), static_cast<size_t>(n_) * sizeof(float));
   }

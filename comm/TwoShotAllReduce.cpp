@@ -143,8 +143,7 @@ class TwoShotPass {
   }
   void sumSendersMajor(int64_t k);
   void sumBlockBySender(int64_t k, int64_t i0, int64_t i1, float* scaled, uint8_t* bytes, float* widened);
-  void encodeAndAdd(int src, int64_t begin, int64_t len, float* sum, float* scaled, uint8_t* bytes,
-                    float* widened);
+  void encodeAndAdd(int src, int64_t begin, int64_t len, float* sum, float* scaled, uint8_t* bytes, float* widened);
   void sumOwnChunks(int64_t k);
 
   // Phase 3 of segment k, once gathered: every rank decodes the same bytes.
@@ -189,7 +188,8 @@ class TwoShotPass {
   // Encoded layout of a whole buffer: chunk c at offsets[c], counts[c] bytes.
   const ExchangeSchedule::EncodedLayout layout_;
   const size_t stride_;
-  // Simulated ranks: every rank of the world lives in this process.
+  // Simulated ranks: every rank of the world lives in this process (on the host: device work
+  // is queued from this thread, whose device is the rank's).
   const bool simulated_;
   // In one address space (the simulator) the owner of chunk c reads each sender's encoded
   // chunk where the sender wrote it: the all-to-all delivers nothing, and counts its bytes.
@@ -249,7 +249,7 @@ TwoShotPass::TwoShotPass(const precision::Codec& codec, std::string name, Exchan
       w_(static_cast<size_t>(world_)),
       layout_(s.encodedLayout(codec, n)),
       stride_(encodedSize(codec, seg.length)),
-      simulated_(local_ == w_),
+      simulated_(local_ == w_ && !s.onDevice()),
       inPlace_(simulatedInPlace(s)),
       readInputs_(inPlace_ && readsInputsInPlace(codec, s)),
       summedAhead_(s.inputsSummedInFirst()),
@@ -279,10 +279,9 @@ void TwoShotPass::checkSegmentsFill() const {
   for (int c = 0; c < world_; ++c) {
     const int64_t len = s_.chunkSize(n_, c);
     const int64_t pieces = (len + seg_.length - 1) / std::max<int64_t>(seg_.length, 1);
-    APS_CHECK(pieces <= 1 ||
-                  (pieces - 1) * stride_ + segmentBytes(c, pieces - 1) == layout_.counts[static_cast<size_t>(c)],
-              "comm {}: codec {} does not split at multiples of its granule {}", name_, codec_.name(),
-              codec_.splitGranule());
+    APS_CHECK(
+        pieces <= 1 || (pieces - 1) * stride_ + segmentBytes(c, pieces - 1) == layout_.counts[static_cast<size_t>(c)],
+        "comm {}: codec {} does not split at multiples of its granule {}", name_, codec_.name(), codec_.splitGranule());
   }
 }
 
@@ -380,8 +379,7 @@ void TwoShotPass::sumSendersMajor(int64_t k) {
   });
 }
 
-void TwoShotPass::sumBlockBySender(int64_t k, int64_t i0, int64_t i1, float* scaled, uint8_t* bytes,
-                                   float* widened) {
+void TwoShotPass::sumBlockBySender(int64_t k, int64_t i0, int64_t i1, float* scaled, uint8_t* bytes, float* widened) {
   if (ownersAsOne_) {
     const int64_t begin = s_.chunkBegin(n_, static_cast<int>(i0));
     const int64_t len = s_.chunkBegin(n_, static_cast<int>(i1)) - begin;
@@ -399,9 +397,9 @@ void TwoShotPass::sumBlockBySender(int64_t k, int64_t i0, int64_t i1, float* sca
         encodeAndAdd(src, begin, len, sum, scaled, bytes, widened);
         continue;
       }
-      const uint8_t* from = readInputs_ ? reinterpret_cast<const uint8_t*>(data_[static_cast<size_t>(src)] + begin)
-                                        : sendBuf_[static_cast<size_t>(src)] +
-                                              layout_.offsets[static_cast<size_t>(i)] + k * stride_;
+      const uint8_t* from =
+          readInputs_ ? reinterpret_cast<const uint8_t*>(data_[static_cast<size_t>(src)] + begin)
+                      : sendBuf_[static_cast<size_t>(src)] + layout_.offsets[static_cast<size_t>(i)] + k * stride_;
       RankOrderSum::addFp32(codec_, from, len, sum, src == 0);
     }
   }

@@ -62,6 +62,14 @@ __global__ void unscaleKernel(float* data, int64_t n, float inverse, ComputeForm
   if (bad) atomicOr(nonFinite, 1u);
 }
 
+__global__ void scaleKernel(float* data, int64_t n, int32_t shift) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) data[i] = kernels::scaleByPow2(data[i], shift);
+}
+
+__global__ void divideKernel(float* data, int64_t n, float divisor) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) data[i] = __fdiv_rn(data[i], divisor);
+}
+
 // out[b] = max over block b (blocks of len values) of kernels::absBits; out zeroed before.
 // Each CUDA block reduces one tile of one block: a warp max, then one atomicMax per warp.
 __global__ void blockMaxKernel(const float* in, int64_t n, int64_t len, int64_t tilesPerBlock, int64_t totalTiles,
@@ -215,6 +223,18 @@ void absMaxBits(const float* data, int64_t n, uint32_t* out, void* stream) {
 void unscaleGradient(float* data, int64_t n, float inverse, ComputeFormat format, uint32_t* nonFinite, void* stream) {
   if (n <= 0) return;
   unscaleKernel<<<gridFor(n), kThreads, 0, asStream(stream)>>>(data, n, inverse, format, nonFinite);
+  APS_CUDA_CHECK(cudaGetLastError());
+}
+
+void scaleByPowerOfTwo(float* data, int64_t n, int shift, void* stream) {
+  if (n <= 0 || shift == 0) return;
+  scaleKernel<<<gridFor(n), kThreads, 0, asStream(stream)>>>(data, n, shift);
+  APS_CUDA_CHECK(cudaGetLastError());
+}
+
+void divideBy(float* data, int64_t n, float divisor, void* stream) {
+  if (n <= 0) return;
+  divideKernel<<<gridFor(n), kThreads, 0, asStream(stream)>>>(data, n, divisor);
   APS_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -61,4 +61,12 @@ void absMaxBits(const float* data, int64_t n, uint32_t* out, void* stream);
 // 1; then g is rounded to `format` (Fp32: not rounded). *nonFinite is never cleared here.
 void unscaleGradient(float* data, int64_t n, float inverse, ComputeFormat format, uint32_t* nonFinite, void* stream);
 
+// APS's scaling of a layer before the all-reduce (comm::InputShift): data[i] *= 2^shift, as
+// kernels::scaleByPow2 (and precision::scaleByPowerOfTwo on the CPU) rounds it.
+void scaleByPowerOfTwo(float* data, int64_t n, int shift, void* stream);
+
+// The data-parallel mean of a reduced gradient (comm::reduceBucket): data[i] /= divisor, a
+// division as on the CPU (not a product with the reciprocal, which rounds differently).
+void divideBy(float* data, int64_t n, float divisor, void* stream);
+
 }  // namespace aps::precision::cuda

@@ -21,5 +21,7 @@ void decodeAddEncode(const DeviceCodecParams&, const uint8_t*, const uint8_t*, i
 }
 void absMaxBits(const float*, int64_t, uint32_t*, void*) { noCuda("device abs-max reduction"); }
 void unscaleGradient(float*, int64_t, float, ComputeFormat, uint32_t*, void*) { noCuda("device loss unscaling"); }
+void scaleByPowerOfTwo(float*, int64_t, int, void*) { noCuda("device power-of-two scaling"); }
+void divideBy(float*, int64_t, float, void*) { noCuda("device division"); }
 
 }  // namespace aps::precision::cuda

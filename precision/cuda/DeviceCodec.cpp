@@ -1,6 +1,7 @@
 #include "precision/cuda/DeviceCodec.h"
 
 #include "framework/core/Error.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
 #include "precision/BlockScaledCodec.h"
 #include "precision/DettmersCodec.h"
 #include "precision/FloatCodec.h"
@@ -78,6 +79,39 @@ void DeviceCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc, void* stre
 void DeviceCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out, const EncodeContext& ctx,
                                   void* stream) const {
   cuda::decodeAddEncode(params_, a, b, n, out, ctx, stream);
+}
+
+DeviceMemoryCodec::DeviceMemoryCodec(std::shared_ptr<const Codec> codec) : codec_(std::move(codec)) {
+  APS_CHECK(codec_ != nullptr, "DeviceMemoryCodec: needs a codec");
+  if (!codec_->encodesFp32Bits()) device_.emplace(*codec_);
+}
+
+// The fp32-bits path: bytes are the values (encode and decode copy), and a decodeAdd is
+// acc + value in fp32, the CPU codec's acc[i] += v.
+void DeviceMemoryCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeContext& ctx) const {
+  if (n <= 0) return;
+  if (device_) return device_->encode(in, n, out, ctx);
+  aps::cuda::copyAsync(out, in, static_cast<size_t>(n) * sizeof(float), aps::cuda::CopyKind::DeviceToDevice, nullptr);
+}
+
+void DeviceMemoryCodec::decode(const uint8_t* in, int64_t n, float* out) const {
+  if (n <= 0) return;
+  if (device_) return device_->decode(in, n, out);
+  aps::cuda::copyAsync(out, in, static_cast<size_t>(n) * sizeof(float), aps::cuda::CopyKind::DeviceToDevice, nullptr);
+}
+
+void DeviceMemoryCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc) const {
+  if (n <= 0) return;
+  if (device_) return device_->decodeAdd(in, n, acc);
+  aps::cuda::addFloatsAsync(acc, acc, reinterpret_cast<const float*>(in), n, nullptr);
+}
+
+void DeviceMemoryCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
+                                        const EncodeContext& ctx) const {
+  if (n <= 0) return;
+  if (device_) return device_->decodeAddEncode(a, b, n, out, ctx);
+  aps::cuda::addFloatsAsync(reinterpret_cast<float*>(out), reinterpret_cast<const float*>(a),
+                            reinterpret_cast<const float*>(b), n, nullptr);
 }
 
 }  // namespace aps::precision::cuda

@@ -11,6 +11,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 
 namespace aps::precision::cuda {
@@ -40,6 +42,35 @@ class DeviceCodec {
  private:
   DeviceCodecParams params_;
   std::string name_;
+};
+
+// A Codec whose buffers are device memory: the CPU codec's format and promises (name,
+// encodedBytes, splitGranule, encodesFp32Bits, ...) with every operation queued on the device's
+// default stream, where aps's ops run, so that an all-reduce schedule written against Codec runs
+// unchanged over device buffers (comm::AllReduceOptions::device). A codec of fp32 bits
+// (Codec::encodesFp32Bits: the `native` all-reduce's) is copies and fp32 adds; any other takes
+// its DeviceCodec form. Operations return before the device has run them, like kernel launches.
+class DeviceMemoryCodec final : public Codec {
+ public:
+  // Throws aps::Error for a codec with no device form.
+  explicit DeviceMemoryCodec(std::shared_ptr<const Codec> codec);
+
+  std::string name() const override { return codec_->name(); }
+  size_t encodedBytes(int64_t n) const override { return codec_->encodedBytes(n); }
+  void encode(const float* in, int64_t n, uint8_t* out, const EncodeContext& ctx = {}) const override;
+  void decode(const uint8_t* in, int64_t n, float* out) const override;
+  void decodeAdd(const uint8_t* in, int64_t n, float* acc) const override;
+  void decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
+                       const EncodeContext& ctx = {}) const override;
+  int64_t splitGranule() const override { return codec_->splitGranule(); }
+  bool roundTripsAlikeAtAnyCut() const override { return codec_->roundTripsAlikeAtAnyCut(); }
+  bool encodesFp32Bits() const override { return codec_->encodesFp32Bits(); }
+
+  const Codec& hostCodec() const { return *codec_; }
+
+ private:
+  std::shared_ptr<const Codec> codec_;
+  std::optional<DeviceCodec> device_;  // empty for fp32 bits
 };
 
 }  // namespace aps::precision::cuda

@@ -152,4 +152,22 @@ void unscaleGradient(float* data, int64_t n, float inverse, ComputeFormat format
   });
 }
 
+void scaleByPowerOfTwo(float* data, int64_t n, int shift, void* stream) {
+  if (n <= 0 || shift == 0) return;
+  emu::view(data, n);
+  emu::enqueue(static_cast<aps::cuda::StreamHandle>(stream), [=] {
+    float* x = emu::view(data, n);
+    for (int64_t i = 0; i < n; ++i) x[i] = kernels::scaleByPow2(x[i], shift);
+  });
+}
+
+void divideBy(float* data, int64_t n, float divisor, void* stream) {
+  if (n <= 0) return;
+  emu::view(data, n);
+  emu::enqueue(static_cast<aps::cuda::StreamHandle>(stream), [=] {
+    float* x = emu::view(data, n);
+    for (int64_t i = 0; i < n; ++i) x[i] /= divisor;
+  });
+}
+
 }  // namespace aps::precision::cuda
