@@ -63,9 +63,7 @@ void AllGatherAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> dat
   }
   for (size_t k = 0; k < w; ++k) sum.add(gathered + k * bytes);
   sum.result(data[0]);
-  for (size_t i = 1; i < local && !s.resultInFirstOnly(); ++i) {
-    std::memcpy(data[i], data[0], static_cast<size_t>(n) * sizeof(float));
-  }
+  s.copyResultToLocalRanks(data, n);
 }
 
 }  // namespace aps::comm

@@ -23,14 +23,17 @@ namespace {
 constexpr int kFlagScratch = ExchangeSchedule::kObserverScratch + 1;
 constexpr int kFlagsScratch = ExchangeSchedule::kObserverScratch + 2;
 
-// hasNonFinite of a buffer on the device: its largest magnitude's bits, read back (a wait).
-bool deviceHasNonFinite(ExchangeSchedule& s, const float* data, int64_t n) {
-  if (n <= 0) return false;
-  auto* maxBits = reinterpret_cast<uint32_t*>(s.scratch(kFlagScratch, 0, sizeof(uint32_t)));
-  precision::cuda::absMaxBits(data, n, maxBits, nullptr);
-  uint32_t bits = 0;
-  cuda::copySync(&bits, maxBits, sizeof bits, cuda::CopyKind::DeviceToHost);
-  return bits > 0x7f7fffffu;
+// hasNonFinite of each of buffers on the device: their largest magnitudes' bits, read back
+// together (one wait).
+std::vector<uint8_t> deviceHasNonFinite(ExchangeSchedule& s, std::span<const float* const> data, int64_t n) {
+  std::vector<uint8_t> flags(data.size(), 0);
+  if (n <= 0 || data.empty()) return flags;
+  auto* maxBits = reinterpret_cast<uint32_t*>(s.scratch(kFlagScratch, 0, data.size() * sizeof(uint32_t)));
+  for (size_t i = 0; i < data.size(); ++i) precision::cuda::absMaxBits(data[i], n, maxBits + i, nullptr);
+  std::vector<uint32_t> bits(data.size());
+  cuda::copySync(bits.data(), maxBits, bits.size() * sizeof(uint32_t), cuda::CopyKind::DeviceToHost);
+  for (size_t i = 0; i < data.size(); ++i) flags[i] = bits[i] > 0x7f7fffffu ? 1 : 0;
+  return flags;
 }
 
 // The tiny MAX reduction of the non-finite flags: one byte per rank, all-gathered (through
@@ -44,12 +47,11 @@ bool anyRankNonFinite(ExchangeSchedule& s, std::span<float* const> data, int64_t
   std::vector<size_t> counts(w, 1), offsets(w);
   for (size_t r = 0; r < w; ++r) offsets[r] = r;
   if (s.onDevice()) {
-    APS_ASSERT(local == 1);
-    mine[0] = deviceHasNonFinite(s, data[0], n) ? 1 : 0;
-    uint8_t* flag = s.scratch(kFlagScratch, 0, 1);
+    mine = deviceHasNonFinite(s, std::vector<const float*>(data.begin(), data.end()), n);
+    uint8_t* flag = s.scratch(kFlagScratch, 0, local);
     uint8_t* flags = s.scratch(kFlagsScratch, 0, w);
-    cuda::copySync(flag, mine.data(), 1, cuda::CopyKind::HostToDevice);
-    ptr[0] = flag;
+    cuda::copySync(flag, mine.data(), local, cuda::CopyKind::HostToDevice);
+    for (size_t i = 0; i < local; ++i) ptr[i] = flag + i;
     s.allGatherShared(ptr, counts, offsets, flags);
     cuda::copySync(all.data(), flags, w, cuda::CopyKind::DeviceToHost);
   } else {
@@ -63,14 +65,12 @@ bool anyRankNonFinite(ExchangeSchedule& s, std::span<float* const> data, int64_t
 }
 
 // What run() refuses over device buffers, naming it.
-void checkDeviceRun(const std::string& name, const Transport& transport, const EncodeObserver* observer,
-                    bool inputsSummedInFirst, const InputFacts* inputs) {
-  APS_CHECK(transport.localRankCount() == 1 && !transport.sharesMemory(),
-            "comm {}: over device buffers a process hosts one rank (transport {} hosts {}); simulated ranks reduce "
-            "on the host",
-            name, transport.transportName(), transport.localRankCount());
-  APS_CHECK(observer == nullptr,
-            "comm {}: the fidelity probe and the re-encode statistics do not observe device buffers yet", name);
+void checkDeviceRun(const std::string& name, const Transport& transport, bool inputsSummedInFirst,
+                    const InputFacts* inputs) {
+  APS_CHECK(transport.sharesMemory() || transport.localRankCount() == 1,
+            "comm {}: over device buffers a process hosts one rank, or the whole simulated world (transport {} hosts "
+            "{} of {})",
+            name, transport.transportName(), transport.localRankCount(), transport.worldSize());
   APS_CHECK(!inputsSummedInFirst && (inputs == nullptr || inputs->sticky16 == nullptr),
             "comm {}: inputs summed ahead or kept as 16-bit keys are the simulator's, not a device's", name);
 }
@@ -108,7 +108,7 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
             "comm {}: cannot take inputs summed ahead", name());
   schedule.setInputsSummedInFirst(inputsSummedInFirst);
   const bool onDevice = device().isCuda();
-  if (onDevice) checkDeviceRun(name(), transport, observer, inputsSummedInFirst, inputs);
+  if (onDevice) checkDeviceRun(name(), transport, inputsSummedInFirst, inputs);
   const bool nonFiniteKnown = inputs != nullptr && inputs->nonFinite.has_value();
   // Inputs kept as keys have no buffers to scale in place or to check: the reduction reads
   // them itself, and the hooks said whether any is NaN or infinite.
@@ -126,12 +126,8 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
   if (inputs != nullptr && !inputs->shifts.empty()) {
     APS_CHECK(!inputsSummedInFirst, "comm {}: inputs summed ahead cannot be scaled", name());
     schedule.setInputShifts(inputs->shifts);
-    if (onDevice) {
-      for (const InputShift& shift : inputs->shifts)
-        precision::cuda::scaleByPowerOfTwo(data[0] + shift.begin, shift.length, shift.shift, nullptr);
-      schedule.setInputShifts({});
-    } else if (!nonFiniteKnown || !appliesInputShifts(schedule)) {
-      applyInputShifts(data, inputs->shifts);
+    if (onDevice || !nonFiniteKnown || !appliesInputShifts(schedule)) {
+      applyInputShifts(data, inputs->shifts, device());
       schedule.setInputShifts({});
     }
   }
@@ -143,7 +139,8 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
   }
   reduce(schedule, data, n);
   if (checkFinite_ && !stats.nonFinite)
-    stats.nonFinite = onDevice ? deviceHasNonFinite(schedule, data[0], n) : hasNonFinite(data[0], n);
+    stats.nonFinite = onDevice ? deviceHasNonFinite(schedule, std::vector<const float*>{data[0]}, n)[0] != 0
+                               : hasNonFinite(data[0], n);
   stats.bytesSent = schedule.bytesSent();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return stats;

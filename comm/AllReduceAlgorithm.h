@@ -67,8 +67,9 @@ struct AllReduceOptions {
   // Where the buffers given to run() lie. cuda:N: device memory, reduced by the same schedules
   // with the codec's device form (precision::cuda::DeviceMemoryCodec), scratch from the caching
   // allocator and the non-finite checks and input shifts as device kernels, all on the device's
-  // default stream; for a transport of one local rank (a Communicator: NCCL's) whose messages
-  // are device memory. The bits are the CPU's.
+  // default stream; for a transport whose messages are device memory: one local rank (a
+  // Communicator: NCCL's) or a simulated world on one device (SimTransport with a device). The
+  // bits are the CPU's.
   Device device = Device::cpu();
 };
 

@@ -4,7 +4,10 @@
 #include "comm/SmallAllReduce.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/tensor/cuda/CudaAllocator.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
 #include "precision/HybridPolicy.h"
+#include "precision/cuda/CodecKernels.h"
 
 #include <algorithm>
 #include <cmath>
@@ -23,6 +26,23 @@ size_t paramOf(const BucketLayout::Bucket& bucket, size_t k) { return static_cas
 precision::LayerGradient layerOf(const BucketContext& context, size_t local, size_t k) {
   const BucketLayout::Bucket& bucket = *context.layout;
   return {context.data[local] + bucket.offsets[k], layerSize(bucket, k)};
+}
+
+// Each local rank's largest |value| bits of each layer of a bucket on a GPU ([local * layers + k]),
+// measured there and read back.
+std::vector<uint32_t> deviceLayerMaxima(const BucketContext& context) {
+  const BucketLayout::Bucket& bucket = *context.layout;
+  const size_t layers = bucket.params.size();
+  std::vector<uint32_t> maxima(context.data.size() * layers);
+  if (maxima.empty()) return maxima;
+  cuda::DeviceScratch onDevice(maxima.size() * sizeof(uint32_t), context.device.index);
+  auto* out = static_cast<uint32_t*>(onDevice.data());
+  for (size_t i = 0; i < context.data.size(); ++i)
+    for (size_t k = 0; k < layers; ++k)
+      precision::cuda::absMaxBits(context.data[i] + bucket.offsets[k], layerSize(bucket, k), out + i * layers + k,
+                                  nullptr);
+  cuda::copySync(maxima.data(), out, maxima.size() * sizeof(uint32_t), cuda::CopyKind::DeviceToHost);
+  return maxima;
 }
 
 template <typename T>
@@ -92,11 +112,17 @@ void ApsHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
   // markReady measured as it copied the gradients, else read here: each rank reads only its
   // own buffer, so simulated ranks find theirs on all threads.
   std::vector<std::vector<float>> localExponents(data.size());
-  const bool measured = context.maxAbsBits.size() == data.size() * layers;
+  std::vector<uint32_t> deviceMaxima;  // on a GPU, where not measured: each layer's, read back
+  std::span<const uint32_t> maxAbsBits = context.maxAbsBits;
+  if (context.device.isCuda() && maxAbsBits.size() != data.size() * layers) {
+    deviceMaxima = deviceLayerMaxima(context);
+    maxAbsBits = deviceMaxima;
+  }
+  const bool measured = maxAbsBits.size() == data.size() * layers;
   parallelForRethrowing(static_cast<int64_t>(data.size()), 1, [&](int64_t i0, int64_t i1) {
     for (auto i = static_cast<size_t>(i0); i < static_cast<size_t>(i1); ++i) {
       if (measured) {
-        localExponents[i] = scaler.exponentsOfMaxBits(context.maxAbsBits.subspan(i * layers, layers));
+        localExponents[i] = scaler.exponentsOfMaxBits(maxAbsBits.subspan(i * layers, layers));
         continue;
       }
       std::vector<precision::LayerGradient> g;
@@ -116,7 +142,7 @@ void ApsHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
       }
       pointers.push_back(perLocal[i].data());
     }
-    smallAllReduce(*context.transport, pointers, n, ReduceOp::Max);
+    smallAllReduce(context.agreementTransport(), pointers, n, ReduceOp::Max);
     std::copy(perLocal[0].begin(), perLocal[0].end(), values);
   };
   const auto shifts = scaler.shiftsOfExponents(localExponents[0], reduceMax);
@@ -125,7 +151,7 @@ void ApsHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
   for (size_t k = 0; k < layers; ++k)
     if (shifts.shift[k] != 0) layerShifts.push_back({bucket.offsets[k], layerSize(bucket, k), shifts.shift[k]});
   if (context.inputs == nullptr) {  // nowhere to leave them: every rank's buffer scaled now
-    applyInputShifts(data, layerShifts);
+    applyInputShifts(data, layerShifts, context.device);
     return;
   }
   // Every rank's every value was read for its exponent (inf or NaN gives +inf), and agreed on:
@@ -140,7 +166,13 @@ void ApsHook::afterReduce(const BucketContext& context, ParamScales& scales) {
   for (size_t k = 0; k < bucket.params.size(); ++k) {
     const int s = scales.shift(paramOf(bucket, k));
     if (s == 0) continue;
-    for (float* d : context.data) precision::scaleByPowerOfTwo(d + bucket.offsets[k], layerSize(bucket, k), -s);
+    for (float* d : context.data) {
+      if (context.device.isCuda()) {
+        precision::cuda::scaleByPowerOfTwo(d + bucket.offsets[k], layerSize(bucket, k), -s, nullptr);
+      } else {
+        precision::scaleByPowerOfTwo(d + bucket.offsets[k], layerSize(bucket, k), -s);
+      }
+    }
   }
 }
 
@@ -182,7 +214,7 @@ void Fp8LmHook::beforeReduce(const BucketContext& context, ParamScales& scales) 
     }
     pointers.push_back(perLocal[i].data());
   }
-  smallAllReduce(*context.transport, pointers, static_cast<int64_t>(agreed), ReduceOp::Max);
+  smallAllReduce(context.agreementTransport(), pointers, static_cast<int64_t>(agreed), ReduceOp::Max);
   const std::vector<float>& max = perLocal[0];
   const double mu = -static_cast<double>(max[0]);
   for (size_t k = 0; k < layers; ++k) {
@@ -243,6 +275,11 @@ void StatisticsHook::setQuantizers(std::vector<std::shared_ptr<const precision::
                                    std::vector<precision::RoundingMode> rounding) {
   quantizers_ = std::move(perFormat);
   rounding_ = std::move(rounding);
+}
+
+bool StatisticsHook::usesBuffersBefore(const BucketContext& context) const {
+  const auto* quantizer = forFormat(quantizers_, *context.layout);
+  return quantizer != nullptr && *quantizer;
 }
 
 void StatisticsHook::beforeReduce(const BucketContext& context, ParamScales& /*scales*/) {

@@ -55,6 +55,13 @@ class BucketHook : public Stateful {
   virtual bool readsValues(const BucketContext& /*bucket*/) const { return true; }
   // After the step's buckets are reduced (the communication thread idle).
   virtual void finishStep(Transport& /*transport*/) {}
+  // Buffers on a GPU (BucketContext::device): whether the hook runs on them itself; if not,
+  // BucketScaling hands it a host copy wherever it uses the buffers (below), and copies back
+  // what it changed: the CPU's arithmetic, at the cost of the copies.
+  virtual bool runsOnDevice() const { return false; }
+  // Whether beforeReduce, and afterReduce, read or write the bucket's buffers at all.
+  virtual bool usesBuffersBefore(const BucketContext& /*bucket*/) const { return true; }
+  virtual bool usesBuffersAfter(const BucketContext& /*bucket*/) const { return true; }
   NamedTensors stateDict() const override { return {}; }
   void loadStateDict(const NamedTensors& /*state*/) override {}
 };
@@ -91,6 +98,8 @@ class ErrorFeedbackCompensate : public BucketHook {
   void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
   bool changesValues(const BucketContext& bucket) const override;
   bool readsValues(const BucketContext& bucket) const override { return changesValues(bucket); }
+  bool usesBuffersBefore(const BucketContext& bucket) const override { return changesValues(bucket); }
+  bool usesBuffersAfter(const BucketContext& /*bucket*/) const override { return false; }
 
  private:
   std::shared_ptr<ErrorFeedbackState> state_;
@@ -100,7 +109,8 @@ class ErrorFeedbackCompensate : public BucketHook {
 // Auto Precision Scaling (docs/ALGORITHMS.md, APS): per layer, the shift agreed by a MAX over
 // all ranks; every rank's gradient is multiplied by 2^shift, the sum by 2^-shift after. Where
 // the context can take them (BucketContext::inputs), the shifts are left to the reduction
-// (InputFacts::shifts) instead of scaling every rank's buffer in place.
+// (InputFacts::shifts) instead of scaling every rank's buffer in place. On a GPU's buffers it
+// reads the layers' maxima there (one small copy back per bucket) and scales there.
 class ApsHook : public BucketHook {
  public:
   explicit ApsHook(std::vector<std::shared_ptr<const precision::ApsScaler>> perFormat)
@@ -109,6 +119,7 @@ class ApsHook : public BucketHook {
   void afterReduce(const BucketContext& bucket, ParamScales& scales) override;
   bool changesValues(const BucketContext& bucket) const override;
   bool readsValues(const BucketContext& bucket) const override { return changesValues(bucket); }
+  bool runsOnDevice() const override { return true; }
 
  private:
   std::vector<std::shared_ptr<const precision::ApsScaler>> perFormat_;  // null: none for that format
@@ -124,6 +135,8 @@ class Fp8LmHook : public BucketHook {
   void afterReduce(const BucketContext& bucket, ParamScales& scales) override;
   bool changesValues(const BucketContext& bucket) const override;
   bool readsValues(const BucketContext& bucket) const override { return changesValues(bucket); }
+  bool usesBuffersBefore(const BucketContext& bucket) const override { return changesValues(bucket); }
+  bool usesBuffersAfter(const BucketContext& bucket) const override { return changesValues(bucket); }
   void finishStep(Transport& transport) override;
 
  private:
@@ -149,6 +162,8 @@ class StatisticsHook : public BucketHook, public EncodeObserver {
   void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
   // It applies the input shifts left for the reduction to its own copy of rank 0's values.
   bool readsValues(const BucketContext& /*bucket*/) const override { return false; }
+  bool usesBuffersBefore(const BucketContext& bucket) const override;
+  bool usesBuffersAfter(const BucketContext& /*bucket*/) const override { return false; }
 
   precision::QuantizationCounts window(size_t param) const;
   std::vector<size_t> adapt(precision::HybridPolicy& policy);
@@ -196,6 +211,8 @@ class ErrorFeedbackCapture : public BucketHook {
       : state_(std::move(state)), quantizers_(std::move(perFormat)), rounding_(std::move(rounding)) {}
   void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
   bool readsValues(const BucketContext& bucket) const override;
+  bool usesBuffersBefore(const BucketContext& bucket) const override { return readsValues(bucket); }
+  bool usesBuffersAfter(const BucketContext& /*bucket*/) const override { return false; }
   NamedTensors stateDict() const override;
   void loadStateDict(const NamedTensors& state) override;
 

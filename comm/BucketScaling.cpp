@@ -1,11 +1,51 @@
 #include "comm/BucketScaling.h"
 
 #include "framework/core/Error.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
 
 #include <algorithm>
 #include <limits>
 
 namespace aps::comm {
+
+namespace {
+
+// Host copies of a GPU bucket's buffers, for a hook that uses them on the host
+// (BucketHook::runsOnDevice): its context, with the copies as they are now, and writeBack.
+class HostCopy {
+ public:
+  explicit HostCopy(const BucketContext& context) : device_(context) {
+    const auto n = static_cast<size_t>(context.layout->count);
+    values_.resize(context.data.size());
+    for (size_t i = 0; i < values_.size(); ++i) {
+      values_[i].resize(n);
+      cuda::copySync(values_[i].data(), context.data[i], n * sizeof(float), cuda::CopyKind::DeviceToHost);
+      pointers_.push_back(values_[i].data());
+    }
+    host_ = context;
+    host_.data = pointers_;
+    host_.device = Device::cpu();
+  }
+  const BucketContext& context() const { return host_; }
+  void writeBack() const {
+    for (size_t i = 0; i < values_.size(); ++i)
+      cuda::copySync(device_.data[i], values_[i].data(), values_[i].size() * sizeof(float),
+                     cuda::CopyKind::HostToDevice);
+  }
+
+ private:
+  const BucketContext& device_;
+  BucketContext host_;
+  std::vector<std::vector<float>> values_;
+  std::vector<float*> pointers_;
+};
+
+bool needsHostCopy(const BucketHook& hook, const BucketContext& context, bool before) {
+  return context.device.isCuda() && !hook.runsOnDevice() &&
+         (before ? hook.usesBuffersBefore(context) : hook.usesBuffersAfter(context));
+}
+
+}  // namespace
 
 BucketScaling::FormatScaling BucketScaling::FormatScaling::forSpec(const precision::CodecSpec& spec,
                                                                    precision::ScalingMode mode, int worldSize,
@@ -119,17 +159,31 @@ void BucketScaling::beforeReduce(const BucketContext& context) {
   for (const auto& hook : chain_) {
     // Scalings left for the reduction are applied before a hook that reads the values.
     if (c.inputs != nullptr && !c.inputs->shifts.empty() && hook->readsValues(c)) {
-      applyInputShifts(c.data, c.inputs->shifts);
+      applyInputShifts(c.data, c.inputs->shifts, c.device);
       c.inputs->shifts.clear();
     }
-    hook->beforeReduce(c, scales_);
+    if (needsHostCopy(*hook, c, true)) {
+      const HostCopy copy(c);
+      hook->beforeReduce(copy.context(), scales_);
+      if (hook->changesValues(c)) copy.writeBack();
+    } else {
+      hook->beforeReduce(c, scales_);
+    }
     if (hook->changesValues(c)) c.maxAbsBits = {};  // measured of values that have changed
   }
 }
 
 void BucketScaling::afterReduce(const BucketContext& context) {
   // Reverse order (no std::views::reverse: clang 14 cannot compile libstdc++ 12's ranges).
-  for (auto hook = chain_.rbegin(); hook != chain_.rend(); ++hook) (*hook)->afterReduce(context, scales_);
+  for (auto hook = chain_.rbegin(); hook != chain_.rend(); ++hook) {
+    if (needsHostCopy(**hook, context, false)) {
+      const HostCopy copy(context);
+      (*hook)->afterReduce(copy.context(), scales_);
+      copy.writeBack();
+    } else {
+      (*hook)->afterReduce(context, scales_);
+    }
+  }
 }
 
 void BucketScaling::finishStep(Transport& transport) {

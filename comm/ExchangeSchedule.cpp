@@ -1,8 +1,10 @@
 #include "comm/ExchangeSchedule.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "framework/core/Error.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
 
 namespace aps::comm {
 
@@ -32,7 +34,28 @@ void ExchangeSchedule::observeEncode(const precision::Codec& codec, EncodeObserv
   if (!observing(site) || n <= 0) return;
   float* decoded = scratchFloats(kObserverScratch, 0, static_cast<size_t>(n));
   codec.decode(encoded, n, decoded);
+  if (onDevice()) {  // observers read host memory: both copied back (a wait)
+    const auto count = static_cast<size_t>(n);
+    observedValues_.resize(count);
+    observedDecoded_.resize(count);
+    cuda::copySync(observedValues_.data(), values, count * sizeof(float), cuda::CopyKind::DeviceToHost);
+    cuda::copySync(observedDecoded_.data(), decoded, count * sizeof(float), cuda::CopyKind::DeviceToHost);
+    values = observedValues_.data();
+    decoded = observedDecoded_.data();
+  }
   observer_->encoded(site, begin, n, values, decoded);
+}
+
+void ExchangeSchedule::copyResultToLocalRanks(std::span<float* const> data, int64_t n) const {
+  if (resultInFirstOnly_ || n <= 0) return;
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  for (size_t i = 1; i < data.size(); ++i) {
+    if (onDevice()) {
+      cuda::copyAsync(data[i], data[0], bytes, cuda::CopyKind::DeviceToDevice, nullptr);
+    } else {
+      std::memcpy(data[i], data[0], bytes);
+    }
+  }
 }
 
 void ExchangeSchedule::flush() {

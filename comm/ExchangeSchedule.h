@@ -95,9 +95,14 @@ class ExchangeSchedule {
   const Sticky16Inputs* sticky16Inputs() const { return sticky16_; }
   bool observing(EncodeObserver::Site site) const { return observer_ != nullptr && observer_->observes(site); }
   // Reports an encode of values[0, n) (buffer position `begin`) into `encoded` to the
-  // observer, decoding the bytes first; nothing without an observer.
+  // observer, decoding the bytes first; nothing without an observer. Over device buffers the
+  // observer is given host copies of both.
   void observeEncode(const precision::Codec& codec, EncodeObserver::Site site, int64_t begin, int64_t n,
                      const float* values, const uint8_t* encoded);
+
+  // data[i] <- data[0] (n floats) for every local rank but the first, unless only the first
+  // need hold the result (setResultInFirstOnly); device copies over device buffers.
+  void copyResultToLocalRanks(std::span<float* const> data, int64_t n) const;
 
   // Bytes each local rank sent so far (index = rank - firstLocalRank()).
   const std::vector<uint64_t>& bytesSent() const { return bytesSent_; }
@@ -142,6 +147,7 @@ class ExchangeSchedule {
   bool inputsSummedInFirst_ = false;
   std::span<const InputShift> inputShifts_;
   const Sticky16Inputs* sticky16_ = nullptr;
+  std::vector<float> observedValues_, observedDecoded_;  // observeEncode's host copies (device buffers)
 };
 
 // The encode context of schedule phase `phase` run by `rank` (-1: a computation every rank

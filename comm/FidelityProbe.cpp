@@ -35,7 +35,7 @@ void FidelityProbe::beforeReduce(const BucketContext& context, ParamScales& /*sc
   std::vector<float*> pointers;
   for (float* d : context.data) copies.emplace_back(d, d + n);
   for (auto& c : copies) pointers.push_back(c.data());
-  shadowAlgorithm_->run(*context.transport, pointers, bucket.count);
+  shadowAlgorithm_->run(context.agreementTransport(), pointers, bucket.count);
   shadow_ = std::move(copies[0]);
   bucket_ = &bucket;
   const auto f = static_cast<size_t>(bucket.format);
@@ -67,7 +67,7 @@ void FidelityProbe::afterReduce(const BucketContext& context, ParamScales& /*sca
   // the total does not depend on how ranks are spread over processes).
   const size_t bytes = layers * kCountsPerLayer * sizeof(int64_t);
   // One share per local rank (the context may carry local rank 0's result buffer alone).
-  const auto localRanks = static_cast<size_t>(context.transport->localRankCount());
+  const auto localRanks = static_cast<size_t>(context.agreementTransport().localRankCount());
   std::vector<std::vector<int64_t>> mine(localRanks, std::vector<int64_t>(layers * kCountsPerLayer, 0));
   for (size_t k = 0; k < layers; ++k) {
     in_[k].pack(mine[0].data() + k * kCountsPerLayer);
@@ -75,9 +75,9 @@ void FidelityProbe::afterReduce(const BucketContext& context, ParamScales& /*sca
   }
   std::vector<const void*> minePointers;
   for (const auto& m : mine) minePointers.push_back(m.data());
-  const auto world = static_cast<size_t>(context.transport->worldSize());
+  const auto world = static_cast<size_t>(context.agreementTransport().worldSize());
   std::vector<int64_t> all(world * layers * kCountsPerLayer, 0);
-  allGatherBytes(*context.transport, minePointers, bytes, all.data());
+  allGatherBytes(context.agreementTransport(), minePointers, bytes, all.data());
 
   const float* lp = context.data[0];  // the low-precision sum, every scaling undone
   std::lock_guard<std::mutex> lock(mutex_);

@@ -2,7 +2,10 @@
 
 #include "comm/HierarchicalReduce.h"
 #include "framework/core/Error.h"
+#include "framework/tensor/cuda/CudaAllocator.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
 #include "precision/ApsScaler.h"
+#include "precision/cuda/CodecKernels.h"
 
 #include <algorithm>
 #include <chrono>
@@ -47,6 +50,18 @@ GradientReducer::GradientReducer(Transport& transport, std::vector<std::vector<N
   APS_CHECK(!algorithms_.empty(), "comm reducer: needs at least one all-reduce algorithm");
   for (const auto& a : algorithms_) APS_CHECK(a != nullptr, "comm reducer: null all-reduce algorithm");
   registerGradients(grads);
+  if (device_.isCuda()) {
+    APS_CHECK(local_ == 1 || transport.sharesMemory(),
+              "comm reducer: gradients on {} are reduced by one rank per process or a simulated world (transport {} "
+              "hosts {} ranks)",
+              deviceName(device_), transport.transportName(), local_);
+    APS_CHECK(options_.groupSize == 0, "comm reducer: the hierarchical reduction of gradients on {} is not there yet",
+              deviceName(device_));
+    for (const auto& a : algorithms_)
+      APS_CHECK(a->device() == device_,
+                "comm reducer: gradients on {} need an all-reduce over {} buffers ({} runs on {})", deviceName(device_),
+                deviceName(device_), a->name(), deviceName(a->device()));
+  }
   for (size_t p = 0; p < names_.size(); ++p) {
     const int f = layout_.buckets()[static_cast<size_t>(layout_.bucketOf(static_cast<int>(p)))].format;
     APS_CHECK(f >= 0 && static_cast<size_t>(f) < algorithms_.size(),
@@ -72,13 +87,15 @@ void GradientReducer::registerGradients(const std::vector<std::vector<NamedGradi
       APS_CHECK(g.name == names_[p] && g.grad.count == grads[0][p].grad.count,
                 "comm reducer: parameter {} of local rank {} is '{}' ({} values), expected '{}' ({} values)", p, i,
                 g.name, g.grad.count, names_[p], grads[0][p].grad.count);
-      APS_CHECK(g.grad.dtype == DType::Float32 && g.grad.device.isCpu(),
-                "comm reducer: gradient '{}' must be float32 on the cpu", g.name);
+      APS_CHECK(g.grad.dtype == DType::Float32, "comm reducer: gradient '{}' must be float32", g.name);
+      APS_CHECK(g.grad.device == grads[0][0].grad.device, "comm reducer: gradient '{}' is on {}, '{}' on {}", g.name,
+                deviceName(g.grad.device), grads[0][0].name, deviceName(grads[0][0].grad.device));
       APS_CHECK(g.grad.count == 0 || g.grad.data != nullptr, "comm reducer: gradient '{}' has no data", g.name);
       views.push_back(g.grad);
     }
     grads_.push_back(std::move(views));
   }
+  if (params > 0) device_ = grads[0][0].grad.device;
   overwritten_.assign(grads_.size(), std::vector<uint8_t>(params, 0));
   for (size_t p = 0; p < params; ++p) {
     std::unordered_set<const void*> later;
@@ -97,7 +114,7 @@ void GradientReducer::registerGradients(const std::vector<std::vector<NamedGradi
 // them and an algorithm that reads keys exactly.
 GradientReducer::BucketInput GradientReducer::chooseInput(const BucketLayout::Bucket& b) const {
   const bool wholeWorldHere = local_ > 1 && local_ == transport_.worldSize() && transport_.sharesMemory() &&
-                              options_.groupSize == 0 && !(options_.average && options_.preDivide);
+                              options_.groupSize == 0 && !(options_.average && options_.preDivide) && device_.isCpu();
   if (!wholeWorldHere) return BucketInput::Copy;
   const AllReduceAlgorithm& algorithm = *algorithms_[static_cast<size_t>(b.format)];
   const ReductionHook* hook = options_.hook;
@@ -119,9 +136,18 @@ void GradientReducer::allocate() {
     const BucketLayout::Bucket& b = layout_.buckets()[k];
     const bool keys = inputs_[k] == BucketInput::Sticky16;
     flat_.emplace_back();
+    if (device_.isCuda()) {  // [bucket * local + i]
+      for (int i = 0; i < local_; ++i)
+        deviceFlat_.push_back(
+            std::make_unique<cuda::DeviceScratch>(static_cast<size_t>(b.count) * sizeof(float), device_.index));
+      continue;
+    }
     for (int i = 0; i < local_; ++i)
       flat_.back().emplace_back(static_cast<size_t>(keys && i > 0 ? (b.count + 1) / 2 : b.count), 0.0f);
   }
+  if (device_.isCuda())  // [local * params + p], as maxAbsBits_
+    deviceMaxBits_ =
+        std::make_unique<cuda::DeviceScratch>(params * static_cast<size_t>(local_) * sizeof(uint32_t), device_.index);
   whole_.assign(static_cast<size_t>(local_), std::vector<std::vector<float>>(params));
   wholeNow_.assign(params * static_cast<size_t>(local_), 0);
   nextFold_.assign(params, 0);
@@ -155,8 +181,15 @@ BufferView GradientReducer::flatGradient(int param, int localRank) {
   APS_CHECK(param >= 0 && param < paramCount(), "comm reducer: no parameter {}", param);
   APS_CHECK(localRank >= 0 && localRank < local_, "comm reducer: no local rank {}", localRank);
   const int b = layout_.bucketOf(param);
-  float* base = flat_[static_cast<size_t>(b)][static_cast<size_t>(localRank)].data();
-  return {base + layout_.offsetOf(param), grads_[0][static_cast<size_t>(param)].count, DType::Float32, Device::cpu()};
+  float* base = bucketBuffer(b, localRank);
+  return {base + layout_.offsetOf(param), grads_[0][static_cast<size_t>(param)].count, DType::Float32, device_};
+}
+
+float* GradientReducer::bucketBuffer(int bucket, int localRank) {
+  const auto b = static_cast<size_t>(bucket);
+  if (device_.isCuda())
+    return static_cast<float*>(deviceFlat_[b * static_cast<size_t>(local_) + static_cast<size_t>(localRank)]->data());
+  return flat_[b][static_cast<size_t>(localRank)].data();
 }
 
 int GradientReducer::bucketsReduced() {
@@ -179,7 +212,7 @@ void GradientReducer::markReady(int param, int localRank) {
 bool GradientReducer::markReadyFrom(int param, int localRank, const float* from) {
   APS_CHECK(param >= 0 && param < paramCount(), "comm reducer: markReadyFrom of unknown parameter {}", param);
   APS_CHECK(localRank >= 0 && localRank < local_, "comm reducer: markReadyFrom for unknown local rank {}", localRank);
-  if (localRank == 0) return false;
+  if (localRank == 0 || device_.isCuda()) return false;
   mark(param, localRank, from, true);
   return true;
 }
@@ -207,7 +240,11 @@ void GradientReducer::mark(int param, int localRank, const float* from, bool han
   // Copy outside the lock: hooks of different parameters may run concurrently. The copy
   // measures the largest |value| on the way, for APS (BucketContext::maxAbsBits).
   const size_t at = static_cast<size_t>(localRank) * names_.size() + p;
-  if (keys) {
+  if (device_.isCuda()) {  // queued after the kernels that made the gradient (the default stream)
+    cuda::copyAsync(slot.data, from, slot.bytes(), cuda::CopyKind::DeviceToDevice, nullptr);
+    precision::cuda::absMaxBits(static_cast<const float*>(slot.data), count,
+                                static_cast<uint32_t*>(deviceMaxBits_->data()) + at, nullptr);
+  } else if (keys) {
     auto* to = reinterpret_cast<uint16_t*>(flat_[static_cast<size_t>(b)][static_cast<size_t>(localRank)].data()) +
                layout_.offsetOf(param);
     bool subnormals = false;
@@ -305,6 +342,7 @@ StepCommStats GradientReducer::wait() {
 
 void GradientReducer::commLoop() {
   const int buckets = static_cast<int>(layout_.buckets().size());
+  if (device_.isCuda()) cuda::setDevice(device_.index);  // the device is per thread
   for (;;) {
     int b = 0;
     {
@@ -339,8 +377,13 @@ SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext&
   const precision::EncodeContext ctx{options.seed, bucket.step * 1000003ull + static_cast<uint64_t>(bucket.bucket), 0};
   const auto divide = [&](std::span<float* const> buffers) {
     const auto world = static_cast<float>(transport.worldSize());
-    for (float* d : buffers)
+    for (float* d : buffers) {
+      if (bucket.device.isCuda()) {
+        precision::cuda::divideBy(d, n, world, nullptr);
+        continue;
+      }
       for (int64_t i = 0; i < n; ++i) d[i] /= world;
+    }
   };
   if (options.average && options.preDivide) divide(bucket.data);
   SyncStats sync;
@@ -370,7 +413,7 @@ void GradientReducer::reduceBucket(int b) {
   const BucketLayout::Bucket& bucket = layout_.buckets()[static_cast<size_t>(b)];
   const auto start = std::chrono::steady_clock::now();
   std::vector<float*> data;
-  for (auto& f : flat_[static_cast<size_t>(b)]) data.push_back(f.data());
+  for (int i = 0; i < local_; ++i) data.push_back(bucketBuffer(b, i));
   // Sticky copies: ranks >= 1 read from their keys (and the whole copies of this step).
   Sticky16Inputs sticky;
   const bool keys = inputs_[static_cast<size_t>(b)] == BucketInput::Sticky16;
@@ -397,6 +440,13 @@ void GradientReducer::reduceBucket(int b) {
   }
   BucketContext context{b, &bucket, &transport_, data, step, inputs_[static_cast<size_t>(b)] == BucketInput::Fold};
   if (keys) context.sticky16 = &sticky;
+  context.device = device_;
+  context.agreements = options_.agreements;
+  // On a GPU the maxima were measured on the device: read back once the bucket's are (a wait
+  // for the default stream's work so far).
+  if (device_.isCuda() && !maxAbsBits_.empty())
+    cuda::copySync(maxAbsBits_.data(), deviceMaxBits_->data(), maxAbsBits_.size() * sizeof(uint32_t),
+                   cuda::CopyKind::DeviceToHost);
   // Every local rank's maxima of the bucket's parameters, measured by markReady's copies.
   std::vector<uint32_t> maxAbsBits;
   if (measuresMaxima_[static_cast<size_t>(b)]) {
@@ -414,7 +464,12 @@ void GradientReducer::reduceBucket(int b) {
       const auto p = static_cast<size_t>(bucket.params[k]);
       const BufferView& grad = grads_[i][p];
       const float* src = data[0] + bucket.offsets[k];
-      if (grad.data != src && grad.count > 0 && !overwritten_[i][p]) std::memcpy(grad.data, src, grad.bytes());
+      if (grad.data == src || grad.count == 0 || overwritten_[i][p]) continue;
+      if (device_.isCuda()) {
+        cuda::copyAsync(grad.data, src, grad.bytes(), cuda::CopyKind::DeviceToDevice, nullptr);
+      } else {
+        std::memcpy(grad.data, src, grad.bytes());
+      }
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);

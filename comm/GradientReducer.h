@@ -17,6 +17,10 @@
 #include <thread>
 #include <vector>
 
+namespace aps::cuda {
+class DeviceScratch;
+}
+
 namespace aps::comm {
 
 // A parameter's gradient as the reducer sees it: a name for messages and a plain fp32 buffer.
@@ -29,7 +33,7 @@ struct NamedGradient {
 struct BucketContext {
   int bucket = 0;
   const BucketLayout::Bucket* layout = nullptr;  // parameters and their offsets
-  Transport* transport = nullptr;                // for tiny agreements (comm/SmallAllReduce.h)
+  Transport* transport = nullptr;                // the all-reduce's
   std::span<float* const> data = {};             // the flat buffer of each local rank
   uint64_t step = 0;
   // data[0] already holds the fp32 sum of every rank's input, folded in rank order as
@@ -47,6 +51,13 @@ struct BucketContext {
   // Set where the reducer keeps simulated ranks' inputs as 16-bit keys (GradientReducer,
   // "Sticky copies"): their data[i] are null, and the reduction reads these instead.
   const Sticky16Inputs* sticky16 = nullptr;
+  // Where data lies. Device memory: a GPU's reducer (one local rank), whose all-reduce runs on
+  // the device; a hook that reads values on the host gets a host copy (BucketScaling).
+  Device device = Device::cpu();
+  // The transport of tiny agreements in host memory (comm/SmallAllReduce.h) where `transport`
+  // moves device memory (NCCL: the MPI world beside it); null: `transport` itself.
+  Transport* agreements = nullptr;
+  Transport& agreementTransport() const { return agreements != nullptr ? *agreements : *transport; }
 };
 // What runs around a bucket's all-reduce at one level of the reduction, on the communication
 // thread: the reducer's hook point, as a c10d comm hook is DDP's. BucketScaling
@@ -111,6 +122,9 @@ struct ReducerOptions {
   // hook's afterReduce (given that buffer alone) and the mean then run on it once instead of
   // once per simulated rank. The reducer sets it, as it copies every rank's gradient from there.
   bool resultInFirstOnly = false;
+  // Gradients on a GPU: the transport of the hooks' tiny agreements in host memory (the MPI
+  // world beside NCCL; BucketContext::agreements). Not owned.
+  Transport* agreements = nullptr;
 };
 
 // One bucket's reduction, the same wherever buckets come from (GradientReducer here, a
@@ -137,6 +151,12 @@ struct StepCommStats {
 // reduces buckets strictly in bucket order (the same order on every rank, whatever order
 // hooks fire in). wait() blocks the optimizer step until all buckets are reduced and the
 // reduced gradients are back in the parameters' buffers.
+//
+// Gradients on a GPU (a transport of device memory: NCCL's one local rank, or a SimTransport
+// on the device; neither folds nor keeps sticky keys): the buckets are device memory, markReady queues the copy and the
+// measure of each gradient's largest magnitude on the device's default stream (after the kernels that made it), the
+// all-reduce algorithms must run over device buffers (AllReduceOptions::device), and the results are copied back on the
+// device.
 //
 // Gradients are copied into the flat buckets at markReady and back after the reduction. With a SimTransport, every
 // virtual rank registers its own gradients and marks them ready (markReady(p, localRank)); a bucket is queued once all
@@ -174,8 +194,8 @@ class GradientReducer {
   // have been written over a zeroed buffer as 0 + g. Keys are made as keys of 0 + g, copies
   // into the rank's bucket buffer are 0 + g, and a folded bucket folds or stages g itself (a -0
   // adds as +0 would to a sum that starts from rank 0's 0 + g). Returns false and marks
-  // nothing for local rank 0, whose buffer may be the bucket's: the caller then writes the
-  // buffer and calls markReady.
+  // nothing for local rank 0, whose buffer may be the bucket's, and for gradients on a GPU: the
+  // caller then writes the buffer and calls markReady.
   bool markReadyFrom(int param, int localRank, const float* from);
   // Blocks until every bucket of this step is reduced; rethrows a communication error.
   // Throws aps::Error naming a parameter that was never marked ready.
@@ -206,6 +226,7 @@ class GradientReducer {
   void allocate();
   // Where parameter p's gradient lives in its bucket's flat buffer (local rank i).
   BufferView flatGradient(int param, int localRank);
+  float* bucketBuffer(int bucket, int localRank);
   void commLoop();
   void reduceBucket(int b);
   // Folds (param, localRank) from `src`, then every staged rank after it; mutex_ not held.
@@ -224,6 +245,11 @@ class GradientReducer {
   BucketLayout layout_;
   std::vector<std::vector<std::vector<float>>> flat_;  // [bucket][local][element]
   int local_;
+  Device device_ = Device::cpu();  // where the gradients and buckets lie
+  // On a GPU: each bucket's buffer of each local rank ([bucket * local + i]), and each
+  // gradient's largest |value| bits ([local * params + p]).
+  std::vector<std::unique_ptr<cuda::DeviceScratch>> deviceFlat_;
+  std::unique_ptr<cuda::DeviceScratch> deviceMaxBits_;
 
   std::mutex mutex_;
   std::condition_variable cv_;

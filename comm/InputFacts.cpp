@@ -2,6 +2,7 @@
 
 #include "framework/core/Parallel.h"
 #include "precision/ApsScaler.h"
+#include "precision/cuda/CodecKernels.h"
 
 #include <algorithm>
 #include <cstring>
@@ -23,8 +24,13 @@ void readSticky16(const Sticky16Inputs& inputs, size_t i, int64_t begin, int64_t
   if (end > done) precision::widenSticky16(keys + done, out + (done - begin), end - done);
 }
 
-void applyInputShifts(std::span<float* const> data, std::span<const InputShift> shifts) {
+void applyInputShifts(std::span<float* const> data, std::span<const InputShift> shifts, Device device) {
   if (shifts.empty()) return;
+  if (device.isCuda()) {
+    for (float* d : data)
+      for (const InputShift& s : shifts) precision::cuda::scaleByPowerOfTwo(d + s.begin, s.length, s.shift, nullptr);
+    return;
+  }
   parallelFor(static_cast<int64_t>(data.size()), 1, [&](int64_t i0, int64_t i1) {
     for (auto i = static_cast<size_t>(i0); i < static_cast<size_t>(i1); ++i)
       for (const InputShift& s : shifts)

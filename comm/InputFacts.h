@@ -1,5 +1,6 @@
 #pragma once
 
+#include "framework/tensor/Device.h"
 #include "precision/Codec.h"
 
 #include <cstdint>
@@ -56,8 +57,9 @@ struct InputFacts {
   const Sticky16Inputs* sticky16 = nullptr;
 };
 
-// data[i][begin, begin + length) *= 2^shift for every shift and every buffer, on all threads.
-void applyInputShifts(std::span<float* const> data, std::span<const InputShift> shifts);
+// data[i][begin, begin + length) *= 2^shift for every shift and every buffer, on all threads
+// (buffers on a GPU: as kernels queued on its default stream, with the same rounding).
+void applyInputShifts(std::span<float* const> data, std::span<const InputShift> shifts, Device device = Device::cpu());
 
 // The values [begin, begin + n) of a buffer (`in`) as the reduction reads them: `in` itself
 // where no shift covers any of them, else `out` (n floats) holding them with the shifts applied.

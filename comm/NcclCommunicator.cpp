@@ -46,6 +46,10 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap)
   stream_ = ownStream_->handle();
 }
 
+std::unique_ptr<Communicator> makeNcclCommunicator(MpiCommunicator& bootstrap) {
+  return std::make_unique<NcclCommunicator>(bootstrap);
+}
+
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ != nullptr) ncclCommDestroy(static_cast<ncclComm_t>(comm_));
 }

@@ -19,9 +19,8 @@ namespace aps::comm {
 // call on the default stream, where aps's ops run; each call returns once its transfers are
 // complete, as the Transport contract requires: encoded bytes move with grouped
 // ncclSend/ncclRecv, float32 all-reduces with ncclAllReduce. The all-reduce schedules (ring,
-// two_shot, allgather, hierarchical) need no NCCL-specific code on it, once their codecs
-// (precision/cuda/DeviceCodec.h) and scratch buffers run on the device; today their scratch
-// (ScratchArena) is host memory, so the trainer does not use this communicator yet.
+// two_shot, allgather) run on it unchanged over device buffers (AllReduceOptions::device):
+// their codecs' device forms, scratch from the caching allocator.
 class NcclCommunicator final : public Communicator {
  public:
   explicit NcclCommunicator(MpiCommunicator& bootstrap);
@@ -66,5 +65,10 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<cuda::Stream> ownStream_;  // made here
   cuda::StreamHandle stream_ = nullptr;      // the stream work goes on
 };
+
+// NcclCommunicator over `bootstrap`, which must outlive it, with this process's GPU made the
+// calling thread's device (cuda::currentDevice()); in a build without CUDA, aps::Error saying so.
+// For code that builds in every configuration (the trainer).
+std::unique_ptr<Communicator> makeNcclCommunicator(MpiCommunicator& bootstrap);
 
 }  // namespace aps::comm

@@ -15,10 +15,14 @@ RankOrderSum::RankOrderSum(const precision::Codec& codec, Mode mode, const preci
                            int firstPhase)
     : codec_(codec), mode_(mode), base_(base), firstPhase_(firstPhase) {}
 
-void RankOrderSum::reset(int64_t n) {
+void RankOrderSum::restart(int64_t n) {
   n_ = n;
   added_ = 0;
   step_ = 0;
+}
+
+void RankOrderSum::reset(int64_t n) {
+  restart(n);
   const auto count = static_cast<size_t>(n);
   const size_t bytes = encodedSize(codec_, n);
   switch (mode_) {
@@ -43,17 +47,13 @@ void RankOrderSum::reset(int64_t n) {
 
 void RankOrderSum::resetInto(int64_t n, float* acc) {
   APS_CHECK(mode_ == Mode::Fp32, "RankOrderSum: only an fp32 sum accumulates in the caller's buffer");
-  n_ = n;
-  added_ = 0;
-  step_ = 0;
+  restart(n);
   sum_ = acc;
 }
 
 void RankOrderSum::resetEncodedInto(int64_t n, uint8_t* acc) {
   APS_CHECK(mode_ == Mode::RoundEveryAdd, "RankOrderSum: only a rounded sum keeps its encoding in the caller's buffer");
-  n_ = n;
-  added_ = 0;
-  step_ = 0;
+  restart(n);
   encodedSum_ = acc;
 }
 

@@ -42,6 +42,7 @@ class RankOrderSum {
   int added() const { return added_; }
 
  private:
+  void restart(int64_t n);  // a sum of n values, nothing added yet
   void roundToFormat(std::vector<float>& v);
 
   const precision::Codec& codec_;

@@ -96,9 +96,7 @@ void RingAllReduce::reduce(ExchangeSchedule& s, std::span<float* const> data, in
     const int64_t len = s.chunkSize(n, c);
     if (len > 0) codec.decode(enc[0] + offsets[static_cast<size_t>(c)], len, data[0] + s.chunkBegin(n, c));
   }
-  for (size_t i = 1; i < local && !s.resultInFirstOnly(); ++i) {
-    if (n > 0) std::memcpy(data[i], data[0], static_cast<size_t>(n) * sizeof(float));
-  }
+  s.copyResultToLocalRanks(data, n);
 }
 
 }  // namespace aps::comm

@@ -29,7 +29,7 @@ bool simulatedInPlace(const ExchangeSchedule& s) { return s.localRankCount() == 
 }  // namespace
 
 bool TwoShotAllReduce::encodesAtOwners(const ExchangeSchedule& s) const {
-  return simulatedInPlace(s) && !readsInputsInPlace(*codec_, s) && !s.inputsSummedInFirst() &&
+  return simulatedInPlace(s) && !s.onDevice() && !readsInputsInPlace(*codec_, s) && !s.inputsSummedInFirst() &&
          !s.observing(EncodeObserver::Site::Input);
 }
 
@@ -101,9 +101,7 @@ class TwoShotPass {
       gathering = summed;
     }
     observeSums();
-    for (size_t i = 1; i < local_ && !s_.resultInFirstOnly(); ++i) {
-      if (n_ > 0) std::memcpy(data_[i], data_[0], static_cast<size_t>(n_) * sizeof(float));
-    }
+    s_.copyResultToLocalRanks(data_, n_);
   }
 
  private:

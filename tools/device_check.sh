@@ -242,6 +242,21 @@ PY
   timeout 300 "$bin/aps_train" --config configs/fmnist_resnet20_e4m3_aps.yaml "${common[@]}" --set device=cuda \
     >"$dir/quickstart-gpu.log" 2>&1
   note "quickstart on the GPU: exit $?, $(($(date +%s) - qs_start)) s, $(tail -1 "$dir/quickstart-gpu.log")"
+  # Gradients reduced on the GPU (comm.backend: nccl, one rank: the device schedules and codecs)
+  # against the host's reduction of the same GPU run (sim, 1 rank): the same weights, with
+  # deterministic cuDNN so that both runs compute the same gradients.
+  for backend in sim nccl; do
+    rm -rf "$dir/ckpt-$backend"
+    timeout 150 "$bin/aps_train" --config configs/fmnist_resnet20_e4m3_aps.yaml "${common[@]}" --set device=cuda \
+      --set comm.backend=$backend --set comm.world_size=1 --set max_steps=30 --set eval.interval_epochs=0 \
+      --set cuda.deterministic=true --set checkpoint.dir="$dir/ckpt-$backend" >"$dir/train-$backend.log" 2>&1
+    note "e4m3+aps 30 steps, comm.backend $backend on the GPU: exit $?, $(tail -1 "$dir/train-$backend.log")"
+  done
+  if cmp -s "$dir/ckpt-sim/final.safetensors" "$dir/ckpt-nccl/final.safetensors"; then
+    note "nccl (device reduction) vs sim (host reduction) on the GPU: same final weights: PASS"
+  else
+    note "nccl (device reduction) vs sim (host reduction) on the GPU: final weights differ: FAIL"
+  fi
   if command -v compute-sanitizer >/dev/null; then
     timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/aps_train" \
       --config configs/fmnist_resnet20_e4m3_aps.yaml "${common[@]}" --set device=cuda --set max_steps=5 \

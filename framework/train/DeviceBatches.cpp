@@ -48,6 +48,12 @@ void DeviceBatches::fill(Slot& slot, const data::Batch& batch) {
     if (slot.used) slot.consumed.synchronize();
     slot.deviceImages = Tensor::empty(imageShape, DType::Float32, device_);
     slot.deviceLabels = Tensor::empty(labelShape, DType::Int64, device_);
+    // Their blocks may come from tensors freed while kernels that use them are still queued on
+    // the compute stream (the allocator reuses in that stream's order): this stream writes
+    // them after that work.
+    cuda::Event freed;
+    freed.record(nullptr);
+    freed.wait(copyStream_.handle());
   }
   std::memcpy(slot.images.data(), batch.images.data(), imageBytes);
   std::memcpy(slot.labels.data(), batch.labels.data(), labelBytes);

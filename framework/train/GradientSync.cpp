@@ -141,6 +141,8 @@ void GradientSync::buildReducer(uint64_t step) {
   reduceOptions.kind = hierarchical ? comm::AllReduceKind::TwoShot
                                     : *comm::kAllReduceKindNames.find(commAlgorithmName(config_.comm.algorithm));
   reduceOptions.kahan = config_.precision.kahan;
+  // Gradients reduced between GPUs: on the device where they lie.
+  if (ranks_.gradients != nullptr && !params_.empty()) reduceOptions.device = params_.front().tensor.device();
   std::vector<std::shared_ptr<const comm::AllReduceAlgorithm>> algorithms;
   std::vector<comm::BucketScaling::FormatScaling> perFormat, leaderFormat;
   for (size_t f = 0; f < specs_.size(); ++f) {
@@ -161,8 +163,10 @@ void GradientSync::buildReducer(uint64_t step) {
     leaderScaling_->installLeaderLevel(options);
     scaling_->installWorldLevel(options, *leaderScaling_);
   }
+  if (ranks_.gradients != nullptr) options.agreements = ranks_.transport;
   reducer_ =
-      std::make_unique<comm::GradientReducer>(*ranks_.transport, localRankGradients(), algorithms, formatOf_, options);
+      std::make_unique<comm::GradientReducer>(ranks_.gradients != nullptr ? *ranks_.gradients : *ranks_.transport,
+                                              localRankGradients(), algorithms, formatOf_, options);
   reducer_->setStep(step);
   logFormats();
   int sticky = 0;

@@ -39,10 +39,13 @@ class GradientSync : public Stateful {
  public:
   // The ranks this process runs: all `world` ranks' collectives, gradients and small ones
   // alike, go through `transport`. Ranks firstRank .. firstRank + localRanks - 1 are this
-  // process's.
+  // process's. `gradients` (comm.backend: nccl): the transport of the gradients' all-reduce
+  // instead, over device memory; the parameters' gradients are then reduced where they lie, on
+  // their GPU, and `transport` carries the small agreements in host memory.
   struct Ranks {
     comm::Transport* transport = nullptr;
     int world = 1, firstRank = 0, localRanks = 1;
+    comm::Transport* gradients = nullptr;
   };
   using MetricsSink = std::function<void(const nlohmann::json&)>;
 

@@ -256,10 +256,25 @@ bool Trainer::State::update(bool gradientsFinite, double loss) {
 }
 
 // optimizer.clip_grad_value, then clip_grad_norm, on the reduced gradients: the same on every
-// rank, which all hold the same reduced gradients.
+// rank, which all hold the same reduced gradients. Gradients reduced on a GPU (comm.backend:
+// nccl) are clipped on host copies, with the CPU's arithmetic, and copied back.
 void Trainer::State::clipGradients(const NamedTensors& grads) {
-  if (config.optimizer.clipGradValue > 0) optim::clipGradValue(grads, config.optimizer.clipGradValue);
-  if (config.optimizer.clipGradNorm > 0) lastGradNorm = optim::clipGradNorm(grads, config.optimizer.clipGradNorm);
+  if (config.optimizer.clipGradValue <= 0 && config.optimizer.clipGradNorm <= 0) return;
+  const bool onDevice = !grads.empty() && !grads.front().tensor.device().isCpu();
+  NamedTensors host;
+  for (const auto& p : grads) {
+    if (!onDevice) break;
+    Tensor copy = Tensor::zeros(p.tensor.sizes());
+    copy.setGrad(p.tensor.grad().to(Device::cpu()));
+    host.push_back({p.name, copy});
+  }
+  const NamedTensors& clipped = onDevice ? host : grads;
+  if (config.optimizer.clipGradValue > 0) optim::clipGradValue(clipped, config.optimizer.clipGradValue);
+  if (config.optimizer.clipGradNorm > 0) lastGradNorm = optim::clipGradNorm(clipped, config.optimizer.clipGradNorm);
+  for (size_t i = 0; i < host.size(); ++i) {
+    Tensor grad = grads[i].tensor.grad();
+    grad.copyFrom(host[i].tensor.grad());
+  }
 }
 
 // One optimizer step of every local rank, top to bottom.

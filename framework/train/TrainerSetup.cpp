@@ -1,5 +1,7 @@
 // Building a run from its config (world, model, data, optimizer, precision) and its
 // checkpoints: the parts of Trainer::State that the loop (Trainer.cpp) does not need to show.
+#include "comm/MpiCommunicator.h"
+#include "comm/NcclCommunicator.h"
 #include "comm/SmallAllReduce.h"
 #include "data/RangeDataset.h"
 #include "framework/autograd/Function.h"
@@ -46,15 +48,13 @@ void prepareForTraining(nn::Module& net, NamedTensors& params, std::vector<nn::D
 // `device` (docs/ARCHITECTURE.md, GPU backend), checked and then made this process's: the CUDA
 // device and its cuDNN/cuBLAS math (cuda.*) are set. Never ignored: a cuda device that this build
 // or machine cannot give is refused with the reason, and so is what the GPU path does not run
-// yet (the NCCL all-reduce), rather than training on the CPU by mistake.
-static Device selectDevice(const TrainConfig& config) {
-  const Device device = parseDevice(config.device);
+// yet, rather than training on the CPU by mistake. comm.backend nccl: `ncclDevice` is the GPU
+// the NCCL communicator took for this rank (its node-local rank's).
+static Device selectDevice(const TrainConfig& config, int ncclDevice) {
+  Device device = parseDevice(config.device);
   if (device.isCpu()) return device;
+  if (ncclDevice >= 0) device = Device::cuda(ncclDevice);
   cuda::requireDevice(device.index, fmt::format("{}: device = '{}'", config.sourceFile, config.device));
-  APS_CHECK(config.comm.backend != "nccl",
-            "{}: comm.backend = 'nccl': the all-reduce between GPUs is not there yet; with device: cuda use "
-            "comm.backend: mpi (one process per GPU, gradients reduced on the host) or sim",
-            config.sourceFile);
   cuda::setDevice(device.index);
   ops::setCudaMath({config.cuda.allowTf32, config.cuda.deterministic});
   spdlog::info("training on {}: {}", deviceName(device), cuda::deviceDescription(device.index));
@@ -62,12 +62,30 @@ static Device selectDevice(const TrainConfig& config) {
 }
 
 void Trainer::State::setupWorld(std::shared_ptr<comm::Communicator> communicator) {
-  device = selectDevice(config);
+  int ncclDevice = -1;
+  if (config.comm.backend == "nccl") {
+    APS_CHECK(config.device == "cuda",
+              "{}: device = '{}': with comm.backend: nccl each rank takes the GPU of its node-local rank; use "
+              "device: cuda",
+              config.sourceFile, config.device);
+    APS_CHECK(config.comm.algorithm != CommAlgorithm::Hierarchical,
+              "{}: comm.algorithm = 'hierarchical' with comm.backend: nccl is not there yet; use two_shot, ring, "
+              "allgather or native, or comm.backend: mpi",
+              config.sourceFile);
+    auto* bootstrap = dynamic_cast<comm::MpiCommunicator*>(communicator.get());
+    APS_CHECK(bootstrap != nullptr, "comm.backend is nccl but no MPI communicator was given to bootstrap it");
+    nccl = comm::makeNcclCommunicator(*bootstrap);
+    ncclDevice = cuda::currentDevice();
+  }
+  device = selectDevice(config, ncclDevice);
   if (config.comm.backend == "sim") {
     sim = std::make_unique<comm::SimTransport>(static_cast<int>(config.comm.worldSize));
     transport = sim.get();
+    // On a GPU the gradients are reduced there, but for the hierarchical reduction (on the host).
+    if (device.isCuda() && config.comm.algorithm != CommAlgorithm::Hierarchical)
+      deviceSim = std::make_unique<comm::SimTransport>(static_cast<int>(config.comm.worldSize), device);
   } else {
-    APS_CHECK(communicator != nullptr, "comm.backend is mpi but no MPI communicator was given");
+    APS_CHECK(communicator != nullptr, "comm.backend is {} but no MPI communicator was given", config.comm.backend);
     mpi = std::move(communicator);
     transport = mpi.get();
   }
@@ -277,9 +295,10 @@ void Trainer::State::setupPrecisionAndComm() {
   setupModelCopies();
   std::vector<NamedTensors> copyParams;
   for (const ModelCopy& copy : copies) copyParams.push_back(copy.params);
-  // On a GPU the reducer takes its gradients from host copies of the parameters.
-  if (!device.isCpu()) {
-    deviceBatches = std::make_unique<DeviceBatches>(device, localRanks);
+  // On a GPU the reducer takes its gradients from host copies of the parameters, unless NCCL or
+  // the simulator reduces them where they lie.
+  if (!device.isCpu()) deviceBatches = std::make_unique<DeviceBatches>(device, localRanks);
+  if (!device.isCpu() && !nccl && !deviceSim) {
     hostParams.clear();
     for (const auto& param : params) {
       Tensor host = Tensor::zeros(param.tensor.sizes());
@@ -289,7 +308,7 @@ void Trainer::State::setupPrecisionAndComm() {
     }
   }
   const GradientSync::MetricsSink writeMetrics = [this](const nlohmann::json& line) { log->write(line); };
-  NamedTensors replicated = device.isCpu() ? params : hostParams;
+  NamedTensors replicated = hostParams.empty() ? params : hostParams;
   if (mp) {
     // The split layers' slices apart: each slice's gradients reduce over its data-parallel group.
     std::vector<NamedTensors> slices(mp->owned().size());
@@ -315,8 +334,11 @@ void Trainer::State::setupPrecisionAndComm() {
                                                           k == 0 ? writeMetrics : [](const nlohmann::json&) {}));
     }
   }
-  sync = std::make_unique<GradientSync>(config, replicated, GradientSync::Ranks{transport, world, firstRank, localRanks},
-                                        writeMetrics, copyParams);
+  sync = std::make_unique<GradientSync>(
+      config, replicated,
+      GradientSync::Ranks{transport, world, firstRank, localRanks,
+                          nccl ? static_cast<comm::Transport*>(nccl.get()) : deviceSim.get()},
+      writeMetrics, copyParams);
   // Only injected faults look at a gradient before the reducer takes it.
   GradientSync::BeforeReady poison;
   if (!faults.empty()) {

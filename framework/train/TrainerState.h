@@ -34,7 +34,13 @@ namespace aps::train {
 struct Trainer::State {
   TrainConfig config;
   std::shared_ptr<comm::Communicator> mpi;
+  // comm.backend: nccl: the gradients' all-reduce between the GPUs, over device memory
+  // (bootstrapped over `mpi`, which carries everything else: `transport` is `mpi`).
+  std::unique_ptr<comm::Communicator> nccl;
   std::unique_ptr<comm::SimTransport> sim;
+  // comm.backend: sim on a GPU: the simulated world whose messages are device memory, for the
+  // gradients' all-reduce on the device (`sim` carries the small agreements in host memory).
+  std::unique_ptr<comm::SimTransport> deviceSim;
   comm::Transport* transport = nullptr;
   int world = 1, firstRank = 0, localRanks = 1;
   // parallel.model_parallel = M > 1 (ModelParallel.h): the world of D x M ranks (rank d M + m)
@@ -52,10 +58,12 @@ struct Trainer::State {
   models::ModelInfo info;
   std::shared_ptr<nn::Module> model;
   NamedTensors params;
-  // `device`: where the model trains. On a GPU the reducer works on a host copy of the
-  // gradients (hostParams: the parameters' shapes, their .grad the reducer's buffers): each
-  // gradient goes there as backward makes it, and the reduced gradients come back before the
-  // optimizer steps on the device (README "GPU status": gradients are reduced on the host).
+  // `device`: where the model trains. On a GPU with comm.backend nccl or sim the gradients are
+  // reduced where they lie; with mpi (or sim with comm.algorithm hierarchical) the reducer works
+  // on a host copy of the gradients
+  // (hostParams: the parameters' shapes, their .grad the reducer's buffers): each gradient goes
+  // there as backward makes it, and the reduced gradients come back before the optimizer steps
+  // on the device.
   Device device = Device::cpu();
   NamedTensors hostParams;
   std::unique_ptr<DeviceBatches> deviceBatches;  // on a GPU: the loader's batches, copied ahead

@@ -6,6 +6,7 @@
 #include "comm/SimTransport.h"
 #include "framework/core/Rng.h"
 #include "precision/CodecSpec.h"
+#include "tests/comm/SeededInputs.h"
 #include "tests/comm/TestCodecs.h"
 
 #include <gtest/gtest.h>
@@ -19,12 +20,7 @@
 namespace aps::comm {
 namespace {
 
-std::vector<float> inputOf(int rank, int64_t n, uint64_t seed) {
-  Rng rng(seed * 7919 + static_cast<uint64_t>(rank));
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = rng.normal(0.0f, 1.0f + static_cast<float>(rank));
-  return v;
-}
+using testing::inputOf;
 
 uint64_t fingerprint(const std::vector<float>& v) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a over the bytes

@@ -1,8 +1,9 @@
 // The all-reduce schedules over device buffers (AllReduceOptions::device) between real ranks on
 // NCCL, one GPU each, against the simulator's world of as many ranks on the host from the same
 // seeded inputs: bit for bit, with the same bytes sent and the same non-finite answer, for every
-// algorithm and a float, a block-scaled, a Dettmers and the fp32 wire (label cuda; skipped
-// without a GPU; in the emulated device's build, under mpirun with 2 and 4 ranks).
+// algorithm and a float, a block-scaled, a Dettmers and the fp32 wire, and what an observer of
+// the encodes sees (label cuda; skipped without a GPU; in the emulated device's build, under
+// mpirun with 2 and 4 ranks).
 #include "comm/AllReduceAlgorithm.h"
 #include "comm/NcclCommunicator.h"
 #include "comm/SimTransport.h"
@@ -10,6 +11,7 @@
 #include "framework/tensor/Tensor.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
 #include "precision/CodecSpec.h"
+#include "tests/comm/SeededInputs.h"
 #include "tests/common/ErrorMessage.h"
 
 #include <gtest/gtest.h>
@@ -24,12 +26,7 @@
 namespace aps::comm {
 namespace {
 
-std::vector<float> inputOf(int rank, int64_t n, uint64_t seed) {
-  Rng rng(seed * 7919 + static_cast<uint64_t>(rank));
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = rng.normal(0.0f, 1.0f + static_cast<float>(rank));
-  return v;
-}
+using testing::inputOf;
 
 struct Case {
   std::string codec;
@@ -37,6 +34,22 @@ struct Case {
   int64_t n = 0;
   bool withShifts = false;  // APS's per-layer scalings, as InputFacts
   bool withInf = false;     // one rank's input holds an infinity
+  bool observed = false;    // an EncodeObserver sees the encodes
+};
+
+// What an observer saw: per site, the sum over its calls of a hash of (begin, n, the values'
+// and the decoded values' bits). Sums add up over ranks whatever order the calls came in.
+class HashingObserver final : public EncodeObserver {
+ public:
+  void encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) override {
+    uint64_t h = 1469598103934665603ull ^ static_cast<uint64_t>(begin) * 31 ^ static_cast<uint64_t>(n);
+    for (int64_t i = 0; i < n; ++i) {
+      h = (h ^ std::bit_cast<uint32_t>(values[i])) * 1099511628211ull;
+      h = (h ^ std::bit_cast<uint32_t>(decoded[i])) * 1099511628211ull;
+    }
+    sums[site == Site::Input ? 0 : 1] += h;
+  }
+  uint64_t sums[2] = {0, 0};
 };
 
 std::vector<Case> cases() {
@@ -49,6 +62,8 @@ std::vector<Case> cases() {
       {"e4m3", {.kind = K::TwoShot}, 3000, true},
       {"dettmers_dynamic/block256", {.kind = K::TwoShot}, 2000},
       {"e5m2", {.kind = K::Ring}, 1001},
+      {"e5m2", {.kind = K::Ring}, 1001, false, false, true},
+      {"e4m3", {.kind = K::TwoShot, .segmentBytes = 256}, 3000, true, false, true},
       {"mxfp4", {.kind = K::Ring}, 2048, true},
       {"e4m3", {.kind = K::AllGather, .roundEveryAdd = true}, 777},
       {"e3m0:stochastic/block32", {.kind = K::AllGather, .roundEveryAdd = false}, 777},
@@ -97,7 +112,9 @@ TEST(DeviceAllReduce, NcclRanksMatchTheSimulatedWorldBitForBit) {
     }
     std::vector<float*> ptrs;
     for (auto& v : all) ptrs.push_back(v.data());
-    const SyncStats simStats = makeAllReduce(c.options, codec)->run(sim, ptrs, c.n, ctx, nullptr, false, false, inputs);
+    HashingObserver simSaw, saw;
+    const SyncStats simStats =
+        makeAllReduce(c.options, codec)->run(sim, ptrs, c.n, ctx, c.observed ? &simSaw : nullptr, false, false, inputs);
     // This rank on its GPU.
     Tensor mine = Tensor::fromVector(inputOf(me, c.n, seed), {c.n});
     if (c.withInf && me == world - 1 && c.n > 0) {
@@ -110,8 +127,8 @@ TEST(DeviceAllReduce, NcclRanksMatchTheSimulatedWorldBitForBit) {
     options.device = device;
     auto algorithm = makeAllReduce(options, codec);
     float* data = mine.data<float>();
-    const SyncStats stats =
-        algorithm->run(nccl, std::span<float* const>(&data, 1), c.n, ctx, nullptr, false, false, inputs);
+    const SyncStats stats = algorithm->run(nccl, std::span<float* const>(&data, 1), c.n, ctx,
+                                           c.observed ? &saw : nullptr, false, false, inputs);
     const std::vector<float> got = mine.toFloatVector();
     ASSERT_EQ(got.size(), all[0].size());
     size_t differ = 0;
@@ -122,6 +139,71 @@ TEST(DeviceAllReduce, NcclRanksMatchTheSimulatedWorldBitForBit) {
     EXPECT_EQ(stats.nonFinite, c.withInf);
     ASSERT_EQ(stats.bytesSent.size(), 1u);
     EXPECT_EQ(stats.bytesSent[0], simStats.bytesSent[static_cast<size_t>(me)]);
+    if (c.observed) {  // every rank's observations, summed, are the simulated world's
+      std::vector<uint64_t> everyRank(2 * static_cast<size_t>(world));
+      mpi.allGather(saw.sums, sizeof saw.sums, everyRank.data());
+      uint64_t input = 0, sum = 0;
+      for (int r = 0; r < world; ++r) {
+        input += everyRank[2 * static_cast<size_t>(r)];
+        sum += everyRank[2 * static_cast<size_t>(r) + 1];
+      }
+      EXPECT_NE(simSaw.sums[0], 0u);
+      EXPECT_EQ(input, simSaw.sums[0]);
+      EXPECT_EQ(sum, simSaw.sums[1]);
+    }
+    ++seed;
+  }
+}
+
+// comm.backend: sim on a GPU: a world of 5 simulated ranks whose buffers are device memory
+// (SimTransport with the device: each round device-to-device copies) gives every rank the host
+// world's bits, bytes sent and observations.
+TEST(DeviceAllReduce, ASimulatedWorldOnTheDeviceMatchesTheHost) {
+  if (cuda::deviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  const Device device = Device::cuda(cuda::currentDevice());
+  constexpr int kWorld = 5;
+  SimTransport host(kWorld), onDevice(kWorld, device);
+  uint64_t seed = 100;
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(describe(c));
+    std::shared_ptr<const precision::Codec> codec;
+    if (!c.codec.empty()) codec = precision::makeCodec(c.codec);
+    const precision::EncodeContext ctx{.seed = 3, .stream = seed, .offset = 0};
+    InputFacts facts;
+    if (c.withShifts) facts.shifts = shiftsFor(c.n);
+    const InputFacts* inputs = c.withShifts ? &facts : nullptr;
+    std::vector<std::vector<float>> all;
+    std::vector<Tensor> tensors;
+    std::vector<float*> hostPtrs, devicePtrs;
+    for (int r = 0; r < kWorld; ++r) {
+      all.push_back(inputOf(r, c.n, seed));
+      if (c.withInf && r == 2 && c.n > 0)
+        all.back()[static_cast<size_t>(c.n / 2)] = std::numeric_limits<float>::infinity();
+      tensors.push_back(Tensor::fromVector(all.back(), {c.n}).to(device));
+      devicePtrs.push_back(tensors.back().data<float>());
+    }
+    for (auto& v : all) hostPtrs.push_back(v.data());
+    HashingObserver hostSaw, deviceSaw;
+    const SyncStats expected =
+        makeAllReduce(c.options, codec)
+            ->run(host, hostPtrs, c.n, ctx, c.observed ? &hostSaw : nullptr, false, false, inputs);
+    AllReduceOptions options = c.options;
+    options.device = device;
+    const SyncStats got =
+        makeAllReduce(options, codec)
+            ->run(onDevice, devicePtrs, c.n, ctx, c.observed ? &deviceSaw : nullptr, false, false, inputs);
+    for (int r = 0; r < kWorld; ++r) {
+      const std::vector<float> result = tensors[static_cast<size_t>(r)].toFloatVector();
+      size_t differ = 0;
+      for (size_t i = 0; i < result.size(); ++i)
+        differ += std::bit_cast<uint32_t>(result[i]) != std::bit_cast<uint32_t>(all[static_cast<size_t>(r)][i]);
+      EXPECT_EQ(differ, 0u) << "rank " << r;
+    }
+    EXPECT_EQ(got.bytesSent, expected.bytesSent);
+    EXPECT_EQ(got.nonFinite, expected.nonFinite);
+    EXPECT_EQ(got.nonFinite, c.withInf);
+    EXPECT_EQ(deviceSaw.sums[0], hostSaw.sums[0]);
+    EXPECT_EQ(deviceSaw.sums[1], hostSaw.sums[1]);
     ++seed;
   }
 }
@@ -132,12 +214,13 @@ TEST(DeviceAllReduce, RefusesWhatItDoesNotRunOnTheDevice) {
   EXPECT_ERROR_NAMES(
       makeAllReduce({.kind = AllReduceKind::AllGather, .kahan = true, .device = device}, precision::makeCodec("e4m3")),
       "Kahan summation runs on the host only");
-  // Simulated ranks share the host's memory: their schedules stay on the host.
-  SimTransport sim(2);
-  auto algorithm = makeAllReduce({.device = device}, precision::makeCodec("e4m3"));
+  // The simulator's inputs folded ahead or kept as keys live on the host.
+  SimTransport sim(2, device);
+  auto algorithm = makeAllReduce({.kind = AllReduceKind::Native, .device = device}, nullptr);
   Tensor a = Tensor::zeros({8}, DType::Float32, device), b = Tensor::zeros({8}, DType::Float32, device);
   std::vector<float*> ptrs{a.data<float>(), b.data<float>()};
-  EXPECT_ERROR_NAMES(algorithm->run(sim, ptrs, 8), "over device buffers a process hosts one rank");
+  EXPECT_ERROR_NAMES(algorithm->run(sim, ptrs, 8, {}, nullptr, true, true),
+                     "inputs summed ahead or kept as 16-bit keys");
 }
 
 }  // namespace

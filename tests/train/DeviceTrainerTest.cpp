@@ -127,14 +127,20 @@ TEST_F(DeviceTrainer, SixteenBitComputeTrainsToTheCpuBits) {
   }
 }
 
-// What the GPU path does not run yet is refused at start-up, never trained on the CPU instead.
-TEST_F(DeviceTrainer, NcclOnTheGpuIsRefusedNamingTheKey) {
-  const std::string nccl = testsupport::errorOf([&] {
-    Trainer(parseConfig("model: {name: resnet20, num_classes: 10, in_channels: 1}\n", "test.yaml",
-                        {"device=cuda", "comm.backend=nccl", "output_dir=none"}),
-            nullptr);
-  });
-  EXPECT_THAT(nccl, ::testing::HasSubstr("comm.backend = 'nccl': the all-reduce between GPUs is not there yet"));
+// What comm.backend: nccl does not run is refused at start-up, naming the key, never trained
+// otherwise (its runs against the CPU's bits: nccl_same_bits.sh, under mpirun).
+TEST_F(DeviceTrainer, NcclRefusesWhatItDoesNotRunNamingTheKey) {
+  const auto refusal = [](std::vector<std::string> sets) {
+    sets.push_back("comm.backend=nccl");
+    sets.push_back("output_dir=none");
+    return testsupport::errorOf([&] {
+      Trainer(parseConfig("model: {name: resnet20, num_classes: 10, in_channels: 1}\n", "test.yaml", sets), nullptr);
+    });
+  };
+  EXPECT_THAT(refusal({"device=cuda:0"}), ::testing::HasSubstr("each rank takes the GPU of its node-local rank"));
+  EXPECT_THAT(refusal({"device=cuda", "comm.algorithm=hierarchical", "comm.group_size=1"}),
+              ::testing::HasSubstr("comm.algorithm = 'hierarchical' with comm.backend: nccl is not there yet"));
+  EXPECT_THAT(refusal({"device=cuda"}), ::testing::HasSubstr("no MPI communicator was given to bootstrap it"));
 }
 
 }  // namespace

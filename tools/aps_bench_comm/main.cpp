@@ -1,12 +1,15 @@
-// aps_bench_comm: times the low-precision all-reduce algorithms on the mpi backend (under
+// aps_bench_comm: times the low-precision all-reduce algorithms on the mpi or nccl backend (under
 // mpirun) or on N simulated ranks, next to MPI_Allreduce in fp32, and measures their error
 // against the exact (fp64) sum. Bandwidths follow nccl-tests: algbw = fp32 bytes / time,
 // busbw = algbw * 2(n-1)/n.
 #include "comm/AllReduceAlgorithm.h"
 #include "comm/MpiCommunicator.h"
+#include "comm/NcclCommunicator.h"
 #include "comm/SimTransport.h"
 #include "framework/core/Error.h"
 #include "framework/core/Rng.h"
+#include "framework/tensor/cuda/CudaAllocator.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
 #include "precision/CodecSpec.h"
 #include "tools/common/ToolMain.h"
 
@@ -33,6 +36,7 @@ struct Config {
   int iterations = 5;
   int warmup = 1;
   int sim = 0;  // >0: simulate this many ranks in one process instead of using MPI
+  std::string backend = "mpi";  // mpi or nccl (buffers on the GPUs)
   bool kahan = false;
   bool fp32Sum = false;
   int64_t segmentBytes = comm::kDefaultSegmentBytes;
@@ -166,6 +170,7 @@ std::unique_ptr<AllReduceAlgorithm> makeAlgorithm(const std::string& name, const
   options.roundEveryAdd = !config.fp32Sum;
   options.kahan = config.kahan;
   options.segmentBytes = config.segmentBytes;
+  if (config.backend == "nccl") options.device = Device::cuda(cuda::currentDevice());
   std::shared_ptr<const precision::Codec> c;
   if (options.kind != AllReduceKind::Native) c = precision::makeCodec(codec);
   return makeAllReduce(options, c);
@@ -184,27 +189,40 @@ std::vector<std::pair<std::string, std::string>> runs(const Config& config) {
   return out;
 }
 
+// Under mpirun: the mpi backend on host buffers, or nccl on each rank's GPU (the buffers, the
+// schedules' scratch and their codecs on the device; each timing ends once the device is done).
 void benchMpi(const Config& config, int64_t n) {
   MpiCommunicator comm;
   abortJobOnError(comm, [&] {
     if (config.failRank == comm.rank()) APS_FAIL("--fail-rank {}: failing on purpose", config.failRank);
+    const std::unique_ptr<Communicator> nccl = config.backend == "nccl" ? makeNcclCommunicator(comm) : nullptr;
+    Communicator& wire = nccl ? *nccl : comm;
     const int ranks = comm.size();
     const std::vector<float> input = inputOf(comm.rank(), n, config.seed);
     const Reference ref = comm.rank() == 0 ? exactSum(ranks, n, config.seed) : Reference{};
     std::vector<float> data(input.size());
+    std::unique_ptr<cuda::DeviceScratch> onDevice;
+    float* buffer = data.data();  // what the all-reduces reduce
+    if (nccl) {
+      onDevice = std::make_unique<cuda::DeviceScratch>(data.size() * sizeof(float), cuda::currentDevice());
+      buffer = static_cast<float*>(onDevice->data());
+    }
     bool header = true;
 
     auto measure = [&](const std::string& algorithm, const std::string& codec, auto&& once) {
-      Measurement m{"mpi", algorithm, codec, ranks, n};
+      Measurement m{config.backend, algorithm, codec, ranks, n};
       std::vector<float> times;
       for (int it = -config.warmup; it < config.iterations; ++it) {
         std::copy(input.begin(), input.end(), data.begin());
+        if (nccl) cuda::copySync(buffer, data.data(), data.size() * sizeof(float), cuda::CopyKind::HostToDevice);
         comm.barrier();
         const auto start = std::chrono::steady_clock::now();
         once(m);
+        if (nccl) cuda::synchronize(cuda::currentDevice());
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (it >= 0) times.push_back(static_cast<float>(s));
       }
+      if (nccl) cuda::copySync(data.data(), buffer, data.size() * sizeof(float), cuda::CopyKind::DeviceToHost);
       // Per iteration the slowest rank counts; the median over iterations resists the noise
       // of shared, oversubscribed machines.
       comm.allReduce(times.data(), static_cast<int64_t>(times.size()), ReduceOp::Max);
@@ -216,10 +234,10 @@ void benchMpi(const Config& config, int64_t n) {
       }
     };
 
-    // The baseline: MPI_Allreduce in fp32 (implementation-defined order).
-    measure("mpi_allreduce", "fp32", [&](Measurement& m) {
-      comm.allReduce(data.data(), n, ReduceOp::Sum);
-      m.bytesPerRank = 0;  // unknown: depends on the MPI library's algorithm
+    // The baseline: MPI_Allreduce or ncclAllReduce in fp32 (the library's order).
+    measure(nccl ? "nccl_allreduce" : "mpi_allreduce", "fp32", [&](Measurement& m) {
+      wire.allReduce(buffer, n, ReduceOp::Sum);
+      m.bytesPerRank = 0;  // unknown: depends on the library's algorithm
     });
     for (const auto& [algorithm, codec] : runs(config)) {
       const auto reducer = makeAlgorithm(algorithm, codec, config);
@@ -227,8 +245,8 @@ void benchMpi(const Config& config, int64_t n) {
       const int64_t segmentBytes = pipelinedSegmentBytes(algorithm, config);
       measure(reducer->name(), codec, [&](Measurement& m) {
         m.segmentBytes = segmentBytes;
-        const SyncStats stats = reducer->run(comm, std::vector<float*>{data.data()}, n,
-                                             {config.seed, static_cast<uint64_t>(m.elements), 0});
+        const SyncStats stats =
+            reducer->run(wire, std::vector<float*>{buffer}, n, {config.seed, static_cast<uint64_t>(m.elements), 0});
         m.bytesPerRank = stats.bytesSent.at(0);
         m.nonFinite = stats.nonFinite;
       });
@@ -288,6 +306,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--sim", config.sim, "simulate this many ranks in one process instead of MPI")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--backend", config.backend,
+                 "under mpirun: mpi (host buffers) or nccl (one GPU per rank, the schedules over device buffers)")
+      ->check(CLI::IsMember({"mpi", "nccl"}))
+      ->capture_default_str();
   app.add_flag("--kahan", config.kahan, "allgather: Kahan-compensated sum in the wire format");
   app.add_flag("--fp32-sum", config.fp32Sum, "allgather: sum in fp32 instead of rounding after every add");
   app.add_option("--segment-bytes", config.segmentBytes,
@@ -302,6 +324,8 @@ int main(int argc, char** argv) {
   return runTool(app, argc, argv, [&] {
     const int64_t n = parseBytes(config.size) / 4;
     APS_CHECK(!(config.kahan && config.fp32Sum), "--kahan and --fp32-sum exclude each other");
+    APS_CHECK(config.sim == 0 || config.backend == "mpi", "--sim {} runs on the host: --backend {} does not apply",
+              config.sim, config.backend);
     if (config.sim > 0) {
       benchSim(config, n);
     } else {
