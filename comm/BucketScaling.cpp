@@ -40,11 +40,6 @@ class HostCopy {
   std::vector<float*> pointers_;
 };
 
-bool needsHostCopy(const BucketHook& hook, const BucketContext& context, bool before) {
-  return context.device.isCuda() && !hook.runsOnDevice() &&
-         (before ? hook.usesBuffersBefore(context) : hook.usesBuffersAfter(context));
-}
-
 }  // namespace
 
 BucketScaling::FormatScaling BucketScaling::FormatScaling::forSpec(const precision::CodecSpec& spec,
@@ -162,27 +157,34 @@ void BucketScaling::beforeReduce(const BucketContext& context) {
       applyInputShifts(c.data, c.inputs->shifts, c.device);
       c.inputs->shifts.clear();
     }
-    if (needsHostCopy(*hook, c, true)) {
-      const HostCopy copy(c);
-      hook->beforeReduce(copy.context(), scales_);
-      if (hook->changesValues(c)) copy.writeBack();
-    } else {
-      hook->beforeReduce(c, scales_);
-    }
+    runHook(*hook, c, true);
     if (hook->changesValues(c)) c.maxAbsBits = {};  // measured of values that have changed
   }
 }
 
 void BucketScaling::afterReduce(const BucketContext& context) {
   // Reverse order (no std::views::reverse: clang 14 cannot compile libstdc++ 12's ranges).
-  for (auto hook = chain_.rbegin(); hook != chain_.rend(); ++hook) {
-    if (needsHostCopy(**hook, context, false)) {
-      const HostCopy copy(context);
-      (*hook)->afterReduce(copy.context(), scales_);
-      copy.writeBack();
+  for (auto hook = chain_.rbegin(); hook != chain_.rend(); ++hook) runHook(**hook, context, false);
+}
+
+void BucketScaling::runHook(BucketHook& hook, const BucketContext& context, bool before) {
+  const bool hostCopy = context.device.isCuda() && !hook.runsOnDevice() &&
+                        (before ? hook.usesBuffersBefore(context) : hook.usesBuffersAfter(context));
+  if (!hostCopy) {
+    if (before) {
+      hook.beforeReduce(context, scales_);
     } else {
-      (*hook)->afterReduce(context, scales_);
+      hook.afterReduce(context, scales_);
     }
+    return;
+  }
+  const HostCopy copy(context);
+  if (before) {
+    hook.beforeReduce(copy.context(), scales_);
+    if (hook.changesValues(context)) copy.writeBack();
+  } else {
+    hook.afterReduce(copy.context(), scales_);
+    copy.writeBack();
   }
 }
 

@@ -128,12 +128,17 @@ class BucketScaling : public ReductionHook, public Stateful {
   class WorldProbe : public ReductionHook {
    public:
     explicit WorldProbe(BucketScaling& owner) : owner_(owner) {}
-    void beforeReduce(const BucketContext& bucket) override { owner_.probe_->beforeReduce(bucket, owner_.scales_); }
-    void afterReduce(const BucketContext& bucket) override { owner_.probe_->afterReduce(bucket, owner_.scales_); }
+    void beforeReduce(const BucketContext& bucket) override { owner_.runHook(*owner_.probe_, bucket, true); }
+    void afterReduce(const BucketContext& bucket) override { owner_.runHook(*owner_.probe_, bucket, false); }
 
    private:
     BucketScaling& owner_;
   };
+
+  // hook's beforeReduce (before) or afterReduce on `context`; on a GPU's buffers, on a host copy
+  // where the hook uses them and does not run on the device (BucketHook::runsOnDevice), with
+  // its changes written back.
+  void runHook(BucketHook& hook, const BucketContext& context, bool before);
 
   int localRanks_;
   ParamScales scales_;

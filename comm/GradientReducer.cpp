@@ -55,8 +55,6 @@ GradientReducer::GradientReducer(Transport& transport, std::vector<std::vector<N
               "comm reducer: gradients on {} are reduced by one rank per process or a simulated world (transport {} "
               "hosts {} ranks)",
               deviceName(device_), transport.transportName(), local_);
-    APS_CHECK(options_.groupSize == 0, "comm reducer: the hierarchical reduction of gradients on {} is not there yet",
-              deviceName(device_));
     for (const auto& a : algorithms_)
       APS_CHECK(a->device() == device_,
                 "comm reducer: gradients on {} need an all-reduce over {} buffers ({} runs on {})", deviceName(device_),

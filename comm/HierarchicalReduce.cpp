@@ -5,6 +5,7 @@
 #include "framework/core/Error.h"
 
 #include <chrono>
+#include <optional>
 #include <vector>
 
 namespace aps::comm {
@@ -32,6 +33,7 @@ class HierarchicalPass {
         options_(options),
         context_(context),
         world_(*bucket.transport),
+        agreements_(bucket.agreementTransport()),
         ranks_(world_.worldSize()),
         size_(options.groupSize),
         groups_(size_ >= 1 ? ranks_ / size_ : 0),
@@ -44,6 +46,9 @@ class HierarchicalPass {
               "comm hierarchical: the group size {} must divide the world size {}", size_, ranks_);
     APS_CHECK(bucket.data.size() == static_cast<size_t>(local_), "comm hierarchical: got {} buffers for {} local ranks",
               bucket.data.size(), local_);
+    APS_CHECK(agreements_.worldSize() == ranks_ && agreements_.firstLocalRank() == first_ &&
+                  agreements_.localRankCount() == local_,
+              "comm hierarchical: the agreements' transport must hold the same ranks as the all-reduce's");
     stats_.bytesSent.assign(static_cast<size_t>(local_), 0);
   }
 
@@ -81,12 +86,23 @@ class HierarchicalPass {
       addBytes(sub, sub.firstLocalRank() + static_cast<int>(i), s.bytesSent[i]);
   }
 
-  // One level's reduction over sub: its hook's beforeReduce, the algorithm, its afterReduce.
-  SyncStats reduceLevel(SubTransport& sub, const std::vector<float*>& data, ReductionHook* hook,
+  // The same sub-world of the agreements' transport (host memory: the hooks' small agreements
+  // and the flags), where it is not the all-reduce's own.
+  std::optional<SubTransport> agreementsOf(const SubTransport& sub, int first, int stride) {
+    if (&agreements_ == &world_) return std::nullopt;
+    return std::make_optional<SubTransport>(agreements_, first, stride, sub.worldSize());
+  }
+
+  // One level's reduction over sub (the ranks first, first + stride, ...): its hook's
+  // beforeReduce, the algorithm, its afterReduce.
+  SyncStats reduceLevel(SubTransport& sub, int first, int stride, const std::vector<float*>& data, ReductionHook* hook,
                         const precision::EncodeContext& context) {
     InputFacts facts;
+    std::optional<SubTransport> agree = agreementsOf(sub, first, stride);
     BucketContext level{bucket_.bucket, bucket_.layout, &sub, data, bucket_.step};
     level.inputs = &facts;
+    level.device = bucket_.device;
+    if (agree) level.agreements = &*agree;
     if (hook) hook->beforeReduce(level);
     EncodeObserver* observer = hook ? hook->encodeObserver(level) : nullptr;
     const SyncStats s = algorithm_.run(sub, data, n_, context, observer, false, false, &facts);
@@ -101,7 +117,7 @@ class HierarchicalPass {
     groupNonFinite_.assign(static_cast<size_t>(lastGroup_ - firstGroup_ + 1), 0);
     for (int g = firstGroup_; g <= lastGroup_; ++g) {
       SubTransport group(world_, g * size_, 1, size_);
-      const SyncStats s = reduceLevel(group, dataOf(group), options_.hook,
+      const SyncStats s = reduceLevel(group, g * size_, 1, dataOf(group), options_.hook,
                                       groups_ == 1 ? context_ : hierarchicalLevelContext(context_, 1, g));
       groupNonFinite_[static_cast<size_t>(g - firstGroup_)] = s.nonFinite ? 1 : 0;
     }
@@ -114,7 +130,7 @@ class HierarchicalPass {
     if (leaders.localRankCount() == 0) return false;
     const std::vector<float*> data = dataOf(leaders);
     const bool groupsNonFinite = size_ > 1 && algorithm_.checksFinite() && agreeGroupsNonFinite(leaders, data.size());
-    const SyncStats s = reduceLevel(leaders, data, options_.leaderHook,
+    const SyncStats s = reduceLevel(leaders, 0, size_, data, options_.leaderHook,
                                     size_ == 1 ? context_ : hierarchicalLevelContext(context_, 2, 0));
     return groupsNonFinite || s.nonFinite;
   }
@@ -129,7 +145,8 @@ class HierarchicalPass {
       flags[i] = groupNonFinite_[static_cast<size_t>(g - firstGroup_)] != 0 ? 1.0f : 0.0f;
       pointers.push_back(&flags[i]);
     }
-    smallAllReduce(leaders, pointers, 1, ReduceOp::Max);
+    std::optional<SubTransport> agree = agreementsOf(leaders, 0, size_);
+    smallAllReduce(agree ? *agree : leaders, pointers, 1, ReduceOp::Max);
     for (size_t i = 0; i < flags.size(); ++i)
       addBytes(leaders, leaders.firstLocalRank() + static_cast<int>(i),
                static_cast<uint64_t>(groups_ - 1) * sizeof(float));
@@ -139,7 +156,8 @@ class HierarchicalPass {
   // 3. Each leader hands the total (raw fp32, the same bits everywhere) to the rest of its
   // group in two rounds, a scatter and an all-gather, so that it sends 2 (G-1)/G of the
   // buffer rather than G-1 copies: first chunk k (of G) and the non-finite flag to member k,
-  // then every rank sends its chunk to every member that lacks it.
+  // then every rank sends its chunk to every member that lacks it. The flags go in a round of
+  // their own, through the agreements' transport (host memory).
   void broadcastWithinGroups(bool nonFinite) {
     received_.assign(static_cast<size_t>(local_), 0);
     const uint8_t flag = nonFinite ? 1 : 0;
@@ -149,6 +167,7 @@ class HierarchicalPass {
     };
     for (int g = firstGroup_; g <= lastGroup_; ++g) {
       SubTransport group(world_, g * size_, 1, size_);
+      std::optional<SubTransport> agree = agreementsOf(group, g * size_, 1);
       const auto localData = [&](int k) { return bucket_.data[static_cast<size_t>(group.parentRank(k) - first_)]; };
       // Chunk c of rank k's buffer where k is local, else null (the transport ignores it).
       const auto chunkOf = [&](int k, int c) { return group.isLocal(k) ? localData(k) + chunkBegin(c) : nullptr; };
@@ -158,11 +177,12 @@ class HierarchicalPass {
         round.push_back({src, dst, sendData, recvData, bytes});
         if (group.isLocal(src)) addBytes(group, src, bytes);
       };
-      for (int k = 1; k < size_; ++k) {
-        add(0, k, chunkOf(0, k), chunkOf(k, k), chunkBytes(k));
+      for (int k = 1; k < size_; ++k)
         add(0, k, group.isLocal(0) ? &flag : nullptr,
             group.isLocal(k) ? &received_[static_cast<size_t>(group.parentRank(k) - first_)] : nullptr, 1);
-      }
+      (agree ? static_cast<Transport&>(*agree) : group).exchange(round);
+      round.clear();
+      for (int k = 1; k < size_; ++k) add(0, k, chunkOf(0, k), chunkOf(k, k), chunkBytes(k));
       group.exchange(round);
       round.clear();
       for (int src = 0; src < size_; ++src)
@@ -177,6 +197,7 @@ class HierarchicalPass {
   const ReducerOptions& options_;
   const precision::EncodeContext context_;
   Transport& world_;
+  Transport& agreements_;  // BucketContext::agreementTransport(): world_ itself, or host memory beside it
   const int ranks_, size_, groups_, first_, local_;
   const int64_t n_;
   const int firstGroup_, lastGroup_;

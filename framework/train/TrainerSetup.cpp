@@ -68,10 +68,6 @@ void Trainer::State::setupWorld(std::shared_ptr<comm::Communicator> communicator
               "{}: device = '{}': with comm.backend: nccl each rank takes the GPU of its node-local rank; use "
               "device: cuda",
               config.sourceFile, config.device);
-    APS_CHECK(config.comm.algorithm != CommAlgorithm::Hierarchical,
-              "{}: comm.algorithm = 'hierarchical' with comm.backend: nccl is not there yet; use two_shot, ring, "
-              "allgather or native, or comm.backend: mpi",
-              config.sourceFile);
     auto* bootstrap = dynamic_cast<comm::MpiCommunicator*>(communicator.get());
     APS_CHECK(bootstrap != nullptr, "comm.backend is nccl but no MPI communicator was given to bootstrap it");
     nccl = comm::makeNcclCommunicator(*bootstrap);
@@ -81,8 +77,8 @@ void Trainer::State::setupWorld(std::shared_ptr<comm::Communicator> communicator
   if (config.comm.backend == "sim") {
     sim = std::make_unique<comm::SimTransport>(static_cast<int>(config.comm.worldSize));
     transport = sim.get();
-    // On a GPU the gradients are reduced there, but for the hierarchical reduction (on the host).
-    if (device.isCuda() && config.comm.algorithm != CommAlgorithm::Hierarchical)
+    // On a GPU the gradients are reduced there.
+    if (device.isCuda())
       deviceSim = std::make_unique<comm::SimTransport>(static_cast<int>(config.comm.worldSize), device);
   } else {
     APS_CHECK(communicator != nullptr, "comm.backend is {} but no MPI communicator was given", config.comm.backend);

@@ -59,8 +59,7 @@ struct Trainer::State {
   std::shared_ptr<nn::Module> model;
   NamedTensors params;
   // `device`: where the model trains. On a GPU with comm.backend nccl or sim the gradients are
-  // reduced where they lie; with mpi (or sim with comm.algorithm hierarchical) the reducer works
-  // on a host copy of the gradients
+  // reduced where they lie; with mpi the reducer works on a host copy of the gradients
   // (hostParams: the parameters' shapes, their .grad the reducer's buffers): each gradient goes
   // there as backward makes it, and the reduced gradients come back before the optimizer steps
   // on the device.

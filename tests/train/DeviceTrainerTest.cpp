@@ -45,10 +45,10 @@ class DeviceTrainer : public ::testing::Test {
 
   // Trains with `extra` on `device`; returns the final weights, its metrics in metricsFile.
   NamedTensors train(const std::string& device, std::vector<std::string> extra, const std::string& metricsFile,
-                     const std::string& resumeFrom = "") {
+                     const std::string& resumeFrom = "", int ranks = 2) {
     extra.push_back("device=" + device);
     extra.push_back("logging.metrics_file=" + metricsFile);
-    Trainer trainer(smallConfig("sim", 2, extra), nullptr);
+    Trainer trainer(smallConfig("sim", ranks, extra), nullptr);
     trainer.run(resumeFrom);
     return trainer.modelState();
   }
@@ -127,6 +127,20 @@ TEST_F(DeviceTrainer, SixteenBitComputeTrainsToTheCpuBits) {
   }
 }
 
+// Hierarchical APS with the simulator on the device (two groups of two, each level's hooks and
+// the world-level probe on host copies of the device buckets): the CPU run's bits.
+TEST_F(DeviceTrainer, HierarchicalApsOnTheDeviceTrainsToTheCpuBits) {
+  const std::vector<std::string> extra{"max_steps=6",           "precision.format=e4m3",
+                                       "precision.scaling=aps", "comm.algorithm=hierarchical",
+                                       "comm.group_size=2",     "precision.probe_interval=3"};
+  const NamedTensors cpu = train("cpu", extra, path("cpu.jsonl"), "", 4);
+  const NamedTensors gpu = train("cuda", extra, path("gpu.jsonl"), "", 4);
+  std::string differs;
+  EXPECT_TRUE(bitIdentical(cpu, gpu, &differs)) << "first difference in " << differs;
+  EXPECT_EQ(trainLosses(path("cpu.jsonl")), trainLosses(path("gpu.jsonl")));
+  EXPECT_EQ(trainLosses(path("cpu.jsonl")).size(), 6u);
+}
+
 // What comm.backend: nccl does not run is refused at start-up, naming the key, never trained
 // otherwise (its runs against the CPU's bits: nccl_same_bits.sh, under mpirun).
 TEST_F(DeviceTrainer, NcclRefusesWhatItDoesNotRunNamingTheKey) {
@@ -138,8 +152,6 @@ TEST_F(DeviceTrainer, NcclRefusesWhatItDoesNotRunNamingTheKey) {
     });
   };
   EXPECT_THAT(refusal({"device=cuda:0"}), ::testing::HasSubstr("each rank takes the GPU of its node-local rank"));
-  EXPECT_THAT(refusal({"device=cuda", "comm.algorithm=hierarchical", "comm.group_size=1"}),
-              ::testing::HasSubstr("comm.algorithm = 'hierarchical' with comm.backend: nccl is not there yet"));
   EXPECT_THAT(refusal({"device=cuda"}), ::testing::HasSubstr("no MPI communicator was given to bootstrap it"));
 }
 

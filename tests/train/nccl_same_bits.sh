@@ -22,7 +22,8 @@ mkdir -p "$out"
 
 # name | config | ranks | steps | extra --set overrides. The checks: E4M3 + APS with
 # two_shot and ring, fp32, e3m0 with block scaling, 30 steps on 2 and 4 ranks; then shorter runs
-# of the hooks that run on host copies of the device buckets and of the other algorithms.
+# of the hooks that run on host copies of the device buckets and of the other algorithms
+# (hierarchical: 2 groups of 2, the probe at the world level).
 runs=(
   "e4m3_aps|fmnist_resnet20_e4m3_aps|2 4|30|"
   "e4m3_aps_ring|fmnist_resnet20_e4m3_aps|2 4|30|comm.algorithm=ring"
@@ -36,6 +37,7 @@ runs=(
   "dettmers8|fmnist_resnet20_dettmers8|2|8|"
   "e4m3_stochastic_fp16|fmnist_resnet20_e4m3_aps|2|8|precision.rounding=stochastic precision.compute=fp16_mixed"
   "probe_clip|fmnist_resnet20_e4m3_aps|2|8|precision.probe_interval=2 optimizer.clip_grad_norm=0.5"
+  "hierarchical_probe|fmnist_resnet20_e4m3_aps|4|8|comm.algorithm=hierarchical comm.group_size=2 precision.probe_interval=2"
 )
 
 strip_timings() {

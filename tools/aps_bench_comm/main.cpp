@@ -37,6 +37,7 @@ struct Config {
   int warmup = 1;
   int sim = 0;  // >0: simulate this many ranks in one process instead of using MPI
   std::string backend = "mpi";  // mpi or nccl (buffers on the GPUs)
+  std::string device = "cpu";   // --sim: where the simulated ranks' buffers lie
   bool kahan = false;
   bool fp32Sum = false;
   int64_t segmentBytes = comm::kDefaultSegmentBytes;
@@ -164,13 +165,13 @@ void fillErrors(Measurement& m, const float* result, const Reference& ref) {
 }
 
 std::unique_ptr<AllReduceAlgorithm> makeAlgorithm(const std::string& name, const std::string& codec,
-                                                  const Config& config) {
+                                                  const Config& config, Device device = Device::cpu()) {
   AllReduceOptions options;
   options.kind = parseAllReduceKind(name);
   options.roundEveryAdd = !config.fp32Sum;
   options.kahan = config.kahan;
   options.segmentBytes = config.segmentBytes;
-  if (config.backend == "nccl") options.device = Device::cuda(cuda::currentDevice());
+  options.device = device;
   std::shared_ptr<const precision::Codec> c;
   if (options.kind != AllReduceKind::Native) c = precision::makeCodec(codec);
   return makeAllReduce(options, c);
@@ -240,7 +241,8 @@ void benchMpi(const Config& config, int64_t n) {
       m.bytesPerRank = 0;  // unknown: depends on the library's algorithm
     });
     for (const auto& [algorithm, codec] : runs(config)) {
-      const auto reducer = makeAlgorithm(algorithm, codec, config);
+      const auto reducer =
+          makeAlgorithm(algorithm, codec, config, nccl ? Device::cuda(cuda::currentDevice()) : Device::cpu());
       // A structured binding cannot be captured before clang 16: the segment size outside.
       const int64_t segmentBytes = pipelinedSegmentBytes(algorithm, config);
       measure(reducer->name(), codec, [&](Measurement& m) {
@@ -254,29 +256,49 @@ void benchMpi(const Config& config, int64_t n) {
   });
 }
 
+// N simulated ranks in this process; with --device cuda their buffers, the schedules and the
+// codecs on the GPU (each timing ends once the device is done).
 void benchSim(const Config& config, int64_t n) {
   const int ranks = config.sim;
-  SimTransport sim(ranks);
+  const Device device = parseDevice(config.device);
+  if (device.isCuda()) cuda::setDevice(device.index);
+  SimTransport sim(ranks, device);
   const Reference ref = exactSum(ranks, n, config.seed);
   std::vector<std::vector<float>> inputs, data;
   for (int r = 0; r < ranks; ++r) inputs.push_back(inputOf(r, n, config.seed));
   data = inputs;
+  std::vector<std::unique_ptr<cuda::DeviceScratch>> onDevice;
   std::vector<float*> pointers;
-  for (auto& d : data) pointers.push_back(d.data());
+  for (auto& d : data) {
+    if (device.isCuda()) {
+      onDevice.push_back(std::make_unique<cuda::DeviceScratch>(d.size() * sizeof(float), device.index));
+      pointers.push_back(static_cast<float*>(onDevice.back()->data()));
+    } else {
+      pointers.push_back(d.data());
+    }
+  }
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
   bool header = true;
   for (const auto& [algorithm, codec] : runs(config)) {
-    const auto reducer = makeAlgorithm(algorithm, codec, config);
-    Measurement m{"sim", reducer->name(), codec, ranks, n};
+    const auto reducer = makeAlgorithm(algorithm, codec, config, device);
+    Measurement m{device.isCuda() ? "sim:" + deviceName(device) : "sim", reducer->name(), codec, ranks, n};
     m.segmentBytes = pipelinedSegmentBytes(algorithm, config);
     std::vector<float> times;
     for (int it = -config.warmup; it < config.iterations; ++it) {
-      for (int r = 0; r < ranks; ++r) std::copy(inputs[r].begin(), inputs[r].end(), data[r].begin());
+      for (size_t r = 0; r < data.size(); ++r) {
+        std::copy(inputs[r].begin(), inputs[r].end(), data[r].begin());
+        if (device.isCuda()) cuda::copySync(pointers[r], data[r].data(), bytes, cuda::CopyKind::HostToDevice);
+      }
+      const auto start = std::chrono::steady_clock::now();
       const SyncStats stats = reducer->run(sim, pointers, n, {config.seed, static_cast<uint64_t>(n), 0});
-      if (it >= 0) times.push_back(static_cast<float>(stats.seconds));
+      if (device.isCuda()) cuda::synchronize(device.index);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (it >= 0) times.push_back(static_cast<float>(s));
       m.bytesPerRank = stats.maxBytesSent();
       m.nonFinite = stats.nonFinite;
     }
     m.seconds = median(times);
+    if (device.isCuda()) cuda::copySync(data[0].data(), pointers[0], bytes, cuda::CopyKind::DeviceToHost);
     fillErrors(m, data[0].data(), ref);
     report(m, config.format, header);
     header = false;
@@ -310,6 +332,8 @@ int main(int argc, char** argv) {
                  "under mpirun: mpi (host buffers) or nccl (one GPU per rank, the schedules over device buffers)")
       ->check(CLI::IsMember({"mpi", "nccl"}))
       ->capture_default_str();
+  app.add_option("--device", config.device, "with --sim: cpu, or cuda[:N] for the simulated ranks' buffers on a GPU")
+      ->capture_default_str();
   app.add_flag("--kahan", config.kahan, "allgather: Kahan-compensated sum in the wire format");
   app.add_flag("--fp32-sum", config.fp32Sum, "allgather: sum in fp32 instead of rounding after every add");
   app.add_option("--segment-bytes", config.segmentBytes,
@@ -324,8 +348,10 @@ int main(int argc, char** argv) {
   return runTool(app, argc, argv, [&] {
     const int64_t n = parseBytes(config.size) / 4;
     APS_CHECK(!(config.kahan && config.fp32Sum), "--kahan and --fp32-sum exclude each other");
-    APS_CHECK(config.sim == 0 || config.backend == "mpi", "--sim {} runs on the host: --backend {} does not apply",
+    APS_CHECK(config.sim == 0 || config.backend == "mpi", "--sim {}: --backend {} does not apply (use --device)",
               config.sim, config.backend);
+    APS_CHECK(config.sim > 0 || config.device == "cpu",
+              "--device {} applies to --sim; under mpirun use --backend nccl for the GPUs", config.device);
     if (config.sim > 0) {
       benchSim(config, n);
     } else {
