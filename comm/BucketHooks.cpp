@@ -163,17 +163,12 @@ void ApsHook::beforeReduce(const BucketContext& context, ParamScales& scales) {
 
 void ApsHook::afterReduce(const BucketContext& context, ParamScales& scales) {
   const BucketLayout::Bucket& bucket = *context.layout;
+  std::vector<InputShift> undo;
   for (size_t k = 0; k < bucket.params.size(); ++k) {
     const int s = scales.shift(paramOf(bucket, k));
-    if (s == 0) continue;
-    for (float* d : context.data) {
-      if (context.device.isCuda()) {
-        precision::cuda::scaleByPowerOfTwo(d + bucket.offsets[k], layerSize(bucket, k), -s, nullptr);
-      } else {
-        precision::scaleByPowerOfTwo(d + bucket.offsets[k], layerSize(bucket, k), -s);
-      }
-    }
+    if (s != 0) undo.push_back({bucket.offsets[k], layerSize(bucket, k), -s});
   }
+  applyInputShifts(context.data, undo, context.device);
 }
 
 Fp8LmHook::Fp8LmHook(std::vector<std::shared_ptr<precision::Fp8LmScaler>> perFormat, int localRanks)

@@ -51,11 +51,13 @@ struct BucketContext {
   // Set where the reducer keeps simulated ranks' inputs as 16-bit keys (GradientReducer,
   // "Sticky copies"): their data[i] are null, and the reduction reads these instead.
   const Sticky16Inputs* sticky16 = nullptr;
-  // Where data lies. Device memory: a GPU's reducer (one local rank), whose all-reduce runs on
-  // the device; a hook that reads values on the host gets a host copy (BucketScaling).
+  // Where data lies. Device memory: a GPU's reducer (NCCL's one local rank, or a simulated world
+  // on the device), whose all-reduce runs there; a hook that reads values on the host gets a
+  // host copy (BucketScaling).
   Device device = Device::cpu();
   // The transport of tiny agreements in host memory (comm/SmallAllReduce.h) where `transport`
-  // moves device memory (NCCL: the MPI world beside it); null: `transport` itself.
+  // moves device memory (NCCL: the MPI world beside it; a SimTransport on the device: the host
+  // one); null: `transport` itself.
   Transport* agreements = nullptr;
   Transport& agreementTransport() const { return agreements != nullptr ? *agreements : *transport; }
 };

@@ -88,17 +88,16 @@ class HierarchicalPass {
 
   // The same sub-world of the agreements' transport (host memory: the hooks' small agreements
   // and the flags), where it is not the all-reduce's own.
-  std::optional<SubTransport> agreementsOf(const SubTransport& sub, int first, int stride) {
+  std::optional<SubTransport> agreementsOf(const SubTransport& sub) {
     if (&agreements_ == &world_) return std::nullopt;
-    return std::make_optional<SubTransport>(agreements_, first, stride, sub.worldSize());
+    return std::make_optional<SubTransport>(agreements_, sub.parentRank(0), sub.stride(), sub.worldSize());
   }
 
-  // One level's reduction over sub (the ranks first, first + stride, ...): its hook's
-  // beforeReduce, the algorithm, its afterReduce.
-  SyncStats reduceLevel(SubTransport& sub, int first, int stride, const std::vector<float*>& data, ReductionHook* hook,
+  // One level's reduction over sub: its hook's beforeReduce, the algorithm, its afterReduce.
+  SyncStats reduceLevel(SubTransport& sub, const std::vector<float*>& data, ReductionHook* hook,
                         const precision::EncodeContext& context) {
     InputFacts facts;
-    std::optional<SubTransport> agree = agreementsOf(sub, first, stride);
+    std::optional<SubTransport> agree = agreementsOf(sub);
     BucketContext level{bucket_.bucket, bucket_.layout, &sub, data, bucket_.step};
     level.inputs = &facts;
     level.device = bucket_.device;
@@ -117,7 +116,7 @@ class HierarchicalPass {
     groupNonFinite_.assign(static_cast<size_t>(lastGroup_ - firstGroup_ + 1), 0);
     for (int g = firstGroup_; g <= lastGroup_; ++g) {
       SubTransport group(world_, g * size_, 1, size_);
-      const SyncStats s = reduceLevel(group, g * size_, 1, dataOf(group), options_.hook,
+      const SyncStats s = reduceLevel(group, dataOf(group), options_.hook,
                                       groups_ == 1 ? context_ : hierarchicalLevelContext(context_, 1, g));
       groupNonFinite_[static_cast<size_t>(g - firstGroup_)] = s.nonFinite ? 1 : 0;
     }
@@ -130,7 +129,7 @@ class HierarchicalPass {
     if (leaders.localRankCount() == 0) return false;
     const std::vector<float*> data = dataOf(leaders);
     const bool groupsNonFinite = size_ > 1 && algorithm_.checksFinite() && agreeGroupsNonFinite(leaders, data.size());
-    const SyncStats s = reduceLevel(leaders, 0, size_, data, options_.leaderHook,
+    const SyncStats s = reduceLevel(leaders, data, options_.leaderHook,
                                     size_ == 1 ? context_ : hierarchicalLevelContext(context_, 2, 0));
     return groupsNonFinite || s.nonFinite;
   }
@@ -145,7 +144,7 @@ class HierarchicalPass {
       flags[i] = groupNonFinite_[static_cast<size_t>(g - firstGroup_)] != 0 ? 1.0f : 0.0f;
       pointers.push_back(&flags[i]);
     }
-    std::optional<SubTransport> agree = agreementsOf(leaders, 0, size_);
+    std::optional<SubTransport> agree = agreementsOf(leaders);
     smallAllReduce(agree ? *agree : leaders, pointers, 1, ReduceOp::Max);
     for (size_t i = 0; i < flags.size(); ++i)
       addBytes(leaders, leaders.firstLocalRank() + static_cast<int>(i),
@@ -167,7 +166,7 @@ class HierarchicalPass {
     };
     for (int g = firstGroup_; g <= lastGroup_; ++g) {
       SubTransport group(world_, g * size_, 1, size_);
-      std::optional<SubTransport> agree = agreementsOf(group, g * size_, 1);
+      std::optional<SubTransport> agree = agreementsOf(group);
       const auto localData = [&](int k) { return bucket_.data[static_cast<size_t>(group.parentRank(k) - first_)]; };
       // Chunk c of rank k's buffer where k is local, else null (the transport ignores it).
       const auto chunkOf = [&](int k, int c) { return group.isLocal(k) ? localData(k) + chunkBegin(c) : nullptr; };

@@ -28,6 +28,7 @@ class SubTransport final : public Transport {
 
   // The parent's number of rank `rank` of this world.
   int parentRank(int rank) const { return first_ + rank * stride_; }
+  int stride() const { return stride_; }
 
   void exchange(std::span<const Message> round) override;
   // Rounds in flight are the parent's, under the parent's tickets.

@@ -39,8 +39,8 @@ class GradientSync : public Stateful {
  public:
   // The ranks this process runs: all `world` ranks' collectives, gradients and small ones
   // alike, go through `transport`. Ranks firstRank .. firstRank + localRanks - 1 are this
-  // process's. `gradients` (comm.backend: nccl): the transport of the gradients' all-reduce
-  // instead, over device memory; the parameters' gradients are then reduced where they lie, on
+  // process's. `gradients` (comm.backend: nccl, or sim on a GPU): the transport of the
+  // gradients' all-reduce instead, over device memory; the parameters' gradients are then reduced where they lie, on
   // their GPU, and `transport` carries the small agreements in host memory.
   struct Ranks {
     comm::Transport* transport = nullptr;

@@ -257,7 +257,7 @@ bool Trainer::State::update(bool gradientsFinite, double loss) {
 
 // optimizer.clip_grad_value, then clip_grad_norm, on the reduced gradients: the same on every
 // rank, which all hold the same reduced gradients. Gradients reduced on a GPU (comm.backend:
-// nccl) are clipped on host copies, with the CPU's arithmetic, and copied back.
+// nccl, or sim on a GPU) are clipped on host copies, with the CPU's arithmetic, and copied back.
 void Trainer::State::clipGradients(const NamedTensors& grads) {
   if (config.optimizer.clipGradValue <= 0 && config.optimizer.clipGradNorm <= 0) return;
   const bool onDevice = !grads.empty() && !grads.front().tensor.device().isCpu();

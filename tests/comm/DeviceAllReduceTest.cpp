@@ -78,6 +78,23 @@ std::vector<Case> cases() {
 // Per-layer scalings over n values, as ApsHook leaves them (ascending, not overlapping).
 std::vector<InputShift> shiftsFor(int64_t n) { return {{0, n / 3, 2}, {n / 3, n / 4, -5}, {n / 2 + 7, n / 2 - 7, 1}}; }
 
+std::shared_ptr<const precision::Codec> codecOf(const Case& c) {
+  return c.codec.empty() ? nullptr : std::shared_ptr<const precision::Codec>(precision::makeCodec(c.codec));
+}
+
+InputFacts factsOf(const Case& c) {
+  InputFacts facts;
+  if (c.withShifts) facts.shifts = shiftsFor(c.n);
+  return facts;
+}
+
+// Rank r's input to case c: an infinity in the middle of rank infRank's where the case has one.
+std::vector<float> rankInput(const Case& c, int rank, int infRank, uint64_t seed) {
+  std::vector<float> v = inputOf(rank, c.n, seed);
+  if (c.withInf && rank == infRank && c.n > 0) v[static_cast<size_t>(c.n / 2)] = std::numeric_limits<float>::infinity();
+  return v;
+}
+
 std::string describe(const Case& c) {
   return (c.codec.empty() ? std::string("fp32") : c.codec) + " " + std::string(allReduceKindName(c.options.kind)) +
          " n=" + std::to_string(c.n) + (c.withShifts ? " shifted" : "") + (c.withInf ? " inf" : "");
@@ -97,32 +114,20 @@ TEST(DeviceAllReduce, NcclRanksMatchTheSimulatedWorldBitForBit) {
   uint64_t seed = 1;
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
-    std::shared_ptr<const precision::Codec> codec;
-    if (!c.codec.empty()) codec = precision::makeCodec(c.codec);
+    const auto codec = codecOf(c);
     const precision::EncodeContext ctx{.seed = 9, .stream = seed, .offset = 0};
-    InputFacts facts;
-    if (c.withShifts) facts.shifts = shiftsFor(c.n);
+    const InputFacts facts = factsOf(c);
     const InputFacts* inputs = c.withShifts ? &facts : nullptr;
     // The simulated world on the host.
     std::vector<std::vector<float>> all;
-    for (int r = 0; r < world; ++r) {
-      all.push_back(inputOf(r, c.n, seed));
-      if (c.withInf && r == world - 1)
-        all.back()[static_cast<size_t>(c.n / 2)] = std::numeric_limits<float>::infinity();
-    }
+    for (int r = 0; r < world; ++r) all.push_back(rankInput(c, r, world - 1, seed));
     std::vector<float*> ptrs;
     for (auto& v : all) ptrs.push_back(v.data());
     HashingObserver simSaw, saw;
     const SyncStats simStats =
         makeAllReduce(c.options, codec)->run(sim, ptrs, c.n, ctx, c.observed ? &simSaw : nullptr, false, false, inputs);
     // This rank on its GPU.
-    Tensor mine = Tensor::fromVector(inputOf(me, c.n, seed), {c.n});
-    if (c.withInf && me == world - 1 && c.n > 0) {
-      std::vector<float> v = mine.toFloatVector();
-      v[static_cast<size_t>(c.n / 2)] = std::numeric_limits<float>::infinity();
-      mine = Tensor::fromVector(v, {c.n});
-    }
-    mine = mine.to(device);
+    Tensor mine = Tensor::fromVector(rankInput(c, me, world - 1, seed), {c.n}).to(device);
     AllReduceOptions options = c.options;
     options.device = device;
     auto algorithm = makeAllReduce(options, codec);
@@ -166,19 +171,15 @@ TEST(DeviceAllReduce, ASimulatedWorldOnTheDeviceMatchesTheHost) {
   uint64_t seed = 100;
   for (const Case& c : cases()) {
     SCOPED_TRACE(describe(c));
-    std::shared_ptr<const precision::Codec> codec;
-    if (!c.codec.empty()) codec = precision::makeCodec(c.codec);
+    const auto codec = codecOf(c);
     const precision::EncodeContext ctx{.seed = 3, .stream = seed, .offset = 0};
-    InputFacts facts;
-    if (c.withShifts) facts.shifts = shiftsFor(c.n);
+    const InputFacts facts = factsOf(c);
     const InputFacts* inputs = c.withShifts ? &facts : nullptr;
     std::vector<std::vector<float>> all;
     std::vector<Tensor> tensors;
     std::vector<float*> hostPtrs, devicePtrs;
     for (int r = 0; r < kWorld; ++r) {
-      all.push_back(inputOf(r, c.n, seed));
-      if (c.withInf && r == 2 && c.n > 0)
-        all.back()[static_cast<size_t>(c.n / 2)] = std::numeric_limits<float>::infinity();
+      all.push_back(rankInput(c, r, 2, seed));
       tensors.push_back(Tensor::fromVector(all.back(), {c.n}).to(device));
       devicePtrs.push_back(tensors.back().data<float>());
     }
