@@ -29,7 +29,7 @@ std::vector<uint8_t> deviceHasNonFinite(ExchangeSchedule& s, std::span<const flo
   std::vector<uint8_t> flags(data.size(), 0);
   if (n <= 0 || data.empty()) return flags;
   auto* maxBits = reinterpret_cast<uint32_t*>(s.scratch(kFlagScratch, 0, data.size() * sizeof(uint32_t)));
-  for (size_t i = 0; i < data.size(); ++i) precision::cuda::absMaxBits(data[i], n, maxBits + i, nullptr);
+  for (size_t i = 0; i < data.size(); ++i) precision::cuda::absMaxBits(data[i], n, maxBits + i, cuda::currentStream());
   std::vector<uint32_t> bits(data.size());
   cuda::copySync(bits.data(), maxBits, bits.size() * sizeof(uint32_t), cuda::CopyKind::DeviceToHost);
   for (size_t i = 0; i < data.size(); ++i) flags[i] = bits[i] > 0x7f7fffffu ? 1 : 0;

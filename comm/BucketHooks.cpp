@@ -40,7 +40,7 @@ std::vector<uint32_t> deviceLayerMaxima(const BucketContext& context) {
   for (size_t i = 0; i < context.data.size(); ++i)
     for (size_t k = 0; k < layers; ++k)
       precision::cuda::absMaxBits(context.data[i] + bucket.offsets[k], layerSize(bucket, k), out + i * layers + k,
-                                  nullptr);
+                                  cuda::currentStream());
   cuda::copySync(maxima.data(), out, maxima.size() * sizeof(uint32_t), cuda::CopyKind::DeviceToHost);
   return maxima;
 }

@@ -51,7 +51,7 @@ void ExchangeSchedule::copyResultToLocalRanks(std::span<float* const> data, int6
   const size_t bytes = static_cast<size_t>(n) * sizeof(float);
   for (size_t i = 1; i < data.size(); ++i) {
     if (onDevice()) {
-      cuda::copyAsync(data[i], data[0], bytes, cuda::CopyKind::DeviceToDevice, nullptr);
+      cuda::copyAsync(data[i], data[0], bytes, cuda::CopyKind::DeviceToDevice, cuda::currentStream());
     } else {
       std::memcpy(data[i], data[0], bytes);
     }

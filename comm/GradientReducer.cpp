@@ -138,14 +138,21 @@ void GradientReducer::allocate() {
       for (int i = 0; i < local_; ++i)
         deviceFlat_.push_back(
             std::make_unique<cuda::DeviceScratch>(static_cast<size_t>(b.count) * sizeof(float), device_.index));
+      deviceMaxBits_.push_back(std::make_unique<cuda::DeviceScratch>(
+          b.params.size() * static_cast<size_t>(local_) * sizeof(uint32_t), device_.index));
+      bucketReady_.push_back(std::make_unique<cuda::Event>());
       continue;
     }
     for (int i = 0; i < local_; ++i)
       flat_.back().emplace_back(static_cast<size_t>(keys && i > 0 ? (b.count + 1) / 2 : b.count), 0.0f);
   }
-  if (device_.isCuda())  // [local * params + p], as maxAbsBits_
-    deviceMaxBits_ =
-        std::make_unique<cuda::DeviceScratch>(params * static_cast<size_t>(local_) * sizeof(uint32_t), device_.index);
+  if (device_.isCuda()) {
+    slotInBucket_.assign(params, 0);
+    for (const BucketLayout::Bucket& b : layout_.buckets())
+      for (size_t k = 0; k < b.params.size(); ++k) slotInBucket_[static_cast<size_t>(b.params[k])] = k;
+    commStream_ = std::make_unique<cuda::Stream>(device_.index);
+    reduced_ = std::make_unique<cuda::Event>();
+  }
   whole_.assign(static_cast<size_t>(local_), std::vector<std::vector<float>>(params));
   wholeNow_.assign(params * static_cast<size_t>(local_), 0);
   nextFold_.assign(params, 0);
@@ -173,6 +180,8 @@ GradientReducer::~GradientReducer() {
   }
   cv_.notify_all();
   thread_.join();
+  // The buffers go back to the caching allocator: the communication stream must be done with them.
+  if (commStream_) commStream_->synchronize();
 }
 
 BufferView GradientReducer::flatGradient(int param, int localRank) {
@@ -238,10 +247,13 @@ void GradientReducer::mark(int param, int localRank, const float* from, bool han
   // Copy outside the lock: hooks of different parameters may run concurrently. The copy
   // measures the largest |value| on the way, for APS (BucketContext::maxAbsBits).
   const size_t at = static_cast<size_t>(localRank) * names_.size() + p;
-  if (device_.isCuda()) {  // queued after the kernels that made the gradient (the default stream)
-    cuda::copyAsync(slot.data, from, slot.bytes(), cuda::CopyKind::DeviceToDevice, nullptr);
+  if (device_.isCuda()) {  // queued after the kernels that made the gradient (this thread's stream)
+    const size_t slotAt =
+        static_cast<size_t>(localRank) * layout_.buckets()[static_cast<size_t>(b)].params.size() + slotInBucket_[p];
+    cuda::copyAsync(slot.data, from, slot.bytes(), cuda::CopyKind::DeviceToDevice, cuda::currentStream());
     precision::cuda::absMaxBits(static_cast<const float*>(slot.data), count,
-                                static_cast<uint32_t*>(deviceMaxBits_->data()) + at, nullptr);
+                                static_cast<uint32_t*>(deviceMaxBits_[static_cast<size_t>(b)]->data()) + slotAt,
+                                cuda::currentStream());
   } else if (keys) {
     auto* to = reinterpret_cast<uint16_t*>(flat_[static_cast<size_t>(b)][static_cast<size_t>(localRank)].data()) +
                layout_.offsetOf(param);
@@ -268,6 +280,10 @@ void GradientReducer::mark(int param, int localRank, const float* from, bool han
       foldNow = nextFold_[p] == localRank;
     } else {
       queue = arrivedLocked(b);
+      // Every copy into the bucket is queued (each before its arrival): the communication
+      // stream starts the bucket after this event.
+      if (device_.isCuda() && pending_[static_cast<size_t>(b)] == 0)
+        bucketReady_[static_cast<size_t>(b)]->record(cuda::currentStream());
     }
   }
   if (foldNow) foldFrom(param, localRank, static_cast<const float*>(slot.data));
@@ -320,6 +336,10 @@ StepCommStats GradientReducer::wait() {
   }
   cv_.wait(lock, [&] { return doneBuckets_ == buckets; });
   if (error_) std::rethrow_exception(error_);
+  if (device_.isCuda()) {  // what follows on this thread's stream (the optimizer) comes after the reduction
+    reduced_->record(commStream_->handle());
+    reduced_->wait(cuda::currentStream());
+  }
   StepCommStats stats = stepStats_;
   stats.buckets = buckets;
   stepStats_ = {};
@@ -341,6 +361,9 @@ StepCommStats GradientReducer::wait() {
 void GradientReducer::commLoop() {
   const int buckets = static_cast<int>(layout_.buckets().size());
   if (device_.isCuda()) cuda::setDevice(device_.index);  // the device is per thread
+  // On a GPU every device call of the reduction goes on the communication stream.
+  std::optional<cuda::StreamGuard> onCommStream;
+  if (commStream_) onCommStream.emplace(commStream_->handle());
   for (;;) {
     int b = 0;
     {
@@ -377,7 +400,7 @@ SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext&
     const auto world = static_cast<float>(transport.worldSize());
     for (float* d : buffers) {
       if (bucket.device.isCuda()) {
-        precision::cuda::divideBy(d, n, world, nullptr);
+        precision::cuda::divideBy(d, n, world, cuda::currentStream());
         continue;
       }
       for (int64_t i = 0; i < n; ++i) d[i] /= world;
@@ -440,18 +463,21 @@ void GradientReducer::reduceBucket(int b) {
   if (keys) context.sticky16 = &sticky;
   context.device = device_;
   context.agreements = options_.agreements;
-  // On a GPU the maxima were measured on the device: read back once the bucket's are (a wait
-  // for the default stream's work so far).
-  if (device_.isCuda() && !maxAbsBits_.empty())
-    cuda::copySync(maxAbsBits_.data(), deviceMaxBits_->data(), maxAbsBits_.size() * sizeof(uint32_t),
-                   cuda::CopyKind::DeviceToHost);
-  // Every local rank's maxima of the bucket's parameters, measured by markReady's copies.
+  // Every local rank's maxima of the bucket's parameters, measured by markReady's copies. On a
+  // GPU: after the bucket's copies (its event), read back (a wait for the communication stream).
   std::vector<uint32_t> maxAbsBits;
-  if (measuresMaxima_[static_cast<size_t>(b)]) {
+  if (device_.isCuda()) {
+    bucketReady_[static_cast<size_t>(b)]->wait(commStream_->handle());
+    if (measuresMaxima_[static_cast<size_t>(b)]) {
+      maxAbsBits.resize(data.size() * bucket.params.size());
+      cuda::copySync(maxAbsBits.data(), deviceMaxBits_[static_cast<size_t>(b)]->data(),
+                     maxAbsBits.size() * sizeof(uint32_t), cuda::CopyKind::DeviceToHost);
+    }
+  } else if (measuresMaxima_[static_cast<size_t>(b)]) {
     for (size_t i = 0; i < data.size(); ++i)
       for (int p : bucket.params) maxAbsBits.push_back(maxAbsBits_[i * names_.size() + static_cast<size_t>(p)]);
-    context.maxAbsBits = maxAbsBits;
   }
+  if (measuresMaxima_[static_cast<size_t>(b)]) context.maxAbsBits = maxAbsBits;
   const SyncStats sync = comm::reduceBucket(*algorithms_[static_cast<size_t>(bucket.format)], context, options_);
   // Simulated ranks that share a model (copy) share its gradients: of the local ranks writing
   // one destination only the last copy survives, so only that one is made (256 copies of the
@@ -464,7 +490,7 @@ void GradientReducer::reduceBucket(int b) {
       const float* src = data[0] + bucket.offsets[k];
       if (grad.data == src || grad.count == 0 || overwritten_[i][p]) continue;
       if (device_.isCuda()) {
-        cuda::copyAsync(grad.data, src, grad.bytes(), cuda::CopyKind::DeviceToDevice, nullptr);
+        cuda::copyAsync(grad.data, src, grad.bytes(), cuda::CopyKind::DeviceToDevice, cuda::currentStream());
       } else {
         std::memcpy(grad.data, src, grad.bytes());
       }

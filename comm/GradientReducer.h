@@ -19,6 +19,8 @@
 
 namespace aps::cuda {
 class DeviceScratch;
+class Event;
+class Stream;
 }
 
 namespace aps::comm {
@@ -156,9 +158,13 @@ struct StepCommStats {
 //
 // Gradients on a GPU (a transport of device memory: NCCL's one local rank, or a SimTransport
 // on the device; neither folds nor keeps sticky keys): the buckets are device memory, markReady queues the copy and the
-// measure of each gradient's largest magnitude on the device's default stream (after the kernels that made it), the
-// all-reduce algorithms must run over device buffers (AllReduceOptions::device), and the results are copied back on the
-// device.
+// measure of each gradient's largest magnitude on the marking thread's current stream (the default stream, after the
+// kernels that made it) and records the bucket's event there once the bucket is complete. The communication thread
+// queues everything else on the reducer's own communication stream (cuda::StreamGuard), which waits for that event
+// alone: the bucket's reduction, its copies back into the gradients included, runs beside backward's later kernels.
+// Its host waits (a bucket's maxima read back, NCCL's rounds, the non-finite flags) wait for the communication stream
+// only. wait() makes the waiting thread's stream wait for the communication stream's work with an event, without
+// waiting on the host. The all-reduce algorithms must run over device buffers (AllReduceOptions::device).
 //
 // Gradients are copied into the flat buckets at markReady and back after the reduction. With a SimTransport, every
 // virtual rank registers its own gradients and marks them ready (markReady(p, localRank)); a bucket is queued once all
@@ -248,10 +254,17 @@ class GradientReducer {
   std::vector<std::vector<std::vector<float>>> flat_;  // [bucket][local][element]
   int local_;
   Device device_ = Device::cpu();  // where the gradients and buckets lie
-  // On a GPU: each bucket's buffer of each local rank ([bucket * local + i]), and each
-  // gradient's largest |value| bits ([local * params + p]).
+  // On a GPU: each bucket's buffer of each local rank ([bucket * local + i]); each bucket's
+  // gradients' largest |value| bits ([bucket][local * bucket params + k], as
+  // BucketContext::maxAbsBits); where parameter p is in its bucket (k); the communication
+  // stream; each bucket's event (its gradients copied, recorded by markReady); the event after
+  // the step's last bucket (wait()).
   std::vector<std::unique_ptr<cuda::DeviceScratch>> deviceFlat_;
-  std::unique_ptr<cuda::DeviceScratch> deviceMaxBits_;
+  std::vector<std::unique_ptr<cuda::DeviceScratch>> deviceMaxBits_;
+  std::vector<size_t> slotInBucket_;
+  std::unique_ptr<cuda::Stream> commStream_;
+  std::vector<std::unique_ptr<cuda::Event>> bucketReady_;
+  std::unique_ptr<cuda::Event> reduced_;
 
   std::mutex mutex_;
   std::condition_variable cv_;

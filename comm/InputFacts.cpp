@@ -1,6 +1,7 @@
 #include "comm/InputFacts.h"
 
 #include "framework/core/Parallel.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
 #include "precision/ApsScaler.h"
 #include "precision/cuda/CodecKernels.h"
 
@@ -28,7 +29,8 @@ void applyInputShifts(std::span<float* const> data, std::span<const InputShift> 
   if (shifts.empty()) return;
   if (device.isCuda()) {
     for (float* d : data)
-      for (const InputShift& s : shifts) precision::cuda::scaleByPowerOfTwo(d + s.begin, s.length, s.shift, nullptr);
+      for (const InputShift& s : shifts)
+        precision::cuda::scaleByPowerOfTwo(d + s.begin, s.length, s.shift, cuda::currentStream());
     return;
   }
   parallelFor(static_cast<int64_t>(data.size()), 1, [&](int64_t i0, int64_t i1) {

@@ -54,11 +54,13 @@ NcclCommunicator::~NcclCommunicator() {
   if (comm_ != nullptr) ncclCommDestroy(static_cast<ncclComm_t>(comm_));
 }
 
-// aps's ops run on the default stream, which a non-blocking stream does not wait for: without
-// this, a buffer zeroed or filled just before the call may be written after the transfer.
+// The caller's work runs on its current stream (the default stream, where aps's ops run, or the
+// reducer's communication stream), which a non-blocking stream does not wait for: without this,
+// a buffer encoded or filled just before the call may be written after the transfer. Only that
+// stream is waited for: a call from the communication thread does not wait for backward's kernels.
 void NcclCommunicator::waitForCompute() {
   cuda::Event ready;
-  ready.record(nullptr);
+  ready.record(cuda::currentStream());
   ready.wait(stream_);
 }
 

@@ -16,7 +16,8 @@ namespace aps::comm {
 // GPU is its node-local rank's (deviceForLocalRank). Every buffer passed in is device memory.
 // Work is enqueued on the communicator's own stream (or the one given to setStream, whose
 // producer must record an event the stream waits on first), after the work queued before the
-// call on the default stream, where aps's ops run; each call returns once its transfers are
+// call on the calling thread's current stream (cuda::currentStream(): the default stream, where
+// aps's ops run, or the reducer's communication stream); each call returns once its transfers are
 // complete, as the Transport contract requires: encoded bytes move with grouped
 // ncclSend/ncclRecv, float32 all-reduces with ncclAllReduce. The all-reduce schedules (ring,
 // two_shot, allgather) run on it unchanged over device buffers (AllReduceOptions::device):
@@ -54,7 +55,7 @@ class NcclCommunicator final : public Communicator {
   static bool nativeFp8Supported(int device, std::string* why = nullptr);
 
  private:
-  void waitForCompute();  // the stream waits for the default stream's work so far
+  void waitForCompute();  // the stream waits for the caller's current stream's work so far
   void finish();          // waits for the enqueued work
 
   MpiCommunicator& bootstrap_;

@@ -17,7 +17,8 @@ namespace aps::comm {
 // are never zeroed. Allocating (and page-faulting) fresh encode buffers on every bucket
 // cost more than the reduction itself. Host memory, or, for an all-reduce over device buffers,
 // device memory from the caching allocator (released in stream order: a slot that grows may
-// still be read by queued work, which the allocator's stream-ordered reuse allows).
+// still be used by work queued on the calling thread's stream, to whose pool the old block goes
+// back, CudaAllocator).
 class ScratchArena {
  public:
   explicit ScratchArena(Device device = Device::cpu());

@@ -17,7 +17,7 @@ void SimTransport::exchange(std::span<const Message> round) {
     for (const Message& m : round) {
       APS_ASSERT(m.src >= 0 && m.src < worldSize_ && m.dst >= 0 && m.dst < worldSize_);
       if (m.bytes == 0 || m.recvData == m.sendData) continue;
-      cuda::copyAsync(m.recvData, m.sendData, m.bytes, cuda::CopyKind::DeviceToDevice, nullptr);
+      cuda::copyAsync(m.recvData, m.sendData, m.bytes, cuda::CopyKind::DeviceToDevice, cuda::currentStream());
     }
     return;
   }

@@ -90,28 +90,30 @@ DeviceMemoryCodec::DeviceMemoryCodec(std::shared_ptr<const Codec> codec) : codec
 // acc + value in fp32, the CPU codec's acc[i] += v.
 void DeviceMemoryCodec::encode(const float* in, int64_t n, uint8_t* out, const EncodeContext& ctx) const {
   if (n <= 0) return;
-  if (device_) return device_->encode(in, n, out, ctx);
-  aps::cuda::copyAsync(out, in, static_cast<size_t>(n) * sizeof(float), aps::cuda::CopyKind::DeviceToDevice, nullptr);
+  if (device_) return device_->encode(in, n, out, ctx, aps::cuda::currentStream());
+  aps::cuda::copyAsync(out, in, static_cast<size_t>(n) * sizeof(float), aps::cuda::CopyKind::DeviceToDevice,
+                       aps::cuda::currentStream());
 }
 
 void DeviceMemoryCodec::decode(const uint8_t* in, int64_t n, float* out) const {
   if (n <= 0) return;
-  if (device_) return device_->decode(in, n, out);
-  aps::cuda::copyAsync(out, in, static_cast<size_t>(n) * sizeof(float), aps::cuda::CopyKind::DeviceToDevice, nullptr);
+  if (device_) return device_->decode(in, n, out, aps::cuda::currentStream());
+  aps::cuda::copyAsync(out, in, static_cast<size_t>(n) * sizeof(float), aps::cuda::CopyKind::DeviceToDevice,
+                       aps::cuda::currentStream());
 }
 
 void DeviceMemoryCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc) const {
   if (n <= 0) return;
-  if (device_) return device_->decodeAdd(in, n, acc);
-  aps::cuda::addFloatsAsync(acc, acc, reinterpret_cast<const float*>(in), n, nullptr);
+  if (device_) return device_->decodeAdd(in, n, acc, aps::cuda::currentStream());
+  aps::cuda::addFloatsAsync(acc, acc, reinterpret_cast<const float*>(in), n, aps::cuda::currentStream());
 }
 
 void DeviceMemoryCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out,
                                         const EncodeContext& ctx) const {
   if (n <= 0) return;
-  if (device_) return device_->decodeAddEncode(a, b, n, out, ctx);
+  if (device_) return device_->decodeAddEncode(a, b, n, out, ctx, aps::cuda::currentStream());
   aps::cuda::addFloatsAsync(reinterpret_cast<float*>(out), reinterpret_cast<const float*>(a),
-                            reinterpret_cast<const float*>(b), n, nullptr);
+                            reinterpret_cast<const float*>(b), n, aps::cuda::currentStream());
 }
 
 }  // namespace aps::precision::cuda

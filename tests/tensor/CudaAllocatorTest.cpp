@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 
@@ -84,6 +85,39 @@ TEST(CudaAllocator, DevicesHaveTheirOwnPools) {
   EXPECT_EQ(allocator.stats(1).deviceMallocs, 1);
   EXPECT_EQ(allocator.stats(0).cachedBytes, 512u);
   allocator.release(b, 512, 1);
+}
+
+// A block freed while work queued on its stream may still use it is handed again only to that
+// stream (whose next work runs after it), never to another thread's stream; out of memory, the
+// other stream's cache is returned too.
+TEST(CudaAllocator, StreamsHaveTheirOwnPools) {
+  FakeDevice device;
+  device.budget = 4096;
+  CudaAllocator allocator(device.backend());
+  auto* comm = reinterpret_cast<aps::cuda::StreamHandle>(std::uintptr_t{0x40});  // a handle, never used
+  void* onComm = nullptr;
+  {
+    aps::cuda::StreamGuard guard(comm);
+    EXPECT_EQ(aps::cuda::currentStream(), comm);
+    onComm = allocator.allocate(1024, 0);
+    allocator.release(onComm, 1024, 0);
+  }
+  EXPECT_EQ(aps::cuda::currentStream(), nullptr);  // the guard's scope ended
+  void* onCompute = allocator.allocate(1024, 0);
+  EXPECT_NE(onCompute, onComm);  // the communication stream's cached block stays its own
+  allocator.release(onCompute, 1024, 0);
+  {
+    aps::cuda::StreamGuard guard(comm);
+    EXPECT_EQ(allocator.allocate(1024, 0), onComm);  // the same stream gets it back
+    allocator.release(onComm, 1024, 0);
+  }
+  EXPECT_EQ(allocator.stats(0).cacheHits, 1);
+  EXPECT_EQ(allocator.stats(0).cachedBytes, 2048u);
+  // 2048 of 4096 bytes are cached, half of them for each stream: 3072 fit once both are returned.
+  void* big = allocator.allocate(3072, 0);
+  EXPECT_EQ(allocator.stats(0).outOfMemoryRetries, 1);
+  EXPECT_EQ(allocator.stats(0).cachedBytes, 0u);
+  allocator.release(big, 3072, 0);
 }
 
 TEST(CudaAllocator, OutOfMemoryFreesTheCacheRetriesThenNamesTheRequest) {

@@ -26,19 +26,21 @@ void* CudaAllocator::allocate(size_t bytes, int device) {
   const size_t rounded = roundUp(bytes == 0 ? 1 : bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   DevicePool& p = pool(device);
+  void* stream = currentStream();
   void* data = nullptr;
   size_t size = rounded;
-  // The smallest cached block that fits, if it wastes at most a quarter of itself.
-  auto it = p.free.lower_bound(rounded);
-  if (it != p.free.end() && it->first - rounded <= it->first / 4) {
+  // The smallest block cached for this stream that fits, if it wastes at most a quarter of itself.
+  std::multimap<size_t, void*>& cached = p.free[stream];
+  auto it = cached.lower_bound(rounded);
+  if (it != cached.end() && it->first - rounded <= it->first / 4) {
     size = it->first;
     data = it->second;
-    p.free.erase(it);
+    cached.erase(it);
     p.stats.cachedBytes -= size;
     ++p.stats.cacheHits;
   } else {
     data = backend_.malloc(rounded, device);
-    if (data == nullptr && !p.free.empty()) {
+    if (data == nullptr && p.stats.cachedBytes > 0) {
       ++p.stats.outOfMemoryRetries;
       emptyPoolLocked(device, p);
       data = backend_.malloc(rounded, device);
@@ -50,7 +52,7 @@ void* CudaAllocator::allocate(size_t bytes, int device) {
     ++p.stats.deviceMallocs;
     p.stats.reservedBytes += rounded;
   }
-  p.live.emplace(data, size);
+  p.live.emplace(data, LiveBlock{size, stream});
   p.stats.allocatedBytes += size;
   if (p.stats.allocatedBytes > p.stats.peakAllocatedBytes) p.stats.peakAllocatedBytes = p.stats.allocatedBytes;
   return data;
@@ -63,18 +65,20 @@ void CudaAllocator::release(void* data, size_t /*bytes*/, int device) {
   auto it = p.live.find(data);
   APS_CHECK(it != p.live.end(), "CudaAllocator: release of a pointer this allocator did not hand out on cuda:{}",
             device);
-  const size_t size = it->second;
+  const LiveBlock block = it->second;
   p.live.erase(it);
-  p.stats.allocatedBytes -= size;
-  p.stats.cachedBytes += size;
-  p.free.emplace(size, data);
+  p.stats.allocatedBytes -= block.size;
+  p.stats.cachedBytes += block.size;
+  p.free[block.stream].emplace(block.size, data);
 }
 
 void CudaAllocator::emptyPoolLocked(int device, DevicePool& p) {
-  for (auto& [size, data] : p.free) {
-    backend_.free(data, device);
-    ++p.stats.deviceFrees;
-    p.stats.reservedBytes -= size;
+  for (auto& [stream, blocks] : p.free) {
+    for (auto& [size, data] : blocks) {
+      backend_.free(data, device);
+      ++p.stats.deviceFrees;
+      p.stats.reservedBytes -= size;
+    }
   }
   p.free.clear();
   p.stats.cachedBytes = 0;

@@ -30,10 +30,12 @@ struct AllocatorStats {
 // request retried once; a second failure throws aps::Error with the request and the
 // statistics. Never managed memory.
 //
-// Reuse is safe in stream order: every kernel that touches a tensor runs on the device's
-// compute stream, so a block freed by the host can be handed to the next kernel on that
-// stream. Work on another stream (communication) must hold its buffers until an event says
-// it is done.
+// Reuse is safe in stream order: a block is allocated for the calling thread's current stream
+// (cuda::currentStream(): the compute stream, where every kernel that touches a tensor runs, or
+// the reducer's communication stream), and once freed it is handed again only to a request for
+// that stream, whose next work runs after the work queued on it so far. A block freed while a
+// kernel of the compute stream may still use it is therefore never given to the communication
+// stream, nor the other way round.
 //
 // The raw allocator is injectable so that the caching policy is tested on machines without
 // a GPU; instance() uses cudaMalloc/cudaFree.
@@ -63,9 +65,13 @@ class CudaAllocator {
   static size_t roundUp(size_t bytes) { return (bytes + kRound - 1) / kRound * kRound; }
 
  private:
+  struct LiveBlock {
+    size_t size = 0;         // the block's (the request may be smaller)
+    void* stream = nullptr;  // the StreamHandle it was allocated for
+  };
   struct DevicePool {
-    std::multimap<size_t, void*> free;  // block size -> block
-    std::map<void*, size_t> live;       // block -> its size (the request may be smaller)
+    std::map<void*, std::multimap<size_t, void*>> free;  // stream -> block size -> block
+    std::map<void*, LiveBlock> live;                     // block -> its size and stream
     AllocatorStats stats;
   };
   DevicePool& pool(int device);

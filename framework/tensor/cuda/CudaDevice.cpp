@@ -4,6 +4,17 @@
 
 namespace aps::cuda {
 
+namespace {
+StreamHandle& currentStreamSlot() {
+  thread_local StreamHandle stream = nullptr;
+  return stream;
+}
+}  // namespace
+
+StreamHandle currentStream() { return currentStreamSlot(); }
+StreamGuard::StreamGuard(StreamHandle stream) : previous_(currentStreamSlot()) { currentStreamSlot() = stream; }
+StreamGuard::~StreamGuard() { currentStreamSlot() = previous_; }
+
 void requireDevice(int index, const std::string& what) {
   APS_CHECK(compiledWithCuda(),
             "{}: this build of aps has no CUDA backend (it was built with APS_WITH_CUDA=OFF or without the CUDA "

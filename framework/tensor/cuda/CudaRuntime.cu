@@ -108,10 +108,17 @@ void copyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHa
   APS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, memcpyKind(kind), stream(s)));
 }
 
-void copySync(void* dst, const void* src, size_t bytes, CopyKind kind) {
+void copySync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHandle s) {
   if (bytes == 0) return;
-  APS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, memcpyKind(kind)));
+  if (s == nullptr) {
+    APS_CUDA_CHECK(cudaMemcpy(dst, src, bytes, memcpyKind(kind)));
+    return;
+  }
+  APS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, memcpyKind(kind), stream(s)));
+  APS_CUDA_CHECK(cudaStreamSynchronize(stream(s)));
 }
+
+void synchronizeStream(StreamHandle s) { APS_CUDA_CHECK(cudaStreamSynchronize(stream(s))); }
 
 void zeroAsync(void* data, size_t bytes, StreamHandle s) {
   if (bytes == 0) return;

@@ -51,11 +51,32 @@ namespace aps::cuda {
 // default stream.
 using StreamHandle = CUstream_st*;
 
+// The stream the calling thread queues its device work on: nullptr (the legacy default
+// stream, where aps's ops run) unless a StreamGuard on this thread names another. The gradient
+// reducer's communication thread queues the reduction on its communication stream this way, so
+// that the codecs, schedules and transports it calls need no stream argument.
+StreamHandle currentStream();
+// Makes `stream` the calling thread's current stream for its lifetime.
+class StreamGuard {
+ public:
+  explicit StreamGuard(StreamHandle stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  StreamHandle previous_;
+};
+
+// Waits until the work queued on `stream` so far has run.
+void synchronizeStream(StreamHandle stream);
+
 enum class CopyKind : uint8_t { HostToDevice, DeviceToHost, DeviceToDevice };
 // Asynchronous on `stream` (synchronous with the host when host memory is not pinned, as
-// cudaMemcpyAsync is); copySync waits for it to finish.
+// cudaMemcpyAsync is); copySync queues it on `stream` (the calling thread's current one) and
+// waits for that stream to finish it.
 void copyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHandle stream);
-void copySync(void* dst, const void* src, size_t bytes, CopyKind kind);
+void copySync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHandle stream = currentStream());
 void zeroAsync(void* data, size_t bytes, StreamHandle stream);
 // n floats at `device` (device memory) set to `value` by a kernel on `stream`.
 void fillFloatAsync(float* device, int64_t n, float value, StreamHandle stream);

@@ -22,7 +22,8 @@ void* rawMalloc(size_t, int) { noCuda(); }
 void rawFree(void*, int) { noCuda(); }
 void memoryInfo(int, size_t*, size_t*) { noCuda(); }
 void copyAsync(void*, const void*, size_t, CopyKind, StreamHandle) { noCuda(); }
-void copySync(void*, const void*, size_t, CopyKind) { noCuda(); }
+void copySync(void*, const void*, size_t, CopyKind, StreamHandle) { noCuda(); }
+void synchronizeStream(StreamHandle) { noCuda(); }
 void zeroAsync(void*, size_t, StreamHandle) { noCuda(); }
 void fillFloatAsync(float*, int64_t, float, StreamHandle) { noCuda(); }
 void addFloatsAsync(float*, const float*, const float*, int64_t, StreamHandle) { noCuda(); }

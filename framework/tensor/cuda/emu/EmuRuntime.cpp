@@ -323,11 +323,13 @@ void copyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHa
   }
 }
 
-void copySync(void* dst, const void* src, size_t bytes, CopyKind kind) {
+void copySync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHandle stream) {
   if (bytes == 0) return;
-  copyAsync(dst, src, bytes, kind, nullptr);
-  legacyStream().drain();
+  copyAsync(dst, src, bytes, kind, stream);
+  streamOf(stream).drain();
 }
+
+void synchronizeStream(StreamHandle stream) { streamOf(stream).drain(); }
 
 void zeroAsync(void* data, size_t bytes, StreamHandle stream) {
   if (bytes == 0) return;
@@ -382,7 +384,7 @@ void fillOnDevice(float* host, int64_t n, float value, int index) {
   void* device = rawMalloc(bytes, index);
   APS_CHECK(device != nullptr, "emulated CUDA: out of device memory for {} bytes", bytes);
   fillFloatAsync(static_cast<float*>(device), n, value, nullptr);
-  copySync(host, device, bytes, CopyKind::DeviceToHost);
+  copySync(host, device, bytes, CopyKind::DeviceToHost, nullptr);
   rawFree(device, index);
 }
 
