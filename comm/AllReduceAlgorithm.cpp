@@ -8,7 +8,6 @@
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
-#include "precision/cuda/CodecKernels.h"
 #include "precision/cuda/DeviceCodec.h"
 
 #include <algorithm>
@@ -23,15 +22,14 @@ namespace {
 constexpr int kFlagScratch = ExchangeSchedule::kObserverScratch + 1;
 constexpr int kFlagsScratch = ExchangeSchedule::kObserverScratch + 2;
 
-// hasNonFinite of each of buffers on the device: their largest magnitudes' bits, read back
+// hasNonFinite of each of buffers on `device`: their largest magnitudes' bits, read back
 // together (one wait).
-std::vector<uint8_t> deviceHasNonFinite(ExchangeSchedule& s, std::span<const float* const> data, int64_t n) {
+std::vector<uint8_t> deviceHasNonFinite(std::span<const float* const> data, int64_t n, Device device) {
   std::vector<uint8_t> flags(data.size(), 0);
   if (n <= 0 || data.empty()) return flags;
-  auto* maxBits = reinterpret_cast<uint32_t*>(s.scratch(kFlagScratch, 0, data.size() * sizeof(uint32_t)));
-  for (size_t i = 0; i < data.size(); ++i) precision::cuda::absMaxBits(data[i], n, maxBits + i, cuda::currentStream());
-  std::vector<uint32_t> bits(data.size());
-  cuda::copySync(bits.data(), maxBits, bits.size() * sizeof(uint32_t), cuda::CopyKind::DeviceToHost);
+  std::vector<precision::cuda::DeviceRange> ranges;
+  for (const float* d : data) ranges.push_back({d, n});
+  const std::vector<uint32_t> bits = precision::cuda::absMaxBitsOf(ranges, device.index);
   for (size_t i = 0; i < data.size(); ++i) flags[i] = bits[i] > 0x7f7fffffu ? 1 : 0;
   return flags;
 }
@@ -47,7 +45,7 @@ bool anyRankNonFinite(ExchangeSchedule& s, std::span<float* const> data, int64_t
   std::vector<size_t> counts(w, 1), offsets(w);
   for (size_t r = 0; r < w; ++r) offsets[r] = r;
   if (s.onDevice()) {
-    mine = deviceHasNonFinite(s, std::vector<const float*>(data.begin(), data.end()), n);
+    mine = deviceHasNonFinite(std::vector<const float*>(data.begin(), data.end()), n, s.device());
     uint8_t* flag = s.scratch(kFlagScratch, 0, local);
     uint8_t* flags = s.scratch(kFlagsScratch, 0, w);
     cuda::copySync(flag, mine.data(), local, cuda::CopyKind::HostToDevice);
@@ -139,7 +137,7 @@ SyncStats AllReduceAlgorithm::run(Transport& transport, std::span<float* const> 
   }
   reduce(schedule, data, n);
   if (checkFinite_ && !stats.nonFinite)
-    stats.nonFinite = onDevice ? deviceHasNonFinite(schedule, std::vector<const float*>{data[0]}, n)[0] != 0
+    stats.nonFinite = onDevice ? deviceHasNonFinite(std::vector<const float*>{data[0]}, n, schedule.device())[0] != 0
                                : hasNonFinite(data[0], n);
   stats.bytesSent = schedule.bytesSent();
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

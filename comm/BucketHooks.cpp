@@ -4,10 +4,8 @@
 #include "comm/SmallAllReduce.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
-#include "framework/tensor/cuda/CudaAllocator.h"
-#include "framework/tensor/cuda/CudaRuntime.h"
 #include "precision/HybridPolicy.h"
-#include "precision/cuda/CodecKernels.h"
+#include "precision/cuda/DeviceCodec.h"
 
 #include <algorithm>
 #include <cmath>
@@ -33,16 +31,10 @@ precision::LayerGradient layerOf(const BucketContext& context, size_t local, siz
 std::vector<uint32_t> deviceLayerMaxima(const BucketContext& context) {
   const BucketLayout::Bucket& bucket = *context.layout;
   const size_t layers = bucket.params.size();
-  std::vector<uint32_t> maxima(context.data.size() * layers);
-  if (maxima.empty()) return maxima;
-  cuda::DeviceScratch onDevice(maxima.size() * sizeof(uint32_t), context.device.index);
-  auto* out = static_cast<uint32_t*>(onDevice.data());
-  for (size_t i = 0; i < context.data.size(); ++i)
-    for (size_t k = 0; k < layers; ++k)
-      precision::cuda::absMaxBits(context.data[i] + bucket.offsets[k], layerSize(bucket, k), out + i * layers + k,
-                                  cuda::currentStream());
-  cuda::copySync(maxima.data(), out, maxima.size() * sizeof(uint32_t), cuda::CopyKind::DeviceToHost);
-  return maxima;
+  std::vector<precision::cuda::DeviceRange> ranges;
+  for (float* d : context.data)
+    for (size_t k = 0; k < layers; ++k) ranges.push_back({d + bucket.offsets[k], layerSize(bucket, k)});
+  return precision::cuda::absMaxBitsOf(ranges, context.device.index);
 }
 
 template <typename T>

@@ -45,6 +45,7 @@ class ExchangeSchedule {
   bool isLocal(int rank) const { return rank >= first_ && rank < first_ + local_; }
   // Whether the buffers and scratch are device memory (AllReduceOptions::device).
   bool onDevice() const { return scratch_.device().isCuda(); }
+  Device device() const { return scratch_.device(); }
   // Transport::sharesMemory: local ranks may read each other's bytes in place.
   bool sharesMemory() const { return transport_.sharesMemory(); }
 

@@ -242,21 +242,25 @@ PY
   timeout 300 "$bin/aps_train" --config configs/fmnist_resnet20_e4m3_aps.yaml "${common[@]}" --set device=cuda \
     >"$dir/quickstart-gpu.log" 2>&1
   note "quickstart on the GPU: exit $?, $(($(date +%s) - qs_start)) s, $(tail -1 "$dir/quickstart-gpu.log")"
-  # Gradients reduced on the GPU (comm.backend: nccl, one rank: the device schedules and codecs)
-  # against the host's reduction of the same GPU run (sim, 1 rank): the same weights, with
-  # deterministic cuDNN so that both runs compute the same gradients.
-  for backend in sim nccl; do
+  note "quickstart on the GPU, share of the last interval the step waited for the reduction: $(grep -o 'exposed-comm [0-9.]*%' "$dir/quickstart-gpu.log" | tail -1)"
+  # Gradients reduced on the GPU (comm.backend nccl, one rank: the device schedules and codecs,
+  # on the reducer's communication stream; sim, 1 rank: the same over a device SimTransport)
+  # against the host's reduction of the same GPU run (mpi, a world of one: host copies): the
+  # same weights, with deterministic cuDNN so that the runs compute the same gradients.
+  for backend in sim nccl mpi; do
     rm -rf "$dir/ckpt-$backend"
     timeout 150 "$bin/aps_train" --config configs/fmnist_resnet20_e4m3_aps.yaml "${common[@]}" --set device=cuda \
       --set comm.backend=$backend --set comm.world_size=1 --set max_steps=30 --set eval.interval_epochs=0 \
       --set cuda.deterministic=true --set checkpoint.dir="$dir/ckpt-$backend" >"$dir/train-$backend.log" 2>&1
     note "e4m3+aps 30 steps, comm.backend $backend on the GPU: exit $?, $(tail -1 "$dir/train-$backend.log")"
   done
-  if cmp -s "$dir/ckpt-sim/final.safetensors" "$dir/ckpt-nccl/final.safetensors"; then
-    note "nccl (device reduction) vs sim (host reduction) on the GPU: same final weights: PASS"
-  else
-    note "nccl (device reduction) vs sim (host reduction) on the GPU: final weights differ: FAIL"
-  fi
+  for other in sim mpi; do
+    if cmp -s "$dir/ckpt-$other/final.safetensors" "$dir/ckpt-nccl/final.safetensors"; then
+      note "nccl (device reduction) vs $other on the GPU: same final weights: PASS"
+    else
+      note "nccl (device reduction) vs $other on the GPU: final weights differ: FAIL"
+    fi
+  done
   if command -v compute-sanitizer >/dev/null; then
     timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/aps_train" \
       --config configs/fmnist_resnet20_e4m3_aps.yaml "${common[@]}" --set device=cuda --set max_steps=5 \

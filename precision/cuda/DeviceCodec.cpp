@@ -1,6 +1,7 @@
 #include "precision/cuda/DeviceCodec.h"
 
 #include "framework/core/Error.h"
+#include "framework/tensor/cuda/CudaAllocator.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
 #include "precision/BlockScaledCodec.h"
 #include "precision/DettmersCodec.h"
@@ -79,6 +80,18 @@ void DeviceCodec::decodeAdd(const uint8_t* in, int64_t n, float* acc, void* stre
 void DeviceCodec::decodeAddEncode(const uint8_t* a, const uint8_t* b, int64_t n, uint8_t* out, const EncodeContext& ctx,
                                   void* stream) const {
   cuda::decodeAddEncode(params_, a, b, n, out, ctx, stream);
+}
+
+std::vector<uint32_t> absMaxBitsOf(std::span<const DeviceRange> ranges, int device) {
+  std::vector<uint32_t> bits(ranges.size(), 0);
+  if (ranges.empty()) return bits;
+  // From the caching allocator's pool of this stream: released only after the wait below.
+  aps::cuda::DeviceScratch out(bits.size() * sizeof(uint32_t), device);
+  auto* outBits = static_cast<uint32_t*>(out.data());
+  for (size_t i = 0; i < ranges.size(); ++i)
+    absMaxBits(ranges[i].data, ranges[i].n, outBits + i, aps::cuda::currentStream());
+  aps::cuda::copySync(bits.data(), outBits, bits.size() * sizeof(uint32_t), aps::cuda::CopyKind::DeviceToHost);
+  return bits;
 }
 
 DeviceMemoryCodec::DeviceMemoryCodec(std::shared_ptr<const Codec> codec) : codec_(std::move(codec)) {

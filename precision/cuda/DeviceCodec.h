@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace aps::precision::cuda {
 
@@ -43,6 +45,16 @@ class DeviceCodec {
   DeviceCodecParams params_;
   std::string name_;
 };
+
+// A range of n floats of device memory.
+struct DeviceRange {
+  const float* data = nullptr;
+  int64_t n = 0;
+};
+// Each range's largest |value| as fp32 bits (absMaxBits: above 0x7f7fffff an inf or a NaN),
+// measured on the calling thread's current stream (aps::cuda::currentStream()) of `device` and
+// read back together: one wait, for that stream only.
+std::vector<uint32_t> absMaxBitsOf(std::span<const DeviceRange> ranges, int device);
 
 // A Codec whose buffers are device memory: the CPU codec's format and promises (name,
 // encodedBytes, splitGranule, encodesFp32Bits, ...) with every operation queued on the device's
