@@ -162,9 +162,10 @@ struct StepCommStats {
 // kernels that made it) and records the bucket's event there once the bucket is complete. The communication thread
 // queues everything else on the reducer's own communication stream (cuda::StreamGuard), which waits for that event
 // alone: the bucket's reduction, its copies back into the gradients included, runs beside backward's later kernels.
-// Its host waits (a bucket's maxima read back, NCCL's rounds, the non-finite flags) wait for the communication stream
-// only. wait() makes the waiting thread's stream wait for the communication stream's work with an event, without
-// waiting on the host. The all-reduce algorithms must run over device buffers (AllReduceOptions::device).
+// NCCL's calls from that thread are queued on that stream too (NcclCommunicator). Its host waits (a bucket's maxima
+// read back, the non-finite flags, hooks' host copies) wait for the communication stream only. wait() makes the waiting
+// thread's stream wait for the communication stream's work with an event, without waiting on the host. The all-reduce
+// algorithms must run over device buffers (AllReduceOptions::device).
 //
 // Gradients are copied into the flat buckets at markReady and back after the reduction. With a SimTransport, every
 // virtual rank registers its own gradients and marks them ready (markReady(p, localRank)); a bucket is queued once all

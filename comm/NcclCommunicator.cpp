@@ -4,6 +4,7 @@
 #include "framework/core/Error.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
 
+#include <mpi.h>
 #include <nccl.h>
 
 #include <cstdio>
@@ -44,6 +45,9 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap)
   comm_ = comm;
   ownStream_ = std::make_unique<cuda::Stream>(device_);
   stream_ = ownStream_->handle();
+  // The emulated NCCL moves its bytes over MPI on the stream's thread: beside the
+  // communication thread's own MPI calls only where MPI allows any thread to call it.
+  streamOrdered_ = ncclVersion() != "emulated" || MpiCommunicator::threadLevel() >= MPI_THREAD_MULTIPLE;
 }
 
 std::unique_ptr<Communicator> makeNcclCommunicator(MpiCommunicator& bootstrap) {
@@ -70,31 +74,46 @@ void NcclCommunicator::finish() {
   done.synchronize();
 }
 
+// A thread with a stream of its own (the reducer's communication thread) has its calls queued
+// on that stream, in order with the kernels around them, and returned from at once: the
+// Transport's delivery for device memory is stream order. Any other call goes on the
+// communicator's stream after the caller's work, and is waited for.
+cuda::StreamHandle NcclCommunicator::begin() {
+  const cuda::StreamHandle current = cuda::currentStream();
+  if (current != nullptr && streamOrdered_) return current;
+  waitForCompute();
+  return stream_;
+}
+
+void NcclCommunicator::end(cuda::StreamHandle used) {
+  if (used == stream_) finish();
+}
+
 void NcclCommunicator::barrier() {
+  if (cuda::currentStream() != nullptr) cuda::synchronizeStream(cuda::currentStream());
   finish();
   bootstrap_.barrier();
 }
 
 void NcclCommunicator::broadcast(void* data, size_t bytes, int root) {
   APS_CHECK(root >= 0 && root < size_, "comm broadcast: root {} is not a rank of a world of {}", root, size_);
-  waitForCompute();
-  checkNccl(ncclBroadcast(data, data, bytes, ncclUint8, root, static_cast<ncclComm_t>(comm_), stream_),
-            "ncclBroadcast");
-  finish();
+  const cuda::StreamHandle stream = begin();
+  checkNccl(ncclBroadcast(data, data, bytes, ncclUint8, root, static_cast<ncclComm_t>(comm_), stream), "ncclBroadcast");
+  end(stream);
 }
 
 void NcclCommunicator::allReduce(float* data, int64_t n, ReduceOp op) {
-  waitForCompute();
+  const cuda::StreamHandle stream = begin();
   checkNccl(ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat32, ncclOp(op), static_cast<ncclComm_t>(comm_),
-                          stream_),
+                          stream),
             "ncclAllReduce");
-  finish();
+  end(stream);
 }
 
 void NcclCommunicator::allGather(const void* in, size_t bytes, void* out) {
-  waitForCompute();
-  checkNccl(ncclAllGather(in, out, bytes, ncclUint8, static_cast<ncclComm_t>(comm_), stream_), "ncclAllGather");
-  finish();
+  const cuda::StreamHandle stream = begin();
+  checkNccl(ncclAllGather(in, out, bytes, ncclUint8, static_cast<ncclComm_t>(comm_), stream), "ncclAllGather");
+  end(stream);
 }
 
 void NcclCommunicator::allToAllV(const void* send, std::span<const size_t> sendCounts,
@@ -103,9 +122,8 @@ void NcclCommunicator::allToAllV(const void* send, std::span<const size_t> sendC
   const auto n = static_cast<size_t>(size_);
   APS_CHECK(sendCounts.size() == n && sendOffsets.size() == n && recvCounts.size() == n && recvOffsets.size() == n,
             "comm allToAllV: counts and offsets need {} entries each", n);
-  waitForCompute();
+  const cuda::StreamHandle stream = begin();
   auto comm = static_cast<ncclComm_t>(comm_);
-  cuda::StreamHandle stream = stream_;
   checkNccl(ncclGroupStart(), "ncclGroupStart");
   for (size_t r = 0; r < n; ++r) {
     if (sendCounts[r] > 0) {
@@ -120,21 +138,21 @@ void NcclCommunicator::allToAllV(const void* send, std::span<const size_t> sendC
     }
   }
   checkNccl(ncclGroupEnd(), "ncclGroupEnd");
-  finish();
+  end(stream);
 }
 
 // NCCL has no tags: messages between two ranks match in the order they are posted, which is
 // what the schedules rely on anyway (Transport::exchange).
 void NcclCommunicator::send(const void* data, size_t bytes, int dst, int /*tag*/) {
-  waitForCompute();
-  checkNccl(ncclSend(data, bytes, ncclUint8, dst, static_cast<ncclComm_t>(comm_), stream_), "ncclSend");
-  finish();
+  const cuda::StreamHandle stream = begin();
+  checkNccl(ncclSend(data, bytes, ncclUint8, dst, static_cast<ncclComm_t>(comm_), stream), "ncclSend");
+  end(stream);
 }
 
 void NcclCommunicator::recv(void* data, size_t bytes, int src, int /*tag*/) {
-  waitForCompute();
-  checkNccl(ncclRecv(data, bytes, ncclUint8, src, static_cast<ncclComm_t>(comm_), stream_), "ncclRecv");
-  finish();
+  const cuda::StreamHandle stream = begin();
+  checkNccl(ncclRecv(data, bytes, ncclUint8, src, static_cast<ncclComm_t>(comm_), stream), "ncclRecv");
+  end(stream);
 }
 
 void NcclCommunicator::setStream(StreamHandle stream) {
@@ -150,9 +168,8 @@ void NcclCommunicator::abort(const std::string& why) {
 // One round as one NCCL group: every send and receive of this rank is posted, then NCCL runs
 // them concurrently (a ring hop sends to one neighbour while receiving from the other).
 void NcclCommunicator::exchange(std::span<const Message> round) {
-  waitForCompute();
+  const cuda::StreamHandle stream = begin();
   auto comm = static_cast<ncclComm_t>(comm_);
-  cuda::StreamHandle stream = stream_;
   checkNccl(ncclGroupStart(), "ncclGroupStart");
   for (const Message& m : round) {
     if (m.bytes == 0 || m.src == m.dst) continue;
@@ -169,7 +186,7 @@ void NcclCommunicator::exchange(std::span<const Message> round) {
       cuda::copyAsync(m.recvData, m.sendData, m.bytes, cuda::CopyKind::DeviceToDevice, stream);
     }
   }
-  finish();
+  end(stream);
 }
 
 std::string NcclCommunicator::ncclVersion() {

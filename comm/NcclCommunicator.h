@@ -16,9 +16,11 @@ namespace aps::comm {
 // GPU is its node-local rank's (deviceForLocalRank). Every buffer passed in is device memory.
 // Work is enqueued on the communicator's own stream (or the one given to setStream, whose
 // producer must record an event the stream waits on first), after the work queued before the
-// call on the calling thread's current stream (cuda::currentStream(): the default stream, where
-// aps's ops run, or the reducer's communication stream); each call returns once its transfers are
-// complete, as the Transport contract requires: encoded bytes move with grouped
+// call on the calling thread's current stream, and each call returns once its transfers are
+// complete. A thread whose current stream is its own (cuda::StreamGuard: the reducer's
+// communication thread) has its calls queued on that stream instead, returning at once: the
+// transfers complete before the work it queues there next, which is the Transport's delivery
+// for device memory (Transport::exchange). Encoded bytes move with grouped
 // ncclSend/ncclRecv, float32 all-reduces with ncclAllReduce. The all-reduce schedules (ring,
 // two_shot, allgather) run on it unchanged over device buffers (AllReduceOptions::device):
 // their codecs' device forms, scratch from the caching allocator.
@@ -57,6 +59,9 @@ class NcclCommunicator final : public Communicator {
  private:
   void waitForCompute();  // the stream waits for the caller's current stream's work so far
   void finish();          // waits for the enqueued work
+  // The stream a call's work goes on (see above), and the wait for it where there is one.
+  cuda::StreamHandle begin();
+  void end(cuda::StreamHandle used);
 
   MpiCommunicator& bootstrap_;
   int rank_ = 0;
@@ -65,6 +70,7 @@ class NcclCommunicator final : public Communicator {
   void* comm_ = nullptr;                     // ncclComm_t
   std::unique_ptr<cuda::Stream> ownStream_;  // made here
   cuda::StreamHandle stream_ = nullptr;      // the stream work goes on
+  bool streamOrdered_ = true;                // a thread's own stream may carry its calls
 };
 
 // NcclCommunicator over `bootstrap`, which must outlive it, with this process's GPU made the

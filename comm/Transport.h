@@ -44,6 +44,10 @@ class Transport {
   // matched in list order, so every process must list a round's messages in the same
   // relative order (schedules generate them from the same loop on every rank).
   // Messages in which neither side is local are ignored.
+  // A transport of device memory (NCCL, a SimTransport on a GPU) delivers in stream order:
+  // "before this returns" is before any work the calling thread queues next on its current
+  // stream (cuda::currentStream()); the host reads the bytes after a wait for that stream
+  // (cuda::copySync).
   virtual void exchange(std::span<const Message> round) = 0;
 
   // The same delivery without waiting for it, so that a schedule can compute while bytes

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -126,35 +127,50 @@ TEST(DeviceAllReduce, NcclRanksMatchTheSimulatedWorldBitForBit) {
     HashingObserver simSaw, saw;
     const SyncStats simStats =
         makeAllReduce(c.options, codec)->run(sim, ptrs, c.n, ctx, c.observed ? &simSaw : nullptr, false, false, inputs);
-    // This rank on its GPU.
-    Tensor mine = Tensor::fromVector(rankInput(c, me, world - 1, seed), {c.n}).to(device);
-    AllReduceOptions options = c.options;
-    options.device = device;
-    auto algorithm = makeAllReduce(options, codec);
-    float* data = mine.data<float>();
-    const SyncStats stats = algorithm->run(nccl, std::span<float* const>(&data, 1), c.n, ctx,
-                                           c.observed ? &saw : nullptr, false, false, inputs);
-    const std::vector<float> got = mine.toFloatVector();
-    ASSERT_EQ(got.size(), all[0].size());
-    size_t differ = 0;
-    for (size_t i = 0; i < got.size(); ++i)
-      differ += std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(all[static_cast<size_t>(me)][i]) ? 1 : 0;
-    EXPECT_EQ(differ, 0u) << "values that differ from the simulator's";
-    EXPECT_EQ(stats.nonFinite, simStats.nonFinite);
-    EXPECT_EQ(stats.nonFinite, c.withInf);
-    ASSERT_EQ(stats.bytesSent.size(), 1u);
-    EXPECT_EQ(stats.bytesSent[0], simStats.bytesSent[static_cast<size_t>(me)]);
-    if (c.observed) {  // every rank's observations, summed, are the simulated world's
-      std::vector<uint64_t> everyRank(2 * static_cast<size_t>(world));
-      mpi.allGather(saw.sums, sizeof saw.sums, everyRank.data());
-      uint64_t input = 0, sum = 0;
-      for (int r = 0; r < world; ++r) {
-        input += everyRank[2 * static_cast<size_t>(r)];
-        sum += everyRank[2 * static_cast<size_t>(r) + 1];
+    // This rank on its GPU: from the default stream (every NCCL call waited for), and from a
+    // stream of the calling thread's own, as the reducer's communication thread runs it (NCCL's
+    // calls queued on it in stream order, nothing waited for until the result is read).
+    for (const bool ownStream : {false, true}) {
+      SCOPED_TRACE(ownStream ? "on the thread's own stream" : "on the default stream");
+      Tensor mine = Tensor::fromVector(rankInput(c, me, world - 1, seed), {c.n}).to(device);
+      std::optional<cuda::Stream> side;
+      std::optional<cuda::StreamGuard> onSide;
+      if (ownStream) {
+        side.emplace(device.index);
+        cuda::Event made;  // the input's upload, on the default stream
+        made.record(nullptr);
+        made.wait(side->handle());
+        onSide.emplace(side->handle());
       }
-      EXPECT_NE(simSaw.sums[0], 0u);
-      EXPECT_EQ(input, simSaw.sums[0]);
-      EXPECT_EQ(sum, simSaw.sums[1]);
+      AllReduceOptions options = c.options;
+      options.device = device;
+      auto algorithm = makeAllReduce(options, codec);
+      float* data = mine.data<float>();
+      saw = HashingObserver();
+      const SyncStats stats = algorithm->run(nccl, std::span<float* const>(&data, 1), c.n, ctx,
+                                             c.observed ? &saw : nullptr, false, false, inputs);
+      const std::vector<float> got = mine.toFloatVector();  // copySync: on the current stream
+      ASSERT_EQ(got.size(), all[0].size());
+      size_t differ = 0;
+      for (size_t i = 0; i < got.size(); ++i)
+        differ += std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(all[static_cast<size_t>(me)][i]) ? 1 : 0;
+      EXPECT_EQ(differ, 0u) << "values that differ from the simulator's";
+      EXPECT_EQ(stats.nonFinite, simStats.nonFinite);
+      EXPECT_EQ(stats.nonFinite, c.withInf);
+      ASSERT_EQ(stats.bytesSent.size(), 1u);
+      EXPECT_EQ(stats.bytesSent[0], simStats.bytesSent[static_cast<size_t>(me)]);
+      if (c.observed) {  // every rank's observations, summed, are the simulated world's
+        std::vector<uint64_t> everyRank(2 * static_cast<size_t>(world));
+        mpi.allGather(saw.sums, sizeof saw.sums, everyRank.data());
+        uint64_t input = 0, sum = 0;
+        for (int r = 0; r < world; ++r) {
+          input += everyRank[2 * static_cast<size_t>(r)];
+          sum += everyRank[2 * static_cast<size_t>(r) + 1];
+        }
+        EXPECT_NE(simSaw.sums[0], 0u);
+        EXPECT_EQ(input, simSaw.sums[0]);
+        EXPECT_EQ(sum, simSaw.sums[1]);
+      }
     }
     ++seed;
   }
