@@ -141,7 +141,11 @@ SyncStats reduceBucket(const AllReduceAlgorithm& algorithm, const BucketContext&
 
 // What one step's gradient synchronisation cost.
 struct StepCommStats {
-  double exposedSeconds = 0.0;      // time wait() blocked the optimizer step
+  // Time wait() blocked the optimizer step. Gradients on a GPU: the time from the end of
+  // backward's kernels to the end of the reduction's on the device (zero where the reduction
+  // finished first), measured with timing events and read at the next wait(), so each step
+  // reports the step before's (the first step 0).
+  double exposedSeconds = 0.0;
   double commSeconds = 0.0;         // time the communication thread spent reducing buckets
   std::vector<uint64_t> bytesSent;  // per local rank
   bool nonFinite = false;           // some gradient was NaN/inf on some rank (same on all)
@@ -266,6 +270,8 @@ class GradientReducer {
   std::unique_ptr<cuda::Stream> commStream_;
   std::vector<std::unique_ptr<cuda::Event>> bucketReady_;
   std::unique_ptr<cuda::Event> reduced_;
+  std::unique_ptr<cuda::Event> backwardDone_;  // recorded on the waiting thread's stream by wait()
+  bool exposurePending_ = false;               // the two events of the last step are recorded
 
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -137,6 +137,43 @@ TEST(DeviceReducer, ReducesABucketWhileBackwardHoldsTheComputeStream) {
   gpu.reducer->wait();
   EXPECT_EQ(gpu.resultBits(), expected);
 }
+
+// The exposed time of a step on the GPU is how long the reduction ran on after backward's
+// kernels ended, reported by the next wait(): zero where backward (held by a gate past wait())
+// ended last; more than zero where the last bucket's gradients came last (held until after
+// wait() began), so its reduction ran after them.
+TEST(DeviceReducer, ExposedTimeIsTheReductionsTailAfterBackward) {
+  if (cuda::deviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  const std::vector<std::vector<uint32_t>> expected = hostResults(3);
+  Reduction gpu(Device::cuda(cuda::currentDevice()));
+  const int last = static_cast<int>(kCounts.size()) - 1;
+  // Step 0: every bucket reduced while backward's stream is held.
+  for (int b = 0; b <= last; ++b) gpu.markBucket(b);
+  testsupport::Gate backward;
+  backward.shutOn(nullptr);
+  EXPECT_EQ(gpu.reducer->wait().exposedSeconds, 0.0);  // no step before
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  backward.open();
+  EXPECT_EQ(gpu.resultBits(), expected[0]);
+  // Step 1: the last bucket's gradients are held, then released while wait() waits.
+  for (int b = 0; b < last; ++b) gpu.markBucket(b);
+  testsupport::Gate lastGradients;
+  lastGradients.shutOn(nullptr);
+  gpu.markBucket(last);
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    lastGradients.open();
+  });
+  const double step0Exposed = gpu.reducer->wait().exposedSeconds;
+  opener.join();
+  EXPECT_EQ(step0Exposed, 0.0) << "step 0's reduction ended before its backward";
+  EXPECT_EQ(gpu.resultBits(), expected[1]);
+  for (int b = 0; b <= last; ++b) gpu.markBucket(b);
+  const double step1Exposed = gpu.reducer->wait().exposedSeconds;
+  EXPECT_GT(step1Exposed, 0.0) << "step 1's last bucket was reduced after its gradients";
+  EXPECT_LT(step1Exposed, 60.0);
+  EXPECT_EQ(gpu.resultBits(), expected[2]);
+}
 #endif
 
 }  // namespace
