@@ -4,10 +4,12 @@
 #include "comm/SmallAllReduce.h"
 #include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
 #include "precision/HybridPolicy.h"
 #include "precision/cuda/DeviceCodec.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -69,6 +71,38 @@ float ParamScales::factor(size_t param) const {
 ErrorFeedbackState::ErrorFeedbackState(size_t params, int localRanks) {
   APS_CHECK(localRanks >= 1, "error feedback: {} local ranks", localRanks);
   for (int i = 0; i < localRanks; ++i) perRank.push_back(precision::ErrorFeedback::empty(params));
+  onDevice.resize(static_cast<size_t>(localRanks));
+  for (auto& r : onDevice) r.resize(params);
+}
+
+float* ErrorFeedbackState::deviceResidual(size_t i, size_t param, int64_t n, int device, bool create) {
+  std::unique_ptr<cuda::DeviceScratch>& slot = onDevice.at(i).at(param);
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  if (slot && slot->bytes() == bytes) return static_cast<float*>(slot->data());
+  const std::vector<float>& host = perRank.at(i).residual(param);
+  if (host.empty() && !create) return nullptr;
+  APS_CHECK(host.empty() || host.size() == static_cast<size_t>(n),
+            "error feedback: local rank {} holds {} residual values of parameter {}, its layer {}", i, host.size(),
+            param, n);
+  slot = std::make_unique<cuda::DeviceScratch>(bytes, device);
+  if (!host.empty()) {
+    cuda::copySync(slot->data(), host.data(), bytes, cuda::CopyKind::HostToDevice);
+    perRank[i].setResidual(param, {});
+  }
+  return static_cast<float*>(slot->data());
+}
+
+std::vector<float> ErrorFeedbackState::residual(size_t i, size_t param) const {
+  const std::unique_ptr<cuda::DeviceScratch>& slot = onDevice.at(i).at(param);
+  if (!slot) return perRank.at(i).residual(param);
+  std::vector<float> values(slot->bytes() / sizeof(float));
+  cuda::copySync(values.data(), slot->data(), slot->bytes(), cuda::CopyKind::DeviceToHost);
+  return values;
+}
+
+void ErrorFeedbackState::setResidual(size_t i, size_t param, std::vector<float> values) {
+  onDevice.at(i).at(param).reset();
+  perRank.at(i).setResidual(param, std::move(values));
 }
 
 void ErrorFeedbackCompensate::beforeReduce(const BucketContext& context, ParamScales& /*scales*/) {
@@ -78,7 +112,14 @@ void ErrorFeedbackCompensate::beforeReduce(const BucketContext& context, ParamSc
   std::lock_guard<std::mutex> lock(state_->mutex);
   for (size_t i = 0; i < context.data.size(); ++i) {
     for (size_t k = 0; k < bucket.params.size(); ++k) {
-      state_->perRank[i].compensate(paramOf(bucket, k), context.data[i] + bucket.offsets[k]);
+      float* layer = context.data[i] + bucket.offsets[k];
+      if (!context.device.isCuda()) {
+        state_->perRank[i].compensate(paramOf(bucket, k), layer);
+        continue;
+      }
+      const int64_t n = layerSize(bucket, k);
+      if (const float* r = state_->deviceResidual(i, paramOf(bucket, k), n, context.device.index, false))
+        precision::cuda::addInto(layer, r, n, cuda::currentStream());
     }
   }
 }
@@ -186,16 +227,25 @@ void Fp8LmHook::beforeReduce(const BucketContext& context, ParamScales& scales) 
   // everywhere unless a rank resumed differently) and, per tensor, the absolute maximum over
   // all ranks (NaN counts as infinity, which a MAX would otherwise drop).
   const size_t agreed = scaler.perTensor() ? 1 + layers : 1;
+  const bool onDevice = context.device.isCuda();
+  std::vector<uint32_t> deviceMaxima;  // on a GPU: each rank's layers' largest |value| bits, read back
+  if (onDevice && agreed > 1) deviceMaxima = deviceLayerMaxima(context);
   std::vector<std::vector<float>> perLocal(data.size(), std::vector<float>(agreed, 0.0f));
   std::vector<float*> pointers;
   for (size_t i = 0; i < data.size(); ++i) {
     perLocal[i][0] = -static_cast<float>(scaler.state().mu);
     for (size_t k = 0; k + 1 < agreed; ++k) {
-      const auto layer = layerOf(context, i, k);
       float amax = 0.0f;
-      for (int64_t j = 0; j < layer.size; ++j) {
-        const float a = std::fabs(layer.data[j]);
-        amax = std::isnan(a) ? std::numeric_limits<float>::infinity() : std::max(amax, a);
+      if (onDevice) {  // the same maximum: NaN's bits lie above inf's
+        const uint32_t bits = deviceMaxima[i * layers + k];
+        amax = bits > precision::kernels::kMaxFiniteBits ? std::numeric_limits<float>::infinity()
+                                                         : std::bit_cast<float>(bits);
+      } else {
+        const auto layer = layerOf(context, i, k);
+        for (int64_t j = 0; j < layer.size; ++j) {
+          const float a = std::fabs(layer.data[j]);
+          amax = std::isnan(a) ? std::numeric_limits<float>::infinity() : std::max(amax, a);
+        }
       }
       perLocal[i][1 + k] = amax;
     }
@@ -208,13 +258,25 @@ void Fp8LmHook::beforeReduce(const BucketContext& context, ParamScales& scales) 
     const float factor = scaler.factor(mu, agreed > 1 ? max[1 + k] : 0.0f);
     scales.setFactor(paramOf(bucket, k), factor);
     for (float* d : data) {
+      if (onDevice) {
+        precision::cuda::multiplyBy(d + bucket.offsets[k], layerSize(bucket, k), factor, cuda::currentStream());
+        continue;
+      }
       const std::span<float> layer(d + bucket.offsets[k], static_cast<size_t>(layerSize(bucket, k)));
       for (float& v : layer) v *= factor;
     }
   }
   std::vector<float> saturated(data.size(), 0.0f);
-  for (size_t i = 0; i < data.size(); ++i)
-    saturated[i] = static_cast<float>(scaler.countSaturated(data[i], bucket.count));
+  if (onDevice) {
+    std::vector<precision::cuda::DeviceRange> ranges;
+    for (float* d : data) ranges.push_back({d, bucket.count});
+    const std::vector<float> limits(data.size(), scaler.saturationLimit());
+    const std::vector<int64_t> counts = precision::cuda::countsNotBelowOf(ranges, limits, context.device.index);
+    for (size_t i = 0; i < data.size(); ++i) saturated[i] = static_cast<float>(counts[i]);
+  } else {
+    for (size_t i = 0; i < data.size(); ++i)
+      saturated[i] = static_cast<float>(scaler.countSaturated(data[i], bucket.count));
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   const auto f = static_cast<size_t>(bucket.format);
   for (size_t i = 0; i < data.size(); ++i) saturated_[f][i] += saturated[i];
@@ -226,11 +288,26 @@ void Fp8LmHook::afterReduce(const BucketContext& context, ParamScales& scales) {
   const auto* scalerPtr = forFormat(perFormat_, bucket);
   if (scalerPtr == nullptr || !*scalerPtr) return;
   // The reduced sum is the same on every rank: its saturated values count once.
-  const int64_t saturated = (*scalerPtr)->countSaturated(context.data[0], bucket.count);
-  const bool nonFinite = hasNonFinite(context.data[0], bucket.count);
+  int64_t saturated = 0;
+  bool nonFinite = false;
+  if (context.device.isCuda()) {
+    const precision::cuda::DeviceRange sum{context.data[0], bucket.count};
+    const std::vector<precision::cuda::DeviceRange> ranges{sum, sum};
+    const std::vector<float> limits{(*scalerPtr)->saturationLimit(), std::numeric_limits<float>::infinity()};
+    const std::vector<int64_t> counts = precision::cuda::countsNotBelowOf(ranges, limits, context.device.index);
+    saturated = counts[0];
+    nonFinite = counts[1] > 0;
+  } else {
+    saturated = (*scalerPtr)->countSaturated(context.data[0], bucket.count);
+    nonFinite = hasNonFinite(context.data[0], bucket.count);
+  }
   for (size_t k = 0; k < bucket.params.size(); ++k) {
     const float factor = scales.factor(paramOf(bucket, k));
     for (float* d : context.data) {
+      if (context.device.isCuda()) {
+        precision::cuda::divideBy(d + bucket.offsets[k], layerSize(bucket, k), factor, cuda::currentStream());
+        continue;
+      }
       const std::span<float> layer(d + bucket.offsets[k], static_cast<size_t>(layerSize(bucket, k)));
       for (float& v : layer) v /= factor;
     }
@@ -277,6 +354,19 @@ void StatisticsHook::beforeReduce(const BucketContext& context, ParamScales& /*s
   // Local rank 0's scaled gradient: scalings left for the reduction applied to a copy.
   const std::span<const InputShift> pending =
       context.inputs != nullptr ? std::span<const InputShift>(context.inputs->shifts) : std::span<const InputShift>();
+  const float maxValue = (*quantizer)->format().maxValue();
+  if (context.device.isCuda()) {  // measured there, each layer read scaled, the counts read back
+    std::vector<precision::cuda::ShiftedRange> ranges;
+    for (size_t k = 0; k < bucket.params.size(); ++k) {
+      const auto layer = layerOf(context, 0, k);
+      ranges.push_back({layer.data, layer.size, uniformShift(pending, bucket.offsets[k], layer.size)});
+    }
+    const std::vector<precision::QuantizationCounts> counts =
+        precision::cuda::quantizationCountsOf(ranges, (*quantizer)->params(), rounding, maxValue, context.device.index);
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t k = 0; k < counts.size(); ++k) stats_.record(paramOf(bucket, k), counts[k]);
+    return;
+  }
   // Layers split over the threads (each layer's counts are its own; the communication thread
   // would otherwise measure the whole bucket alone while the reduction waits).
   parallelFor(static_cast<int64_t>(bucket.params.size()), 1, [&](int64_t k0, int64_t k1) {
@@ -287,8 +377,7 @@ void StatisticsHook::beforeReduce(const BucketContext& context, ParamScales& /*s
       if (!pending.empty()) shifted.resize(static_cast<size_t>(layer.size));
       const float* values = shiftedInputs(pending, bucket.offsets[k], layer.size, layer.data, shifted.data());
       (*quantizer)->quantize(values, q.data(), layer.size, rounding);
-      const auto counts =
-          precision::QuantizationCounts::measure(values, q.data(), layer.size, (*quantizer)->format().maxValue());
+      const auto counts = precision::QuantizationCounts::measure(values, q.data(), layer.size, maxValue);
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.record(paramOf(bucket, k), counts);
     }
@@ -330,6 +419,7 @@ EncodeObserver* StatisticsHook::observerFor(const BucketContext& context) {
   if (quantizer == nullptr || !*quantizer) return nullptr;
   observed_ = context.layout;
   observedMax_ = (*quantizer)->format().maxValue();
+  observedDevice_ = context.device;
   std::lock_guard<std::mutex> lock(mutex_);
   for (int p : context.layout->params) touched_[static_cast<size_t>(p)] = 1;
   return this;
@@ -338,6 +428,19 @@ EncodeObserver* StatisticsHook::observerFor(const BucketContext& context) {
 void StatisticsHook::encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) {
   if (site != Site::Sum || observed_ == nullptr) return;
   const BucketLayout::Bucket& bucket = *observed_;
+  if (observedDevice_.isCuda()) {  // each layer's piece counted there, as measurePerLayer cuts it
+    std::vector<size_t> layers;
+    std::vector<precision::cuda::ShiftedRange> ranges;
+    forEachLayerPiece(bucket, begin, n, [&](size_t k, int64_t at, int64_t length) {
+      layers.push_back(k);
+      ranges.push_back({values + at, length, 0, decoded + at});
+    });
+    const std::vector<precision::QuantizationCounts> counts = precision::cuda::quantizationCountsOf(
+        ranges, {}, precision::RoundingMode::NearestEven, observedMax_, observedDevice_.index);
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t j = 0; j < layers.size(); ++j) stepOut_[paramOf(bucket, layers[j])] += counts[j];
+    return;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   measurePerLayer(bucket, begin, n, values, decoded, observedMax_,
                   [&](size_t k, const precision::QuantizationCounts& c) { stepOut_[paramOf(bucket, k)] += c; });
@@ -403,9 +506,16 @@ void ErrorFeedbackCapture::beforeReduce(const BucketContext& context, ParamScale
   for (size_t i = 0; i < context.data.size(); ++i) {
     for (size_t k = 0; k < bucket.params.size(); ++k) {
       const auto layer = layerOf(context, i, k);
+      const size_t param = paramOf(bucket, k);
+      if (context.device.isCuda()) {  // the residual made where it lives, in one pass
+        std::lock_guard<std::mutex> lock(state_->mutex);
+        float* r = state_->deviceResidual(i, param, layer.size, context.device.index, true);
+        precision::cuda::feedbackResidual((*quantizer)->params(), rounding, layer.data, layer.size, {},
+                                          scales.shift(param), scales.factor(param), r, cuda::currentStream());
+        continue;
+      }
       q.resize(static_cast<size_t>(layer.size));
       (*quantizer)->quantize(layer.data, q.data(), layer.size, rounding);
-      const size_t param = paramOf(bucket, k);
       // residual = intended - sent, back in gradient units (exact power-of-two unscaling).
       std::lock_guard<std::mutex> lock(state_->mutex);
       state_->perRank[i].update(param, layer.data, q.data(), layer.size, scales.shift(param), scales.factor(param));
@@ -416,14 +526,14 @@ void ErrorFeedbackCapture::beforeReduce(const BucketContext& context, ParamScale
 NamedTensors ErrorFeedbackCapture::stateDict() const {
   if (std::none_of(quantizers_.begin(), quantizers_.end(), [](const auto& q) { return q != nullptr; })) return {};
   std::lock_guard<std::mutex> lock(state_->mutex);
-  const precision::ErrorFeedback& first = state_->perRank.at(0);
+  const size_t params = state_->perRank.at(0).layers();
   std::vector<int64_t> sizes;
-  for (size_t p = 0; p < first.layers(); ++p) sizes.push_back(static_cast<int64_t>(first.residual(p).size()));
+  for (size_t p = 0; p < params; ++p) sizes.push_back(static_cast<int64_t>(state_->residual(0, p).size()));
   NamedTensors out{{"residual_sizes", int64Tensor(sizes)}};
   for (size_t i = 0; i < state_->perRank.size(); ++i) {
     std::vector<float> flat;
     for (size_t p = 0; p < sizes.size(); ++p) {
-      const std::vector<float>& r = state_->perRank[i].residual(p);
+      const std::vector<float> r = state_->residual(i, p);
       APS_CHECK(r.size() == static_cast<size_t>(sizes[p]),
                 "error feedback: local rank {} holds {} residual values of parameter {}, local rank 0 {}", i, r.size(),
                 p, sizes[p]);
@@ -455,7 +565,7 @@ void ErrorFeedbackCapture::loadStateDict(const NamedTensors& state) {
     const Tensor values = t->contiguous();
     const float* at = values.data<float>();
     for (size_t p = 0; p < sizes.size(); ++p) {
-      state_->perRank[i].setResidual(p, std::vector<float>(at, at + sizes[p]));
+      state_->setResidual(i, p, std::vector<float>(at, at + sizes[p]));
       at += sizes[p];
     }
   }

@@ -2,6 +2,7 @@
 
 #include "comm/GradientReducer.h"
 #include "framework/tensor/Stateful.h"
+#include "framework/tensor/cuda/CudaAllocator.h"
 #include "precision/ApsScaler.h"
 #include "precision/ErrorFeedback.h"
 #include "precision/Fp8LmScaler.h"
@@ -69,27 +70,47 @@ class BucketHook : public Stateful {
 // The values of the k-th parameter of a bucket (parameters lie back to back in the flat buffer).
 int64_t layerSize(const BucketLayout::Bucket& bucket, size_t k);
 
+// Each parameter of a bucket that the bucket's values [begin, begin + n) touch: f(k, at, length)
+// for the k-th parameter of the bucket, its piece at [begin + at, begin + at + length).
+template <typename F>
+void forEachLayerPiece(const BucketLayout::Bucket& bucket, int64_t begin, int64_t n, F f) {
+  const int64_t end = begin + n;
+  for (size_t k = 0; k < bucket.params.size(); ++k) {
+    const int64_t lo = std::max(begin, bucket.offsets[k]);
+    const int64_t hi = std::min(end, bucket.offsets[k] + layerSize(bucket, k));
+    if (lo < hi) f(k, lo - begin, hi - lo);
+  }
+}
+
 // What an encode of the bucket's values [begin, begin + n) (`values`, decoding to `decoded`) did
 // to each parameter the range touches: add(k, counts) for the k-th parameter of the bucket.
 template <typename Add>
 void measurePerLayer(const BucketLayout::Bucket& bucket, int64_t begin, int64_t n, const float* values,
                      const float* decoded, float maxValue, Add add) {
-  const int64_t end = begin + n;
-  for (size_t k = 0; k < bucket.params.size(); ++k) {
-    const int64_t lo = std::max(begin, bucket.offsets[k]);
-    const int64_t hi = std::min(end, bucket.offsets[k] + layerSize(bucket, k));
-    if (lo >= hi) continue;
-    add(k, precision::QuantizationCounts::measure(values + (lo - begin), decoded + (lo - begin), hi - lo, maxValue));
-  }
+  forEachLayerPiece(bucket, begin, n, [&](size_t k, int64_t at, int64_t length) {
+    add(k, precision::QuantizationCounts::measure(values + at, decoded + at, length, maxValue));
+  });
 }
 
 // Error feedback, first half: last step's residual joins this step's gradient, before any
 // scaling. The residuals (precision::ErrorFeedback, one per local rank) are shared with
 // ErrorFeedbackCapture, which computes them.
+// On a GPU's buckets the residuals live in device memory (onDevice); one loaded from a
+// checkpoint moves there at its first use. Callers hold `mutex`.
 struct ErrorFeedbackState {
   ErrorFeedbackState(size_t params, int localRanks);
   mutable std::mutex mutex;
   std::vector<precision::ErrorFeedback> perRank;  // [local rank], one residual per parameter
+  std::vector<std::vector<std::unique_ptr<cuda::DeviceScratch>>> onDevice;  // [local rank][parameter]
+
+  // Local rank i's residual of `param` in the memory of GPU `device`, n values: the one there,
+  // else the host's moved there, else (create) a new one of unset values, else null.
+  float* deviceResidual(size_t i, size_t param, int64_t n, int device, bool create);
+  // Local rank i's residual of `param`, wherever it lives (copied back from a GPU, on the
+  // calling thread's current stream).
+  std::vector<float> residual(size_t i, size_t param) const;
+  // Local rank i's residual of `param` set on the host (a GPU's copy dropped).
+  void setResidual(size_t i, size_t param, std::vector<float> values);
 };
 class ErrorFeedbackCompensate : public BucketHook {
  public:
@@ -100,6 +121,7 @@ class ErrorFeedbackCompensate : public BucketHook {
   bool readsValues(const BucketContext& bucket) const override { return changesValues(bucket); }
   bool usesBuffersBefore(const BucketContext& bucket) const override { return changesValues(bucket); }
   bool usesBuffersAfter(const BucketContext& /*bucket*/) const override { return false; }
+  bool runsOnDevice() const override { return true; }
 
  private:
   std::shared_ptr<ErrorFeedbackState> state_;
@@ -137,6 +159,7 @@ class Fp8LmHook : public BucketHook {
   bool readsValues(const BucketContext& bucket) const override { return changesValues(bucket); }
   bool usesBuffersBefore(const BucketContext& bucket) const override { return changesValues(bucket); }
   bool usesBuffersAfter(const BucketContext& bucket) const override { return changesValues(bucket); }
+  bool runsOnDevice() const override { return true; }
   void finishStep(Transport& transport) override;
 
  private:
@@ -164,6 +187,7 @@ class StatisticsHook : public BucketHook, public EncodeObserver {
   bool readsValues(const BucketContext& /*bucket*/) const override { return false; }
   bool usesBuffersBefore(const BucketContext& bucket) const override;
   bool usesBuffersAfter(const BucketContext& /*bucket*/) const override { return false; }
+  bool runsOnDevice() const override { return true; }
 
   precision::QuantizationCounts window(size_t param) const;
   std::vector<size_t> adapt(precision::HybridPolicy& policy);
@@ -177,6 +201,8 @@ class StatisticsHook : public BucketHook, public EncodeObserver {
   // quantizer (else null); finishStep sums the step's counts over all ranks into the window.
   EncodeObserver* observerFor(const BucketContext& bucket);
   bool observes(Site site) const override { return site == Site::Sum; }
+  // On a GPU the counts are made there and read back (one wait per encode).
+  bool readsDeviceMemory() const override { return observedDevice_.isCuda(); }
   void encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) override;
   void finishStep(Transport& transport) override;
   precision::QuantizationCounts outputWindow(size_t param) const;
@@ -191,6 +217,7 @@ class StatisticsHook : public BucketHook, public EncodeObserver {
   std::vector<uint8_t> touched_;                        // per parameter: observed this step
   const BucketLayout::Bucket* observed_ = nullptr;      // the bucket being reduced (communication thread)
   float observedMax_ = 0.0f;
+  Device observedDevice_ = Device::cpu();
 };
 
 // Error feedback, second half: what quantization drops from each local rank's compensated,
@@ -213,6 +240,7 @@ class ErrorFeedbackCapture : public BucketHook {
   bool readsValues(const BucketContext& bucket) const override;
   bool usesBuffersBefore(const BucketContext& bucket) const override { return readsValues(bucket); }
   bool usesBuffersAfter(const BucketContext& /*bucket*/) const override { return false; }
+  bool runsOnDevice() const override { return true; }
   NamedTensors stateDict() const override;
   void loadStateDict(const NamedTensors& state) override;
 

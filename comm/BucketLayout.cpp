@@ -6,7 +6,7 @@ namespace aps::comm {
 
 BucketLayout::BucketLayout(const std::vector<int64_t>& counts, const std::vector<int>& formats, size_t capBytes,
                            size_t firstCapBytes)
-    : bucketOf_(counts.size(), -1), offsetOf_(counts.size(), 0) {
+    : bucketOf_(counts.size(), -1), offsetOf_(counts.size(), 0), slotOf_(counts.size(), 0) {
   APS_CHECK(counts.size() == formats.size(), "comm buckets: {} parameter sizes but {} formats", counts.size(),
             formats.size());
   APS_CHECK(capBytes > 0 && firstCapBytes > 0, "comm buckets: bucket caps must be positive");
@@ -25,6 +25,7 @@ BucketLayout::BucketLayout(const std::vector<int64_t>& counts, const std::vector
     Bucket& b = buckets_.back();
     bucketOf_[pu] = static_cast<int>(buckets_.size()) - 1;
     offsetOf_[pu] = b.count;
+    slotOf_[pu] = b.params.size();
     b.params.push_back(p);
     b.offsets.push_back(b.count);
     b.count += counts[pu];

@@ -30,11 +30,14 @@ class BucketLayout {
   const std::vector<Bucket>& buckets() const { return buckets_; }
   int bucketOf(int param) const { return bucketOf_[static_cast<size_t>(param)]; }
   int64_t offsetOf(int param) const { return offsetOf_[static_cast<size_t>(param)]; }
+  // The parameter's place among its bucket's parameters (buckets()[bucketOf(p)].params[k] == p).
+  size_t slotOf(int param) const { return slotOf_[static_cast<size_t>(param)]; }
 
  private:
   std::vector<Bucket> buckets_;
   std::vector<int> bucketOf_;
   std::vector<int64_t> offsetOf_;
+  std::vector<size_t> slotOf_;
 };
 
 }  // namespace aps::comm

@@ -121,8 +121,22 @@ bool BucketScaling::Observers::observes(Site site) const {
 }
 
 void BucketScaling::Observers::encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) {
+  bool copied = false;
   for (EncodeObserver* t : targets) {
-    if (t->observes(site)) t->encoded(site, begin, n, values, decoded);
+    if (!t->observes(site)) continue;
+    if (!onDevice || t->readsDeviceMemory()) {
+      t->encoded(site, begin, n, values, decoded);
+      continue;
+    }
+    if (!copied) {  // once for all targets that read the host
+      const auto count = static_cast<size_t>(n);
+      hostValues_.resize(count);
+      hostDecoded_.resize(count);
+      cuda::copySync(hostValues_.data(), values, count * sizeof(float), cuda::CopyKind::DeviceToHost);
+      cuda::copySync(hostDecoded_.data(), decoded, count * sizeof(float), cuda::CopyKind::DeviceToHost);
+      copied = true;
+    }
+    t->encoded(site, begin, n, hostValues_.data(), hostDecoded_.data());
   }
 }
 
@@ -136,6 +150,7 @@ EncodeObserver* BucketScaling::encodeObserver(const BucketContext& context) {
   }
   if (EncodeObserver* o = statistics_->observerFor(context)) observers_.targets.push_back(o);
   if (observers_.targets.empty()) return nullptr;
+  observers_.onDevice = context.device.isCuda();
   return observers_.targets.size() == 1 ? observers_.targets[0] : &observers_;
 }
 
@@ -213,9 +228,9 @@ void BucketScaling::loadStateDict(const NamedTensors& state) {
   for (const auto& hook : chain_) hook->loadStateDict(state);
 }
 
-const std::vector<float>& BucketScaling::residual(int localRank, int param) const {
+std::vector<float> BucketScaling::residual(int localRank, int param) const {
   std::lock_guard<std::mutex> lock(feedback_->mutex);
-  return feedback_->perRank.at(static_cast<size_t>(localRank)).residual(static_cast<size_t>(param));
+  return feedback_->residual(static_cast<size_t>(localRank), static_cast<size_t>(param));
 }
 
 int BucketScaling::lastShift(int param) const { return scales_.shift(static_cast<size_t>(param)); }

@@ -113,16 +113,23 @@ class BucketScaling : public ReductionHook, public Stateful {
   NamedTensors stateDict() const override;
   void loadStateDict(const NamedTensors& state) override;
   // Local rank i's error-feedback residual of parameter p (empty until the first step that
-  // used it).
-  const std::vector<float>& residual(int localRank, int param) const;
+  // used it; copied back where it lives on a GPU).
+  std::vector<float> residual(int localRank, int param) const;
 
  private:
   // The all-reduce's encode observers for one bucket (the probe, the statistics), as one.
+  // On a GPU's buffers it takes device pointers, and hands host copies to the targets that
+  // want them.
   class Observers : public EncodeObserver {
    public:
     std::vector<EncodeObserver*> targets;
+    bool onDevice = false;
     bool observes(Site site) const override;
+    bool readsDeviceMemory() const override { return onDevice; }
     void encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) override;
+
+   private:
+    std::vector<float> hostValues_, hostDecoded_;
   };
   // The probe alone, around the whole of a hierarchical reduction (installWorldLevel).
   class WorldProbe : public ReductionHook {

@@ -34,7 +34,7 @@ void ExchangeSchedule::observeEncode(const precision::Codec& codec, EncodeObserv
   if (!observing(site) || n <= 0) return;
   float* decoded = scratchFloats(kObserverScratch, 0, static_cast<size_t>(n));
   codec.decode(encoded, n, decoded);
-  if (onDevice()) {  // observers read host memory: both copied back (a wait)
+  if (onDevice() && !observer_->readsDeviceMemory()) {  // both copied back (a wait)
     const auto count = static_cast<size_t>(n);
     observedValues_.resize(count);
     observedDecoded_.resize(count);

@@ -25,6 +25,10 @@ class EncodeObserver {
   virtual ~EncodeObserver() = default;
   // Whether encodes at `site` are wanted (others are not decoded or reported).
   virtual bool observes(Site /*site*/) const { return true; }
+  // Of an all-reduce over a GPU's buffers: whether encoded() takes the values where they lie
+  // (device pointers, read by work it queues on the calling thread's current stream before it
+  // returns); if not, it is handed host copies (a wait each).
+  virtual bool readsDeviceMemory() const { return false; }
   virtual void encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) = 0;
 };
 

@@ -2,6 +2,9 @@
 
 #include "comm/SmallAllReduce.h"
 #include "framework/core/Error.h"
+#include "framework/tensor/cuda/CudaRuntime.h"
+#include "precision/cuda/DeviceCodec.h"
+#include "precision/kernels/Quantization.h"
 
 #include <algorithm>
 #include <cmath>
@@ -31,12 +34,34 @@ void FidelityProbe::beforeReduce(const BucketContext& context, ParamScales& /*sc
   const BucketLayout::Bucket& bucket = *context.layout;
   const auto n = static_cast<size_t>(bucket.count);
   // Every local rank's raw gradient, summed exactly: fp32 in rank order through the transport.
-  std::vector<std::vector<float>> copies;
-  std::vector<float*> pointers;
-  for (float* d : context.data) copies.emplace_back(d, d + n);
-  for (auto& c : copies) pointers.push_back(c.data());
-  shadowAlgorithm_->run(context.agreementTransport(), pointers, bucket.count);
-  shadow_ = std::move(copies[0]);
+  device_ = context.device;
+  if (context.device.isCuda()) {  // copies in device memory, summed over the bucket's own transport
+    if (!deviceShadow_ || deviceShadowOn_ != context.device) {
+      AllReduceOptions options;
+      options.kind = AllReduceKind::Native;
+      options.checkFinite = false;
+      options.device = context.device;
+      deviceShadow_ = makeAllReduce(options, nullptr);
+      deviceShadowOn_ = context.device;
+    }
+    std::vector<std::unique_ptr<cuda::DeviceScratch>> copies;
+    std::vector<float*> pointers;
+    for (float* d : context.data) {
+      copies.push_back(std::make_unique<cuda::DeviceScratch>(n * sizeof(float), context.device.index));
+      cuda::copyAsync(copies.back()->data(), d, n * sizeof(float), cuda::CopyKind::DeviceToDevice,
+                      cuda::currentStream());
+      pointers.push_back(static_cast<float*>(copies.back()->data()));
+    }
+    deviceShadow_->run(*context.transport, pointers, bucket.count);
+    deviceSum_ = std::move(copies[0]);
+  } else {
+    std::vector<std::vector<float>> copies;
+    std::vector<float*> pointers;
+    for (float* d : context.data) copies.emplace_back(d, d + n);
+    for (auto& c : copies) pointers.push_back(c.data());
+    shadowAlgorithm_->run(context.agreementTransport(), pointers, bucket.count);
+    shadow_ = std::move(copies[0]);
+  }
   bucket_ = &bucket;
   const auto f = static_cast<size_t>(bucket.format);
   maxValue_ = f < maxValues_.size() ? maxValues_[f] : std::numeric_limits<float>::infinity();
@@ -54,6 +79,18 @@ EncodeObserver* FidelityProbe::leaderObserverFor(const BucketContext& /*bucket*/
 void FidelityProbe::encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) {
   if (!active_) return;
   auto& counts = site == Site::Input ? in_ : out_;
+  if (device_.isCuda()) {  // counted there, as measurePerLayer cuts the range
+    std::vector<size_t> layers;
+    std::vector<precision::cuda::ShiftedRange> ranges;
+    forEachLayerPiece(*bucket_, begin, n, [&](size_t k, int64_t at, int64_t length) {
+      layers.push_back(k);
+      ranges.push_back({values + at, length, 0, decoded + at});
+    });
+    const std::vector<precision::QuantizationCounts> measured = precision::cuda::quantizationCountsOf(
+        ranges, {}, precision::RoundingMode::NearestEven, maxValue_, device_.index);
+    for (size_t j = 0; j < layers.size(); ++j) counts[layers[j]] += measured[j];
+    return;
+  }
   measurePerLayer(*bucket_, begin, n, values, decoded, maxValue_,
                   [&](size_t k, const precision::QuantizationCounts& c) { counts[k] += c; });
 }
@@ -79,7 +116,27 @@ void FidelityProbe::afterReduce(const BucketContext& context, ParamScales& /*sca
   std::vector<int64_t> all(world * layers * kCountsPerLayer, 0);
   allGatherBytes(context.agreementTransport(), minePointers, bytes, all.data());
 
-  const float* lp = context.data[0];  // the low-precision sum, every scaling undone
+  // Per layer, the low-precision sum (every scaling undone) against the exact one.
+  std::vector<precision::kernels::CompareSums> sums(layers);
+  if (device_.isCuda()) {
+    const auto* exact = static_cast<const float*>(deviceSum_->data());
+    std::vector<precision::cuda::ComparedRange> ranges;
+    for (size_t k = 0; k < layers; ++k)
+      ranges.push_back({context.data[0] + bucket.offsets[k], exact + bucket.offsets[k], layerSize(bucket, k)});
+    sums = precision::cuda::compareSumsOf(ranges, device_.index);
+  } else {
+    for (size_t k = 0; k < layers; ++k) {
+      const float* lp = context.data[0] + bucket.offsets[k];
+      const float* exact = shadow_.data() + bucket.offsets[k];
+      const int64_t size = layerSize(bucket, k);
+      for (int64_t begin = 0; begin < size; begin += precision::kernels::kCountsChunk) {
+        precision::kernels::CompareSums chunk;
+        const int64_t end = std::min(size, begin + precision::kernels::kCountsChunk);
+        for (int64_t j = begin; j < end; ++j) precision::kernels::compareValue(chunk, lp[j], exact[j]);
+        precision::kernels::addSums(sums[k], chunk);
+      }
+    }
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   if (!record_ || record_->step != context.step) {
     record_ = ProbeRecord{context.step, std::vector<ProbeLayer>(params_)};
@@ -87,15 +144,7 @@ void FidelityProbe::afterReduce(const BucketContext& context, ParamScales& /*sca
   for (size_t k = 0; k < layers; ++k) {
     ProbeLayer layer;
     layer.probed = true;
-    double diff2 = 0.0, exact2 = 0.0, lp2 = 0.0, dot = 0.0;
-    const int64_t begin = bucket.offsets[k], size = layerSize(bucket, k);
-    for (int64_t j = begin; j < begin + size; ++j) {
-      const double a = lp[j], b = shadow_[static_cast<size_t>(j)];
-      diff2 += (a - b) * (a - b);
-      exact2 += b * b;
-      lp2 += a * a;
-      dot += a * b;
-    }
+    const double diff2 = sums[k].diff2, exact2 = sums[k].exact2, lp2 = sums[k].lp2, dot = sums[k].dot;
     if (exact2 > 0.0) {
       layer.relError = std::sqrt(diff2 / exact2);
     } else {
@@ -108,6 +157,9 @@ void FidelityProbe::afterReduce(const BucketContext& context, ParamScales& /*sca
     } else {
       layer.cosine = std::clamp(dot / std::sqrt(lp2 * exact2), -1.0, 1.0);
     }
+    // A sum that held inf or NaN: NaN figures, one NaN whatever the device made of the sums.
+    if (std::isnan(layer.relError)) layer.relError = std::numeric_limits<double>::quiet_NaN();
+    if (std::isnan(layer.cosine)) layer.cosine = std::numeric_limits<double>::quiet_NaN();
     for (size_t r = 0; r < world; ++r) {
       const int64_t* at = all.data() + (r * layers + k) * kCountsPerLayer;
       layer.in += precision::QuantizationCounts::unpack(at);
@@ -116,6 +168,7 @@ void FidelityProbe::afterReduce(const BucketContext& context, ParamScales& /*sca
     record_->layers[static_cast<size_t>(bucket.params[k])] = layer;
   }
   shadow_ = {};
+  deviceSum_.reset();
   in_ = {};
   out_ = {};
 }

@@ -53,6 +53,10 @@ class FidelityProbe : public BucketHook, public EncodeObserver {
 
   void beforeReduce(const BucketContext& bucket, ParamScales& scales) override;
   void afterReduce(const BucketContext& bucket, ParamScales& scales) override;
+  // On a GPU's buffers: the exact sum over the bucket's transport in device memory, the counts
+  // and the comparison made there, only their figures read back.
+  bool runsOnDevice() const override { return true; }
+  bool readsDeviceMemory() const override { return device_.isCuda(); }
   // The observer of this bucket's all-reduce: this probe on its steps, else null.
   EncodeObserver* observerFor(const BucketContext& bucket);
   // Under a hierarchical reduction, the observer of the leader level (on probe steps): what
@@ -68,6 +72,7 @@ class FidelityProbe : public BucketHook, public EncodeObserver {
   class LeaderLevel : public EncodeObserver {
    public:
     explicit LeaderLevel(FidelityProbe& probe) : probe_(probe) {}
+    bool readsDeviceMemory() const override { return probe_.readsDeviceMemory(); }
     void encoded(Site, int64_t begin, int64_t n, const float* values, const float* decoded) override {
       probe_.encoded(Site::Sum, begin, n, values, decoded);
     }
@@ -80,11 +85,15 @@ class FidelityProbe : public BucketHook, public EncodeObserver {
   LeaderLevel leaderLevel_{*this};
   std::vector<float> maxValues_;
   std::unique_ptr<AllReduceAlgorithm> shadowAlgorithm_;  // native: fp32 in rank order
+  std::unique_ptr<AllReduceAlgorithm> deviceShadow_;     // the same over device buffers (deviceShadowOn_)
+  Device deviceShadowOn_ = Device::cpu();
   // The bucket being probed (communication thread only).
   bool active_ = false;
   const BucketLayout::Bucket* bucket_ = nullptr;
+  Device device_ = Device::cpu();  // where the bucket lies
   float maxValue_ = 0.0f;
   std::vector<float> shadow_;                            // the exact fp32 sum of the bucket
+  std::unique_ptr<cuda::DeviceScratch> deviceSum_;       // the same on a GPU
   std::vector<precision::QuantizationCounts> in_, out_;  // per layer of the bucket, this process's ranks
   std::mutex mutex_;
   std::optional<ProbeRecord> record_;

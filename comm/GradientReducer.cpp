@@ -147,9 +147,6 @@ void GradientReducer::allocate() {
       flat_.back().emplace_back(static_cast<size_t>(keys && i > 0 ? (b.count + 1) / 2 : b.count), 0.0f);
   }
   if (device_.isCuda()) {
-    slotInBucket_.assign(params, 0);
-    for (const BucketLayout::Bucket& b : layout_.buckets())
-      for (size_t k = 0; k < b.params.size(); ++k) slotInBucket_[static_cast<size_t>(b.params[k])] = k;
     commStream_ = std::make_unique<cuda::Stream>(device_.index);
     reduced_ = std::make_unique<cuda::Event>(true);
     backwardDone_ = std::make_unique<cuda::Event>(true);
@@ -158,7 +155,7 @@ void GradientReducer::allocate() {
   wholeNow_.assign(params * static_cast<size_t>(local_), 0);
   nextFold_.assign(params, 0);
   staged_.assign(params * static_cast<size_t>(local_), 0);
-  maxAbsBits_.assign(params * static_cast<size_t>(local_), 0);
+  if (!device_.isCuda()) maxAbsBits_.assign(params * static_cast<size_t>(local_), 0);  // a GPU's: deviceMaxBits_
   // markReady measures what it copies: a bucket's maxima are known each step where it copies
   // every rank's gradient of the bucket (an unfolded bucket whose gradients live elsewhere).
   for (size_t b = 0; b < layout_.buckets().size(); ++b) {
@@ -249,8 +246,8 @@ void GradientReducer::mark(int param, int localRank, const float* from, bool han
   // measures the largest |value| on the way, for APS (BucketContext::maxAbsBits).
   const size_t at = static_cast<size_t>(localRank) * names_.size() + p;
   if (device_.isCuda()) {  // queued after the kernels that made the gradient (this thread's stream)
-    const size_t slotAt =
-        static_cast<size_t>(localRank) * layout_.buckets()[static_cast<size_t>(b)].params.size() + slotInBucket_[p];
+    const size_t slotAt = static_cast<size_t>(localRank) * layout_.buckets()[static_cast<size_t>(b)].params.size() +
+                          layout_.slotOf(param);
     cuda::copyAsync(slot.data, from, slot.bytes(), cuda::CopyKind::DeviceToDevice, cuda::currentStream());
     precision::cuda::absMaxBits(static_cast<const float*>(slot.data), count,
                                 static_cast<uint32_t*>(deviceMaxBits_[static_cast<size_t>(b)]->data()) + slotAt,
@@ -320,6 +317,18 @@ void GradientReducer::foldFrom(int param, int localRank, const float* src) {
 StepCommStats GradientReducer::wait() {
   const auto start = std::chrono::steady_clock::now();
   const int buckets = static_cast<int>(layout_.buckets().size());
+  double deviceExposed = 0.0;
+  if (device_.isCuda()) {  // only the waiting thread touches these: not under the lock
+    // The last step's exposure on the device: both events have long been reached.
+    if (exposurePending_) {
+      reduced_->synchronize();
+      backwardDone_->synchronize();
+      deviceExposed = std::max(0.0, static_cast<double>(reduced_->millisecondsSince(*backwardDone_)) / 1000.0);
+      exposurePending_ = false;
+    }
+    // Backward's kernels are all queued on this thread's stream by now.
+    backwardDone_->record(cuda::currentStream());
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   for (int b = 0; b < buckets; ++b) {
     if (pending_[static_cast<size_t>(b)] == 0) continue;
@@ -334,18 +343,6 @@ StepCommStats GradientReducer::wait() {
   if (!options_.overlap) {
     for (auto& q : queued_) q = 1;
     cv_.notify_all();
-  }
-  double deviceExposed = 0.0;
-  if (device_.isCuda()) {
-    // The last step's exposure on the device: both events have long been reached.
-    if (exposurePending_) {
-      reduced_->synchronize();
-      backwardDone_->synchronize();
-      deviceExposed = std::max(0.0, static_cast<double>(reduced_->millisecondsSince(*backwardDone_)) / 1000.0);
-      exposurePending_ = false;
-    }
-    // Backward's kernels are all queued on this thread's stream by now.
-    backwardDone_->record(cuda::currentStream());
   }
   cv_.wait(lock, [&] { return doneBuckets_ == buckets; });
   if (error_) std::rethrow_exception(error_);

@@ -261,12 +261,10 @@ class GradientReducer {
   Device device_ = Device::cpu();  // where the gradients and buckets lie
   // On a GPU: each bucket's buffer of each local rank ([bucket * local + i]); each bucket's
   // gradients' largest |value| bits ([bucket][local * bucket params + k], as
-  // BucketContext::maxAbsBits); where parameter p is in its bucket (k); the communication
-  // stream; each bucket's event (its gradients copied, recorded by markReady); the event after
-  // the step's last bucket (wait()).
+  // BucketContext::maxAbsBits; k is BucketLayout::slotOf); the communication stream; each bucket's event (its gradients
+  // copied, recorded by markReady); the event after the step's last bucket (wait()).
   std::vector<std::unique_ptr<cuda::DeviceScratch>> deviceFlat_;
   std::vector<std::unique_ptr<cuda::DeviceScratch>> deviceMaxBits_;
-  std::vector<size_t> slotInBucket_;
   std::unique_ptr<cuda::Stream> commStream_;
   std::vector<std::unique_ptr<cuda::Event>> bucketReady_;
   std::unique_ptr<cuda::Event> reduced_;
@@ -281,8 +279,9 @@ class GradientReducer {
   std::vector<BucketInput> inputs_;  // [bucket]: how the ranks' gradients reach it (chooseInput)
   std::vector<int> nextFold_;        // [param]: the local rank whose gradient is folded next
   std::vector<uint8_t> staged_;      // [local * params + p]: copied to its own buffer, not yet folded
-  // [local * params + p]: the copied gradient's largest kernels::absBits. Written by the
-  // marking thread outside the lock, read by the communication thread once the bucket is queued.
+  // [local * params + p]: the copied gradient's largest kernels::absBits (host buckets; a GPU's
+  // are deviceMaxBits_). Written by the marking thread outside the lock, read by the
+  // communication thread once the bucket is queued.
   std::vector<uint32_t> maxAbsBits_;
   std::vector<uint8_t> measuresMaxima_;  // [bucket]: markReady copies (and measures) all of it
   // [local][param]: a whole copy of a sticky rank's gradient that held an fp32 subnormal this

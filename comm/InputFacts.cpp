@@ -1,5 +1,6 @@
 #include "comm/InputFacts.h"
 
+#include "framework/core/Error.h"
 #include "framework/core/Parallel.h"
 #include "framework/tensor/cuda/CudaRuntime.h"
 #include "precision/ApsScaler.h"
@@ -38,6 +39,25 @@ void applyInputShifts(std::span<float* const> data, std::span<const InputShift> 
       for (const InputShift& s : shifts)
         if (s.shift != 0) precision::scaleByPowerOfTwo(data[i] + s.begin, s.length, s.shift);
   });
+}
+
+int uniformShift(std::span<const InputShift> shifts, int64_t begin, int64_t n) {
+  const int64_t end = begin + n;
+  auto s = std::partition_point(shifts.begin(), shifts.end(),
+                                [&](const InputShift& x) { return x.begin + x.length <= begin; });
+  int shift = 0;
+  int64_t covered = 0;
+  for (; s != shifts.end() && s->begin < end; ++s) {
+    const int64_t lo = std::max(begin, s->begin), hi = std::min(end, s->begin + s->length);
+    if (s->shift == 0) continue;
+    APS_CHECK(shift == 0 || shift == s->shift, "input shifts {} and {} within the values [{}, {})", shift, s->shift,
+              begin, end);
+    shift = s->shift;
+    covered += hi - lo;
+  }
+  APS_CHECK(shift == 0 || covered == n, "an input shift {} covers {} of the values [{}, {})", shift, covered, begin,
+            end);
+  return shift;
 }
 
 const float* shiftedInputs(std::span<const InputShift> shifts, int64_t begin, int64_t n, const float* in, float* out) {

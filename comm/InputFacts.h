@@ -58,12 +58,16 @@ struct InputFacts {
 };
 
 // data[i][begin, begin + length) *= 2^shift for every shift and every buffer, on all threads
-// (buffers on a GPU: as kernels queued on its default stream, with the same rounding).
+// (buffers on a GPU: as kernels queued on the calling thread's current stream, with the same
+// rounding).
 void applyInputShifts(std::span<float* const> data, std::span<const InputShift> shifts, Device device = Device::cpu());
 
 // The values [begin, begin + n) of a buffer (`in`) as the reduction reads them: `in` itself
 // where no shift covers any of them, else `out` (n floats) holding them with the shifts applied.
 const float* shiftedInputs(std::span<const InputShift> shifts, int64_t begin, int64_t n, const float* in, float* out);
+// The one shift the values [begin, begin + n) take from `shifts` (0 where none covers them);
+// aps::Error where they take different ones (APS leaves one per layer).
+int uniformShift(std::span<const InputShift> shifts, int64_t begin, int64_t n);
 
 // codec.roundTripInto of local rank i's values [begin, begin + n) as the reduction reads them
 // (readSticky16, then shiftedInputs), range by range between the whole copies' and the shifts'

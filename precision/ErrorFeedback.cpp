@@ -1,7 +1,7 @@
 #include "precision/ErrorFeedback.h"
 
 #include "framework/core/Error.h"
-#include "precision/ApsScaler.h"
+#include "precision/kernels/Quantization.h"
 
 #include <algorithm>
 
@@ -24,21 +24,14 @@ void ErrorFeedback::compensate(size_t layer, float* grad) const {
 
 void ErrorFeedback::update(size_t layer, const float* intended, const float* sent) {
   auto& r = residuals_.at(layer);
-  for (size_t i = 0; i < r.size(); ++i) {
-    const float e = intended[i] - sent[i];
-    r[i] = e == e && e - e == 0.0f ? e : 0.0f;  // a non-finite residual would poison every later step
-  }
+  for (size_t i = 0; i < r.size(); ++i) r[i] = kernels::feedbackResidual(intended[i], sent[i], 0, 1.0f);
 }
 
 void ErrorFeedback::update(size_t layer, const float* intended, const float* sent, int64_t n, int shift, float scale) {
   APS_CHECK(n >= 0, "error feedback: layer size {} must be >= 0", n);
-  residuals_.at(layer).resize(static_cast<size_t>(n));
-  update(layer, intended, sent);
-  auto& r = residuals_[layer];
-  scaleByPowerOfTwo(r.data(), n, -shift);
-  if (scale != 1.0f) {
-    for (float& v : r) v /= scale;
-  }
+  auto& r = residuals_.at(layer);
+  r.resize(static_cast<size_t>(n));
+  for (size_t i = 0; i < r.size(); ++i) r[i] = kernels::feedbackResidual(intended[i], sent[i], shift, scale);
 }
 
 void ErrorFeedback::reset() {

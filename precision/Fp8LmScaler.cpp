@@ -34,8 +34,10 @@ float Fp8LmScaler::factor(double mu, float amax) const {
   return static_cast<float>(std::clamp(f, 0x1p-126, 0x1p127));
 }
 
+float Fp8LmScaler::saturationLimit() const { return format_.maxValue(); }
+
 int64_t Fp8LmScaler::countSaturated(const float* scaled, int64_t n) const {
-  const float maxValue = format_.maxValue();
+  const float maxValue = saturationLimit();
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) count += !(std::fabs(scaled[i]) < maxValue);  // NaN counts
   return count;

@@ -54,6 +54,8 @@ class Fp8LmScaler : public Stateful {
   float factor(double mu, float amax) const;
   // Values of scaled[0, n) whose magnitude reached the format's max (or is not finite).
   int64_t countSaturated(const float* scaled, int64_t n) const;
+  // The magnitude countSaturated counts from: the format's largest finite value.
+  float saturationLimit() const;
   // Updates mu from this step's counts (summed over the layers, and ranks if available);
   // `overflowed`: the reduced sum held a value that is not finite (mu halves).
   void update(int64_t saturated, int64_t total, bool overflowed = false);

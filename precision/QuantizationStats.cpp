@@ -1,6 +1,9 @@
 #include "precision/QuantizationStats.h"
 
 #include "framework/core/Error.h"
+#include "precision/kernels/Quantization.h"
+
+#include <algorithm>
 
 #include <bit>
 #include <cmath>
@@ -9,18 +12,23 @@ namespace aps::precision {
 
 QuantizationCounts QuantizationCounts::measure(const float* x, const float* q, int64_t n, float maxValue) {
   QuantizationCounts c;
-  c.total = n;
-  for (int64_t i = 0; i < n; ++i) {
-    const bool finiteIn = std::isfinite(x[i]);
-    c.nonzero += x[i] != 0.0f;
-    c.flushed += x[i] != 0.0f && q[i] == 0.0f;
-    c.saturated += finiteIn && !(std::fabs(q[i]) < maxValue);
-    if (finiteIn && std::isfinite(q[i])) {
-      const double d = static_cast<double>(x[i]) - q[i];
-      c.errorSquared += d * d;
-      c.inputSquared += static_cast<double>(x[i]) * x[i];
-    }
+  for (int64_t begin = 0; begin < n; begin += kernels::kCountsChunk) {
+    kernels::CountsPartial chunk;
+    const int64_t end = std::min(n, begin + kernels::kCountsChunk);
+    for (int64_t i = begin; i < end; ++i) kernels::countValue(chunk, x[i], q[i], maxValue);
+    c += fromPartial(chunk);
   }
+  return c;
+}
+
+QuantizationCounts QuantizationCounts::fromPartial(const kernels::CountsPartial& p) {
+  QuantizationCounts c;
+  c.total = p.total;
+  c.nonzero = p.nonzero;
+  c.flushed = p.flushed;
+  c.saturated = p.saturated;
+  c.errorSquared = p.errorSquared;
+  c.inputSquared = p.inputSquared;
   return c;
 }
 

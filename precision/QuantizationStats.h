@@ -7,6 +7,10 @@
 
 namespace aps::precision {
 
+namespace kernels {
+struct CountsPartial;
+}
+
 // What quantizing one layer's (scaled) gradient did to it in one step.
 struct QuantizationCounts {
   int64_t total = 0;
@@ -17,8 +21,10 @@ struct QuantizationCounts {
   double inputSquared = 0.0;  // sum x^2 over the same
 
   // Counts for input x[0, n) and its quantized form q[0, n) in a format whose largest
-  // finite value is maxValue.
+  // finite value is maxValue (summed in the chunks of kernels::countValue, as a GPU sums them).
   static QuantizationCounts measure(const float* x, const float* q, int64_t n, float maxValue);
+  // One chunk's counts, as the shared arithmetic (and a GPU) gives them.
+  static QuantizationCounts fromPartial(const kernels::CountsPartial& partial);
 
   QuantizationCounts& operator+=(const QuantizationCounts& o);
 

@@ -5,10 +5,11 @@
 #include "precision/cuda/CodecKernels.h"
 
 #include "framework/core/Philox.h"
+#include "framework/numerics/FloatRounding.h"
 #include "framework/tensor/cuda/CudaCheck.h"
 #include "framework/tensor/cuda/Launch.cuh"
 #include "precision/kernels/Dettmers.h"
-#include "framework/numerics/FloatRounding.h"
+#include "precision/kernels/Quantization.h"
 #include "precision/kernels/Scaling.h"
 
 #include <cuda_runtime.h>
@@ -68,6 +69,58 @@ __global__ void scaleKernel(float* data, int64_t n, int32_t shift) {
 
 __global__ void divideKernel(float* data, int64_t n, float divisor) {
   for (int64_t i = firstIndex(); i < n; i += gridStride()) data[i] = __fdiv_rn(data[i], divisor);
+}
+
+__global__ void addIntoKernel(float* acc, const float* x, int64_t n) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) acc[i] = addAsX86(acc[i], x[i]);
+}
+
+__global__ void multiplyKernel(float* data, int64_t n, float factor) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) data[i] = nanAsX86(data[i] * factor, data[i], factor);
+}
+
+__global__ void countNotBelowKernel(const float* data, int64_t n, float limit, unsigned long long* count) {
+  unsigned long long c = 0;
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) c += !(bitCast<float>(kernels::absBits(data[i])) < limit);
+  if (c != 0) atomicAdd(count, c);
+}
+
+__global__ void feedbackResidualKernel(kernels::RoundingParams rounding, RoundingMode mode, const float* intended,
+                                       int64_t n, EncodeContext ctx, int32_t shift, float scale, float* residual) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const float q = kernels::quantizedValue(intended[i], i, mode, rounding, ctx.seed, ctx.stream, ctx.offset);
+    residual[i] = kernels::feedbackResidual(intended[i], q, shift, scale);
+  }
+}
+
+// One thread per chunk: its values in order, as the CPU sums them.
+__global__ void quantizationCountsKernel(kernels::RoundingParams rounding, RoundingMode mode, const float* x,
+                                         const float* quantized, int64_t n, int32_t shift, EncodeContext ctx,
+                                         float maxValue, int64_t chunks, kernels::CountsPartial* out) {
+  for (int64_t c = firstIndex(); c < chunks; c += gridStride()) {
+    kernels::CountsPartial p;
+    const int64_t end = n < (c + 1) * kernels::kCountsChunk ? n : (c + 1) * kernels::kCountsChunk;
+    for (int64_t i = c * kernels::kCountsChunk; i < end; ++i) {
+      if (quantized != nullptr) {
+        kernels::countValue(p, x[i], quantized[i], maxValue);
+        continue;
+      }
+      const float v = kernels::scaleByPow2(x[i], shift);
+      kernels::countValue(p, v, kernels::quantizedValue(v, i, mode, rounding, ctx.seed, ctx.stream, ctx.offset),
+                          maxValue);
+    }
+    out[c] = p;
+  }
+}
+
+__global__ void compareSumsKernel(const float* lp, const float* exact, int64_t n, int64_t chunks,
+                                  kernels::CompareSums* out) {
+  for (int64_t c = firstIndex(); c < chunks; c += gridStride()) {
+    kernels::CompareSums sums;
+    const int64_t end = n < (c + 1) * kernels::kCountsChunk ? n : (c + 1) * kernels::kCountsChunk;
+    for (int64_t i = c * kernels::kCountsChunk; i < end; ++i) kernels::compareValue(sums, lp[i], exact[i]);
+    out[c] = sums;
+  }
 }
 
 // out[b] = max over block b (blocks of len values) of kernels::absBits; out zeroed before.
@@ -235,6 +288,48 @@ void scaleByPowerOfTwo(float* data, int64_t n, int shift, void* stream) {
 void divideBy(float* data, int64_t n, float divisor, void* stream) {
   if (n <= 0) return;
   divideKernel<<<gridFor(n), kThreads, 0, asStream(stream)>>>(data, n, divisor);
+  APS_CUDA_CHECK(cudaGetLastError());
+}
+
+void addInto(float* acc, const float* x, int64_t n, void* stream) {
+  if (n <= 0) return;
+  addIntoKernel<<<gridFor(n), kThreads, 0, asStream(stream)>>>(acc, x, n);
+  APS_CUDA_CHECK(cudaGetLastError());
+}
+
+void multiplyBy(float* data, int64_t n, float factor, void* stream) {
+  if (n <= 0) return;
+  multiplyKernel<<<gridFor(n), kThreads, 0, asStream(stream)>>>(data, n, factor);
+  APS_CUDA_CHECK(cudaGetLastError());
+}
+
+void countNotBelow(const float* data, int64_t n, float limit, unsigned long long* count, void* stream) {
+  if (n <= 0) return;
+  countNotBelowKernel<<<gridFor(n), kThreads, 0, asStream(stream)>>>(data, n, limit, count);
+  APS_CUDA_CHECK(cudaGetLastError());
+}
+
+void feedbackResidual(const kernels::RoundingParams& rounding, RoundingMode mode, const float* intended, int64_t n,
+                      const EncodeContext& ctx, int shift, float scale, float* residual, void* stream) {
+  if (n <= 0) return;
+  feedbackResidualKernel<<<gridFor(n), kThreads, 0, asStream(stream)>>>(rounding, mode, intended, n, ctx, shift, scale,
+                                                                        residual);
+  APS_CUDA_CHECK(cudaGetLastError());
+}
+
+void quantizationCounts(const kernels::RoundingParams& rounding, RoundingMode mode, const float* x,
+                        const float* quantized, int64_t n, int shift, const EncodeContext& ctx, float maxValue,
+                        kernels::CountsPartial* out, void* stream) {
+  if (n <= 0) return;
+  const int64_t chunks = (n + kernels::kCountsChunk - 1) / kernels::kCountsChunk;
+  quantizationCountsKernel<<<gridFor(chunks), kThreads, 0, asStream(stream)>>>(rounding, mode, x, quantized, n, shift,
+                                                                               ctx, maxValue, chunks, out);
+  APS_CUDA_CHECK(cudaGetLastError());
+}
+void compareSums(const float* lp, const float* exact, int64_t n, kernels::CompareSums* out, void* stream) {
+  if (n <= 0) return;
+  const int64_t chunks = (n + kernels::kCountsChunk - 1) / kernels::kCountsChunk;
+  compareSumsKernel<<<gridFor(chunks), kThreads, 0, asStream(stream)>>>(lp, exact, n, chunks, out);
   APS_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -9,10 +9,11 @@
 // DeviceCodec (precision/cuda/DeviceCodec.h) builds the parameters from a CPU codec or a
 // CodecSpec; these are the raw launches.
 
-#include "precision/Codec.h"
 #include "framework/numerics/ComputeFormat.h"
-#include "framework/numerics/RoundingMode.h"
 #include "framework/numerics/FloatRounding.h"
+#include "framework/numerics/RoundingMode.h"
+#include "precision/Codec.h"
+#include "precision/kernels/Quantization.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -68,5 +69,38 @@ void scaleByPowerOfTwo(float* data, int64_t n, int shift, void* stream);
 // The data-parallel mean of a reduced gradient (comm::reduceBucket): data[i] /= divisor, a
 // division as on the CPU (not a product with the reciprocal, which rounds differently).
 void divideBy(float* data, int64_t n, float divisor, void* stream);
+
+// The gradient hooks' arithmetic on a GPU (comm/BucketHooks.h), element by element the shared
+// functions of precision/kernels/Quantization.h that the CPU calls.
+
+// Error feedback's compensation (precision::ErrorFeedback::compensate): acc[i] += x[i].
+void addInto(float* acc, const float* x, int64_t n, void* stream);
+
+// FP8-LM's scaling (comm::Fp8LmHook): data[i] *= factor, a float product as on the CPU.
+void multiplyBy(float* data, int64_t n, float factor, void* stream);
+
+// *count (a device uint64, not cleared here) += the values with !(|x| < limit): FP8-LM's
+// saturated values (NaN counts); with limit = inf, the values that are inf or NaN.
+void countNotBelow(const float* data, int64_t n, float limit, unsigned long long* count, void* stream);
+
+// Error feedback's residual (precision::ErrorFeedback::update) of n intended values, each
+// quantized as Quantizer::quantize rounds it with `mode` (random bits from ctx, as the codecs
+// draw them): kernels::feedbackResidual(intended, quantized, shift, scale) into residual.
+void feedbackResidual(const kernels::RoundingParams& rounding, RoundingMode mode, const float* intended, int64_t n,
+                      const EncodeContext& ctx, int shift, float scale, float* residual, void* stream);
+
+// What quantizing x[i] * 2^shift (n values, rounded as feedbackResidual rounds) does, in a
+// format whose largest finite value is maxValue; with `quantized` set, what x[i] became as
+// quantized[i] (shift 0, nothing rounded here). out[c] = chunk c's kernels::CountsPartial
+// (chunks of kernels::kCountsChunk values), for the host to add in chunk order as
+// precision::QuantizationCounts::measure does.
+void quantizationCounts(const kernels::RoundingParams& rounding, RoundingMode mode, const float* x,
+                        const float* quantized, int64_t n, int shift, const EncodeContext& ctx, float maxValue,
+                        kernels::CountsPartial* out, void* stream);
+
+// The fidelity probe's comparison of n values of a low-precision sum with the exact one:
+// out[c] = chunk c's kernels::CompareSums (chunks of kernels::kCountsChunk), for the host to add
+// in chunk order.
+void compareSums(const float* lp, const float* exact, int64_t n, kernels::CompareSums* out, void* stream);
 
 }  // namespace aps::precision::cuda

@@ -23,5 +23,19 @@ void absMaxBits(const float*, int64_t, uint32_t*, void*) { noCuda("device abs-ma
 void unscaleGradient(float*, int64_t, float, ComputeFormat, uint32_t*, void*) { noCuda("device loss unscaling"); }
 void scaleByPowerOfTwo(float*, int64_t, int, void*) { noCuda("device power-of-two scaling"); }
 void divideBy(float*, int64_t, float, void*) { noCuda("device division"); }
+void addInto(float*, const float*, int64_t, void*) { noCuda("device error-feedback compensation"); }
+void multiplyBy(float*, int64_t, float, void*) { noCuda("device FP8-LM scaling"); }
+void countNotBelow(const float*, int64_t, float, unsigned long long*, void*) { noCuda("device saturation count"); }
+void feedbackResidual(const kernels::RoundingParams&, RoundingMode, const float*, int64_t, const EncodeContext&, int,
+                      float, float*, void*) {
+  noCuda("device error-feedback residual");
+}
+void quantizationCounts(const kernels::RoundingParams&, RoundingMode, const float*, const float*, int64_t, int,
+                        const EncodeContext&, float, kernels::CountsPartial*, void*) {
+  noCuda("device quantization statistics");
+}
+void compareSums(const float*, const float*, int64_t, kernels::CompareSums*, void*) {
+  noCuda("device fidelity comparison");
+}
 
 }  // namespace aps::precision::cuda

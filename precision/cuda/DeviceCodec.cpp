@@ -94,6 +94,59 @@ std::vector<uint32_t> absMaxBitsOf(std::span<const DeviceRange> ranges, int devi
   return bits;
 }
 
+std::vector<int64_t> countsNotBelowOf(std::span<const DeviceRange> ranges, std::span<const float> limits, int device) {
+  APS_CHECK(ranges.size() == limits.size(), "countsNotBelowOf: {} ranges, {} limits", ranges.size(), limits.size());
+  std::vector<int64_t> counts(ranges.size(), 0);
+  if (ranges.empty()) return counts;
+  std::vector<unsigned long long> read(ranges.size(), 0);
+  aps::cuda::DeviceScratch out(read.size() * sizeof(unsigned long long), device);
+  auto* outCounts = static_cast<unsigned long long*>(out.data());
+  aps::cuda::zeroAsync(outCounts, out.bytes(), aps::cuda::currentStream());
+  for (size_t i = 0; i < ranges.size(); ++i)
+    countNotBelow(ranges[i].data, ranges[i].n, limits[i], outCounts + i, aps::cuda::currentStream());
+  aps::cuda::copySync(read.data(), outCounts, out.bytes(), aps::cuda::CopyKind::DeviceToHost);
+  for (size_t i = 0; i < read.size(); ++i) counts[i] = static_cast<int64_t>(read[i]);
+  return counts;
+}
+
+std::vector<QuantizationCounts> quantizationCountsOf(std::span<const ShiftedRange> ranges,
+                                                     const kernels::RoundingParams& rounding, RoundingMode mode,
+                                                     float maxValue, int device) {
+  std::vector<QuantizationCounts> counts(ranges.size());
+  std::vector<int64_t> first(ranges.size() + 1, 0);  // each range's first chunk
+  for (size_t i = 0; i < ranges.size(); ++i)
+    first[i + 1] = first[i] + (ranges[i].n + kernels::kCountsChunk - 1) / kernels::kCountsChunk;
+  if (first.back() == 0) return counts;
+  std::vector<kernels::CountsPartial> partials(static_cast<size_t>(first.back()));
+  aps::cuda::DeviceScratch out(partials.size() * sizeof(kernels::CountsPartial), device);
+  auto* outPartials = static_cast<kernels::CountsPartial*>(out.data());
+  for (size_t i = 0; i < ranges.size(); ++i)
+    quantizationCounts(rounding, mode, ranges[i].data, ranges[i].quantized, ranges[i].n, ranges[i].shift,
+                       EncodeContext{}, maxValue, outPartials + first[i], aps::cuda::currentStream());
+  aps::cuda::copySync(partials.data(), outPartials, out.bytes(), aps::cuda::CopyKind::DeviceToHost);
+  for (size_t i = 0; i < ranges.size(); ++i)
+    for (int64_t c = first[i]; c < first[i + 1]; ++c)
+      counts[i] += QuantizationCounts::fromPartial(partials[static_cast<size_t>(c)]);
+  return counts;
+}
+
+std::vector<kernels::CompareSums> compareSumsOf(std::span<const ComparedRange> ranges, int device) {
+  std::vector<kernels::CompareSums> sums(ranges.size());
+  std::vector<int64_t> first(ranges.size() + 1, 0);  // each range's first chunk
+  for (size_t i = 0; i < ranges.size(); ++i)
+    first[i + 1] = first[i] + (ranges[i].n + kernels::kCountsChunk - 1) / kernels::kCountsChunk;
+  if (first.back() == 0) return sums;
+  std::vector<kernels::CompareSums> partials(static_cast<size_t>(first.back()));
+  aps::cuda::DeviceScratch out(partials.size() * sizeof(kernels::CompareSums), device);
+  auto* outPartials = static_cast<kernels::CompareSums*>(out.data());
+  for (size_t i = 0; i < ranges.size(); ++i)
+    compareSums(ranges[i].lp, ranges[i].exact, ranges[i].n, outPartials + first[i], aps::cuda::currentStream());
+  aps::cuda::copySync(partials.data(), outPartials, out.bytes(), aps::cuda::CopyKind::DeviceToHost);
+  for (size_t i = 0; i < ranges.size(); ++i)
+    for (int64_t c = first[i]; c < first[i + 1]; ++c) kernels::addSums(sums[i], partials[static_cast<size_t>(c)]);
+  return sums;
+}
+
 DeviceMemoryCodec::DeviceMemoryCodec(std::shared_ptr<const Codec> codec) : codec_(std::move(codec)) {
   APS_CHECK(codec_ != nullptr, "DeviceMemoryCodec: needs a codec");
   if (!codec_->encodesFp32Bits()) device_.emplace(*codec_);

@@ -7,6 +7,7 @@
 
 #include "precision/Codec.h"
 #include "precision/CodecSpec.h"
+#include "precision/QuantizationStats.h"
 #include "precision/cuda/CodecKernels.h"
 
 #include <cstddef>
@@ -55,6 +56,35 @@ struct DeviceRange {
 // measured on the calling thread's current stream (aps::cuda::currentStream()) of `device` and
 // read back together: one wait, for that stream only.
 std::vector<uint32_t> absMaxBitsOf(std::span<const DeviceRange> ranges, int device);
+
+// Each range's count of values with !(|x| < limits[i]) (countNotBelow), read back together as
+// absMaxBitsOf reads.
+std::vector<int64_t> countsNotBelowOf(std::span<const DeviceRange> ranges, std::span<const float> limits, int device);
+
+// A range of n floats of device memory to be read scaled by 2^shift, or (quantized set) with
+// what quantizing made of them.
+struct ShiftedRange {
+  const float* data = nullptr;
+  int64_t n = 0;
+  int shift = 0;
+  const float* quantized = nullptr;
+};
+// What quantizing each range (rounded with `mode`, random bits of EncodeContext{} from the
+// range's start, as Quantizer::quantize draws them; or as given) does:
+// precision::QuantizationCounts::measure of the scaled values and their quantized form, the
+// same bits, read back together.
+std::vector<QuantizationCounts> quantizationCountsOf(std::span<const ShiftedRange> ranges,
+                                                     const kernels::RoundingParams& rounding, RoundingMode mode,
+                                                     float maxValue, int device);
+
+// Each pair of ranges' kernels::CompareSums (lp, exact: n values each), summed chunk after chunk
+// as the host sums them, read back together.
+struct ComparedRange {
+  const float* lp = nullptr;
+  const float* exact = nullptr;
+  int64_t n = 0;
+};
+std::vector<kernels::CompareSums> compareSumsOf(std::span<const ComparedRange> ranges, int device);
 
 // A Codec whose buffers are device memory: the CPU codec's format and promises (name,
 // encodedBytes, splitGranule, encodesFp32Bits, ...) with every operation queued on the device's

@@ -170,4 +170,91 @@ void divideBy(float* data, int64_t n, float divisor, void* stream) {
   });
 }
 
+void addInto(float* acc, const float* x, int64_t n, void* stream) {
+  if (n <= 0) return;
+  emu::view(acc, n), emu::view(x, n);
+  emu::enqueue(static_cast<aps::cuda::StreamHandle>(stream), [=] {
+    float* a = emu::view(acc, n);
+    const float* v = emu::view(x, n);
+    for (int64_t i = 0; i < n; ++i) a[i] = addAsX86(a[i], v[i]);
+  });
+}
+
+void multiplyBy(float* data, int64_t n, float factor, void* stream) {
+  if (n <= 0) return;
+  emu::view(data, n);
+  emu::enqueue(static_cast<aps::cuda::StreamHandle>(stream), [=] {
+    float* x = emu::view(data, n);
+    for (int64_t i = 0; i < n; ++i) x[i] = nanAsX86(x[i] * factor, x[i], factor);
+  });
+}
+
+void countNotBelow(const float* data, int64_t n, float limit, unsigned long long* count, void* stream) {
+  if (n <= 0) return;
+  emu::view(data, n), emu::view(count, 1);
+  emu::enqueue(static_cast<aps::cuda::StreamHandle>(stream), [=] {
+    const float* x = emu::view(data, n);
+    unsigned long long c = 0;
+    for (int64_t i = 0; i < n; ++i) c += !(bitCast<float>(kernels::absBits(x[i])) < limit);
+    *emu::view(count, 1) += c;
+  });
+}
+
+void feedbackResidual(const kernels::RoundingParams& rounding, RoundingMode mode, const float* intended, int64_t n,
+                      const EncodeContext& ctx, int shift, float scale, float* residual, void* stream) {
+  if (n <= 0) return;
+  emu::view(intended, n), emu::view(residual, n);
+  emu::enqueue(static_cast<aps::cuda::StreamHandle>(stream), [=] {
+    const float* x = emu::view(intended, n);
+    float* r = emu::view(residual, n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float q = kernels::quantizedValue(x[i], i, mode, rounding, ctx.seed, ctx.stream, ctx.offset);
+      r[i] = kernels::feedbackResidual(x[i], q, shift, scale);
+    }
+  });
+}
+
+void quantizationCounts(const kernels::RoundingParams& rounding, RoundingMode mode, const float* x,
+                        const float* quantized, int64_t n, int shift, const EncodeContext& ctx, float maxValue,
+                        kernels::CountsPartial* out, void* stream) {
+  if (n <= 0) return;
+  const int64_t chunks = (n + kernels::kCountsChunk - 1) / kernels::kCountsChunk;
+  emu::view(x, n), emu::view(quantized, quantized != nullptr ? n : 0), emu::view(out, chunks);
+  emu::enqueue(static_cast<aps::cuda::StreamHandle>(stream), [=] {
+    const float* v = emu::view(x, n);
+    const float* q = quantized != nullptr ? emu::view(quantized, n) : nullptr;
+    kernels::CountsPartial* o = emu::view(out, chunks);
+    for (int64_t c = 0; c < chunks; ++c) {
+      kernels::CountsPartial p;
+      const int64_t end = std::min(n, (c + 1) * kernels::kCountsChunk);
+      for (int64_t i = c * kernels::kCountsChunk; i < end; ++i) {
+        if (q != nullptr) {
+          kernels::countValue(p, v[i], q[i], maxValue);
+          continue;
+        }
+        const float s = kernels::scaleByPow2(v[i], shift);
+        kernels::countValue(p, s, kernels::quantizedValue(s, i, mode, rounding, ctx.seed, ctx.stream, ctx.offset),
+                            maxValue);
+      }
+      o[c] = p;
+    }
+  });
+}
+void compareSums(const float* lp, const float* exact, int64_t n, kernels::CompareSums* out, void* stream) {
+  if (n <= 0) return;
+  const int64_t chunks = (n + kernels::kCountsChunk - 1) / kernels::kCountsChunk;
+  emu::view(lp, n), emu::view(exact, n), emu::view(out, chunks);
+  emu::enqueue(static_cast<aps::cuda::StreamHandle>(stream), [=] {
+    const float* a = emu::view(lp, n);
+    const float* b = emu::view(exact, n);
+    kernels::CompareSums* o = emu::view(out, chunks);
+    for (int64_t c = 0; c < chunks; ++c) {
+      kernels::CompareSums sums;
+      const int64_t end = std::min(n, (c + 1) * kernels::kCountsChunk);
+      for (int64_t i = c * kernels::kCountsChunk; i < end; ++i) kernels::compareValue(sums, a[i], b[i]);
+      o[c] = sums;
+    }
+  });
+}
+
 }  // namespace aps::precision::cuda

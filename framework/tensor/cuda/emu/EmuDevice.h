@@ -48,4 +48,8 @@ auto runAndWait(StreamHandle stream, F work) -> decltype(work()) {
 // True when [data, data + bytes) lies in page-locked memory from PinnedBuffer.
 bool isPinned(const void* data, size_t bytes);
 
+// Bytes copied between host and device memory (either way) by this process so far: what a
+// test of device-resident work counts.
+uint64_t hostDeviceBytesCopied();
+
 }  // namespace aps::cuda::emu

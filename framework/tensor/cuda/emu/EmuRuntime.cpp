@@ -163,9 +163,13 @@ void validateCopy(void* dst, const void* src, size_t bytes, CopyKind kind) {
   if (kind != CopyKind::DeviceToHost) emu::hostView(dst, bytes);
 }
 
+std::atomic<uint64_t> hostDeviceBytes{0};  // emu::hostDeviceBytesCopied
+
 }  // namespace
 
 namespace emu {
+
+uint64_t hostDeviceBytesCopied() { return hostDeviceBytes.load(std::memory_order_relaxed); }
 
 void* hostView(const void* device, size_t bytes) {
   if (device == nullptr) return nullptr;
@@ -298,6 +302,7 @@ void memoryInfo(int index, size_t* freeBytes, size_t* totalBytes) {
 void copyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamHandle stream) {
   if (bytes == 0) return;
   validateCopy(dst, src, bytes, kind);
+  if (kind != CopyKind::DeviceToDevice) hostDeviceBytes.fetch_add(bytes, std::memory_order_relaxed);
   auto copy = [dst, src, bytes, kind] {
     void* to = kind == CopyKind::DeviceToHost ? dst : emu::hostView(dst, bytes);
     const void* from = kind == CopyKind::HostToDevice ? src : emu::hostView(src, bytes);
