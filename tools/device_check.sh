@@ -25,7 +25,7 @@ bundle=$dir/bundle
 # whose --device cuda mode is benchmarked.
 tests=(test_cuda_runtime test_cuda_allocator test_backend_ops test_comm_device_mapping test_comm_nccl
        test_codec_device test_ops_cuda test_models_device)
-tools=(aps_info aps_bench_codec aps_train aps_bench_train_cuda)
+tools=(aps_info aps_bench_codec aps_train aps_bench_train_cuda aps_bench_comm)
 
 if [[ "${1:-}" == "prepare" ]]; then
   set -e
@@ -198,6 +198,28 @@ if command -v compute-sanitizer >/dev/null && [[ -d "$bundle/bin" ]]; then
       124) note "memcheck $t: not finished in 100 s" ;;
       *) note "memcheck $t: no memory errors; the program's tests failed (exit $status)" ;;
     esac
+  done
+fi
+
+# Gradient all-reduces on the GPU: aps_bench_comm over NCCL with one rank (the device schedules
+# and codecs, no wire: what encoding costs beside the fp32 path and ncclAllReduce), and 64
+# simulated ranks on the GPU beside the same on this machine's CPU cores. About a minute.
+comm_summary() {  # $1: a JSON lines file of aps_bench_comm; prints "algorithm time" per record
+  python3 - "$1" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+print(", ".join(f'{r["algorithm"]} {r["time_s"] * 1e3:.2f} ms' for r in rows) or "no records")
+PY
+}
+if [[ -x "$bin/aps_bench_comm" ]]; then
+  timeout 120 "$bin/aps_bench_comm" --backend nccl --size 256M --codecs e4m3,e5m2,fp16,e2m1/block32 \
+    --algorithms two_shot,ring,native --iterations 5 --format json >"$dir/bench-comm-nccl.jsonl" 2>"$dir/bench-comm-nccl.log"
+  note "aps_bench_comm nccl, 1 rank, 256 MB: exit $?, $(comm_summary "$dir/bench-comm-nccl.jsonl")"
+  for dev in cuda cpu; do
+    timeout 150 "$bin/aps_bench_comm" --sim 64 --device $dev --size 16M --codecs e4m3,e2m1/block32 \
+      --algorithms two_shot,native --iterations 3 --format json >"$dir/bench-comm-sim64-$dev.jsonl" \
+      2>"$dir/bench-comm-sim64-$dev.log"
+    note "aps_bench_comm sim 64 ranks on $dev, 16 MB: exit $?, $(comm_summary "$dir/bench-comm-sim64-$dev.jsonl")"
   done
 fi
 
