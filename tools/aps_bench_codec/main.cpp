@@ -47,9 +47,9 @@ std::string codecEntry(const std::string& name, double encRate, double decRate, 
       name, encRate, decRate, encRate / copyRate, decRate / copyRate);
 }
 
-// The CPU entry adds the reducers' fused steps: decodeAdd (acc += decode) and decodeAddEncode
-// (one hop: encode(decode(a) + decode(b))), as rates and against the copy.
-std::string cpuCodecEntry(const std::string& name, const double rates[4], double copyRate) {
+// The entry with the reducers' fused steps: decodeAdd (acc += decode) and decodeAddEncode (one
+// hop: encode(decode(a) + decode(b))), as rates and against the copy (what aps_perfmodel reads).
+std::string fusedCodecEntry(const std::string& name, const double rates[4], double copyRate) {
   std::string entry = codecEntry(name, rates[0], rates[1], copyRate);
   entry.pop_back();  // the closing brace
   return entry + fmt::format(
@@ -86,8 +86,8 @@ double bestDeviceSeconds(int repeats, const Fn& fn) {
 }
 #endif
 
-// The CUDA codecs' encode and decode rates against cudaMemcpy device to device of the fp32
-// buffer (each as a fraction of that copy's rate).
+// The CUDA codecs' encode, decode and fused rates against cudaMemcpy device to device of the
+// fp32 buffer (each as a fraction of that copy's rate).
 void benchCuda(const std::vector<float>& in, const std::vector<std::string>& names, int repeats) {
   APS_CHECK(aps::cuda::compiledWithCuda() && aps::precision::cuda::deviceCodecsCompiled(),
             "--device cuda: this build of aps has no CUDA (configure it with the CUDA toolkit)");
@@ -106,13 +106,20 @@ void benchCuda(const std::vector<float>& in, const std::vector<std::string>& nam
   std::string entries;
   for (const auto& name : names) {
     const aps::precision::cuda::DeviceCodec codec(aps::precision::CodecSpec::parse(name));
-    uint8_t* bytes = nullptr;
-    cudaCheck(cudaMalloc(reinterpret_cast<void**>(&bytes), codec.encodedBytes(count)), "cudaMalloc");
-    const double enc = bestDeviceSeconds(repeats, [&] { codec.encode(dIn, count, bytes); });
-    const double dec = bestDeviceSeconds(repeats, [&] { codec.decode(bytes, count, dOut); });
-    cudaFree(bytes);
+    // Three encoded buffers: the encode's, a second operand and a hop's output (no aliasing).
+    std::array<uint8_t*, 3> bytes{};
+    for (uint8_t*& b : bytes)
+      cudaCheck(cudaMalloc(reinterpret_cast<void**>(&b), codec.encodedBytes(count)), "cudaMalloc");
+    const double enc = bestDeviceSeconds(repeats, [&] { codec.encode(dIn, count, bytes[0]); });
+    const double dec = bestDeviceSeconds(repeats, [&] { codec.decode(bytes[0], count, dOut); });
+    codec.encode(dIn, count, bytes[1]);
+    const double add = bestDeviceSeconds(repeats, [&] { codec.decodeAdd(bytes[0], count, dOut); });
+    const double hop = bestDeviceSeconds(repeats, [&] { codec.decodeAddEncode(bytes[0], bytes[1], count, bytes[2]); });
+    for (uint8_t* b : bytes) cudaFree(b);
     if (!entries.empty()) entries += ",\n";
-    entries += codecEntry(codec.name(), static_cast<double>(count) / enc, static_cast<double>(count) / dec, copyRate);
+    const double rates[4] = {static_cast<double>(count) / enc, static_cast<double>(count) / dec,
+                             static_cast<double>(count) / add, static_cast<double>(count) / hop};
+    entries += fusedCodecEntry(codec.name(), rates, copyRate);
   }
   cudaFree(dIn);
   cudaFree(dOut);
@@ -189,7 +196,7 @@ int main(int argc, char** argv) {
       double rates[4];
       for (int k = 0; k < 4; ++k) rates[k] = static_cast<double>(count) / best[c][static_cast<size_t>(k)];
       if (!entries.empty()) entries += ",\n";
-      entries += cpuCodecEntry(list[c]->name(), rates, copyRate);
+      entries += fusedCodecEntry(list[c]->name(), rates, copyRate);
     }
     fmt::print(
         "{{\n  \"values\": {},\n  \"repeats\": {},\n  \"memcpy_values_per_s\": {:.4g},\n  \"codecs\": [\n{}\n  ]\n}}\n",
