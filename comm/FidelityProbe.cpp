@@ -129,12 +129,8 @@ void FidelityProbe::afterReduce(const BucketContext& context, ParamScales& /*sca
       const float* lp = context.data[0] + bucket.offsets[k];
       const float* exact = shadow_.data() + bucket.offsets[k];
       const int64_t size = layerSize(bucket, k);
-      for (int64_t begin = 0; begin < size; begin += precision::kernels::kCountsChunk) {
-        precision::kernels::CompareSums chunk;
-        const int64_t end = std::min(size, begin + precision::kernels::kCountsChunk);
-        for (int64_t j = begin; j < end; ++j) precision::kernels::compareValue(chunk, lp[j], exact[j]);
-        precision::kernels::addSums(sums[k], chunk);
-      }
+      for (int64_t c = 0; c < precision::kernels::chunksOf(size); ++c)
+        precision::kernels::addSums(sums[k], precision::kernels::compareChunk(lp, exact, size, c));
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);

@@ -3,8 +3,6 @@
 #include "framework/core/Error.h"
 #include "precision/kernels/Quantization.h"
 
-#include <algorithm>
-
 #include <bit>
 #include <cmath>
 
@@ -12,12 +10,10 @@ namespace aps::precision {
 
 QuantizationCounts QuantizationCounts::measure(const float* x, const float* q, int64_t n, float maxValue) {
   QuantizationCounts c;
-  for (int64_t begin = 0; begin < n; begin += kernels::kCountsChunk) {
-    kernels::CountsPartial chunk;
-    const int64_t end = std::min(n, begin + kernels::kCountsChunk);
-    for (int64_t i = begin; i < end; ++i) kernels::countValue(chunk, x[i], q[i], maxValue);
-    c += fromPartial(chunk);
-  }
+  kernels::CountSpec spec;
+  spec.maxValue = maxValue;
+  for (int64_t chunk = 0; chunk < kernels::chunksOf(n); ++chunk)
+    c += fromPartial(kernels::countChunk(spec, x, q, n, chunk));
   return c;
 }
 

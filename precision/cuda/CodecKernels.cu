@@ -94,33 +94,14 @@ __global__ void feedbackResidualKernel(kernels::RoundingParams rounding, Roundin
 }
 
 // One thread per chunk: its values in order, as the CPU sums them.
-__global__ void quantizationCountsKernel(kernels::RoundingParams rounding, RoundingMode mode, const float* x,
-                                         const float* quantized, int64_t n, int32_t shift, EncodeContext ctx,
-                                         float maxValue, int64_t chunks, kernels::CountsPartial* out) {
-  for (int64_t c = firstIndex(); c < chunks; c += gridStride()) {
-    kernels::CountsPartial p;
-    const int64_t end = n < (c + 1) * kernels::kCountsChunk ? n : (c + 1) * kernels::kCountsChunk;
-    for (int64_t i = c * kernels::kCountsChunk; i < end; ++i) {
-      if (quantized != nullptr) {
-        kernels::countValue(p, x[i], quantized[i], maxValue);
-        continue;
-      }
-      const float v = kernels::scaleByPow2(x[i], shift);
-      kernels::countValue(p, v, kernels::quantizedValue(v, i, mode, rounding, ctx.seed, ctx.stream, ctx.offset),
-                          maxValue);
-    }
-    out[c] = p;
-  }
+__global__ void quantizationCountsKernel(kernels::CountSpec spec, const float* x, const float* quantized, int64_t n,
+                                         int64_t chunks, kernels::CountsPartial* out) {
+  for (int64_t c = firstIndex(); c < chunks; c += gridStride()) out[c] = kernels::countChunk(spec, x, quantized, n, c);
 }
 
 __global__ void compareSumsKernel(const float* lp, const float* exact, int64_t n, int64_t chunks,
                                   kernels::CompareSums* out) {
-  for (int64_t c = firstIndex(); c < chunks; c += gridStride()) {
-    kernels::CompareSums sums;
-    const int64_t end = n < (c + 1) * kernels::kCountsChunk ? n : (c + 1) * kernels::kCountsChunk;
-    for (int64_t i = c * kernels::kCountsChunk; i < end; ++i) kernels::compareValue(sums, lp[i], exact[i]);
-    out[c] = sums;
-  }
+  for (int64_t c = firstIndex(); c < chunks; c += gridStride()) out[c] = kernels::compareChunk(lp, exact, n, c);
 }
 
 // out[b] = max over block b (blocks of len values) of kernels::absBits; out zeroed before.
@@ -321,14 +302,14 @@ void quantizationCounts(const kernels::RoundingParams& rounding, RoundingMode mo
                         const float* quantized, int64_t n, int shift, const EncodeContext& ctx, float maxValue,
                         kernels::CountsPartial* out, void* stream) {
   if (n <= 0) return;
-  const int64_t chunks = (n + kernels::kCountsChunk - 1) / kernels::kCountsChunk;
-  quantizationCountsKernel<<<gridFor(chunks), kThreads, 0, asStream(stream)>>>(rounding, mode, x, quantized, n, shift,
-                                                                               ctx, maxValue, chunks, out);
+  const int64_t chunks = kernels::chunksOf(n);
+  const kernels::CountSpec spec{rounding, mode, ctx.seed, ctx.stream, ctx.offset, shift, maxValue};
+  quantizationCountsKernel<<<gridFor(chunks), kThreads, 0, asStream(stream)>>>(spec, x, quantized, n, chunks, out);
   APS_CUDA_CHECK(cudaGetLastError());
 }
 void compareSums(const float* lp, const float* exact, int64_t n, kernels::CompareSums* out, void* stream) {
   if (n <= 0) return;
-  const int64_t chunks = (n + kernels::kCountsChunk - 1) / kernels::kCountsChunk;
+  const int64_t chunks = kernels::chunksOf(n);
   compareSumsKernel<<<gridFor(chunks), kThreads, 0, asStream(stream)>>>(lp, exact, n, chunks, out);
   APS_CUDA_CHECK(cudaGetLastError());
 }

@@ -109,13 +109,21 @@ std::vector<int64_t> countsNotBelowOf(std::span<const DeviceRange> ranges, std::
   return counts;
 }
 
+namespace {
+// Where each range's chunks start among all ranges' (kernels::chunksOf), and the total at the end.
+template <class Range>
+std::vector<int64_t> chunkStarts(std::span<const Range> ranges) {
+  std::vector<int64_t> first(ranges.size() + 1, 0);
+  for (size_t i = 0; i < ranges.size(); ++i) first[i + 1] = first[i] + kernels::chunksOf(ranges[i].n);
+  return first;
+}
+}  // namespace
+
 std::vector<QuantizationCounts> quantizationCountsOf(std::span<const ShiftedRange> ranges,
                                                      const kernels::RoundingParams& rounding, RoundingMode mode,
                                                      float maxValue, int device) {
   std::vector<QuantizationCounts> counts(ranges.size());
-  std::vector<int64_t> first(ranges.size() + 1, 0);  // each range's first chunk
-  for (size_t i = 0; i < ranges.size(); ++i)
-    first[i + 1] = first[i] + (ranges[i].n + kernels::kCountsChunk - 1) / kernels::kCountsChunk;
+  const std::vector<int64_t> first = chunkStarts(ranges);
   if (first.back() == 0) return counts;
   std::vector<kernels::CountsPartial> partials(static_cast<size_t>(first.back()));
   aps::cuda::DeviceScratch out(partials.size() * sizeof(kernels::CountsPartial), device);
@@ -132,9 +140,7 @@ std::vector<QuantizationCounts> quantizationCountsOf(std::span<const ShiftedRang
 
 std::vector<kernels::CompareSums> compareSumsOf(std::span<const ComparedRange> ranges, int device) {
   std::vector<kernels::CompareSums> sums(ranges.size());
-  std::vector<int64_t> first(ranges.size() + 1, 0);  // each range's first chunk
-  for (size_t i = 0; i < ranges.size(); ++i)
-    first[i + 1] = first[i] + (ranges[i].n + kernels::kCountsChunk - 1) / kernels::kCountsChunk;
+  const std::vector<int64_t> first = chunkStarts(ranges);
   if (first.back() == 0) return sums;
   std::vector<kernels::CompareSums> partials(static_cast<size_t>(first.back()));
   aps::cuda::DeviceScratch out(partials.size() * sizeof(kernels::CompareSums), device);

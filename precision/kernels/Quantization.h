@@ -62,6 +62,38 @@ APS_HOST_DEVICE inline void countValue(CountsPartial& c, float x, float q, float
   }
 }
 
+// How countChunk reads a call's values: each scaled by 2^shift and quantized as quantizedValue
+// rounds it, in a format whose largest finite value is maxValue (or, where the call gives
+// what they were quantized to, those).
+struct CountSpec {
+  RoundingParams rounding{};
+  RoundingMode mode = RoundingMode::NearestEven;
+  uint64_t seed = 0, stream = 0;
+  int64_t offset = 0;
+  int32_t shift = 0;
+  float maxValue = 0.0f;
+};
+
+// Chunk c (values [c * kCountsChunk, ...) of n) of a call: x[i] quantized, or (quantized set)
+// x[i] as quantized[i].
+APS_HOST_DEVICE inline CountsPartial countChunk(const CountSpec& s, const float* x, const float* quantized, int64_t n,
+                                                int64_t c) {
+  CountsPartial p;
+  const int64_t end = n < (c + 1) * kCountsChunk ? n : (c + 1) * kCountsChunk;
+  for (int64_t i = c * kCountsChunk; i < end; ++i) {
+    if (quantized != nullptr) {
+      countValue(p, x[i], quantized[i], s.maxValue);
+      continue;
+    }
+    const float v = scaleByPow2(x[i], s.shift);
+    countValue(p, v, quantizedValue(v, i, s.mode, s.rounding, s.seed, s.stream, s.offset), s.maxValue);
+  }
+  return p;
+}
+
+// The chunks of n values.
+APS_HOST_DEVICE inline int64_t chunksOf(int64_t n) { return (n + kCountsChunk - 1) / kCountsChunk; }
+
 // The fidelity probe's sums of a layer (comm::FidelityProbe): of the low-precision sum `lp`
 // and the exact one, in double, over chunks of kCountsChunk values as countValue's.
 struct CompareSums {
@@ -77,6 +109,14 @@ APS_HOST_DEVICE inline void compareValue(CompareSums& c, float lp, float exact) 
   c.exact2 += b * b;
   c.lp2 += a * a;
   c.dot += a * b;
+}
+
+// Chunk c of n values of a call.
+APS_HOST_DEVICE inline CompareSums compareChunk(const float* lp, const float* exact, int64_t n, int64_t c) {
+  CompareSums sums;
+  const int64_t end = n < (c + 1) * kCountsChunk ? n : (c + 1) * kCountsChunk;
+  for (int64_t i = c * kCountsChunk; i < end; ++i) compareValue(sums, lp[i], exact[i]);
+  return sums;
 }
 
 APS_HOST_DEVICE inline void addSums(CompareSums& into, const CompareSums& chunk) {

@@ -218,42 +218,25 @@ void quantizationCounts(const kernels::RoundingParams& rounding, RoundingMode mo
                         const float* quantized, int64_t n, int shift, const EncodeContext& ctx, float maxValue,
                         kernels::CountsPartial* out, void* stream) {
   if (n <= 0) return;
-  const int64_t chunks = (n + kernels::kCountsChunk - 1) / kernels::kCountsChunk;
+  const int64_t chunks = kernels::chunksOf(n);
+  const kernels::CountSpec spec{rounding, mode, ctx.seed, ctx.stream, ctx.offset, shift, maxValue};
   emu::view(x, n), emu::view(quantized, quantized != nullptr ? n : 0), emu::view(out, chunks);
   emu::enqueue(static_cast<aps::cuda::StreamHandle>(stream), [=] {
     const float* v = emu::view(x, n);
     const float* q = quantized != nullptr ? emu::view(quantized, n) : nullptr;
     kernels::CountsPartial* o = emu::view(out, chunks);
-    for (int64_t c = 0; c < chunks; ++c) {
-      kernels::CountsPartial p;
-      const int64_t end = std::min(n, (c + 1) * kernels::kCountsChunk);
-      for (int64_t i = c * kernels::kCountsChunk; i < end; ++i) {
-        if (q != nullptr) {
-          kernels::countValue(p, v[i], q[i], maxValue);
-          continue;
-        }
-        const float s = kernels::scaleByPow2(v[i], shift);
-        kernels::countValue(p, s, kernels::quantizedValue(s, i, mode, rounding, ctx.seed, ctx.stream, ctx.offset),
-                            maxValue);
-      }
-      o[c] = p;
-    }
+    for (int64_t c = 0; c < chunks; ++c) o[c] = kernels::countChunk(spec, v, q, n, c);
   });
 }
 void compareSums(const float* lp, const float* exact, int64_t n, kernels::CompareSums* out, void* stream) {
   if (n <= 0) return;
-  const int64_t chunks = (n + kernels::kCountsChunk - 1) / kernels::kCountsChunk;
+  const int64_t chunks = kernels::chunksOf(n);
   emu::view(lp, n), emu::view(exact, n), emu::view(out, chunks);
   emu::enqueue(static_cast<aps::cuda::StreamHandle>(stream), [=] {
     const float* a = emu::view(lp, n);
     const float* b = emu::view(exact, n);
     kernels::CompareSums* o = emu::view(out, chunks);
-    for (int64_t c = 0; c < chunks; ++c) {
-      kernels::CompareSums sums;
-      const int64_t end = std::min(n, (c + 1) * kernels::kCountsChunk);
-      for (int64_t i = c * kernels::kCountsChunk; i < end; ++i) kernels::compareValue(sums, a[i], b[i]);
-      o[c] = sums;
-    }
+    for (int64_t c = 0; c < chunks; ++c) o[c] = kernels::compareChunk(a, b, n, c);
   });
 }
 
