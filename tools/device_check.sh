@@ -25,7 +25,7 @@ bundle=$dir/bundle
 # whose --device cuda mode is benchmarked.
 tests=(test_cuda_runtime test_cuda_allocator test_backend_ops test_comm_device_mapping test_comm_nccl
        test_codec_device test_ops_cuda test_models_device)
-tools=(aps_info aps_bench_codec aps_train aps_bench_train_cuda aps_bench_comm)
+tools=(aps_info aps_bench_codec aps_train aps_bench_train_cuda aps_bench_comm aps_perfmodel)
 
 if [[ "${1:-}" == "prepare" ]]; then
   set -e
@@ -221,6 +221,25 @@ if [[ -x "$bin/aps_bench_comm" ]]; then
       2>"$dir/bench-comm-sim64-$dev.log"
     note "aps_bench_comm sim 64 ranks on $dev, 16 MB: exit $?, $(comm_summary "$dir/bench-comm-sim64-$dev.jsonl")"
   done
+  # aps_perfmodel from this GPU: its codec rates, and 8 simulated ranks on it from 64 KB to 16 MB
+  # (their codec work shares the one GPU: --codec-slowdown 8; a cluster's GPU each its own),
+  # predicting ResNet-50's gradient all-reduce on 8 to 1024 GPUs at 100 and 400 Gbit/s.
+  timeout 60 "$bin/aps_bench_codec" --device cuda --count 16777216 --codecs fp32,e4m3,e2m1/block32 \
+    >"$dir/codec-gpu.json" 2>"$dir/codec-gpu.log"
+  for size in 64K 1M 16M; do
+    timeout 60 "$bin/aps_bench_comm" --sim 8 --device cuda --size $size --codecs e4m3,e2m1/block32 \
+      --algorithms two_shot,native --iterations 5 --format json
+  done >"$dir/bench-comm-sim8-cuda.jsonl" 2>"$dir/bench-comm-sim8-cuda.log"
+  if [[ -x "$bin/aps_perfmodel" ]]; then
+    for link in "100 12.5" "400 50"; do
+      set -- $link
+      gbit=$1 gbytes=$2
+      timeout 30 "$bin/aps_perfmodel" --calibration "$dir/bench-comm-sim8-cuda.jsonl" --include-sim \
+        --codec-rates "$dir/codec-gpu.json" --codec-slowdown 8 --target-codec-slowdown 1 --model resnet50 \
+        --ranks 8 64 1024 --bandwidth-GBps $gbytes --latency-us 5 >"$dir/perfmodel-$gbit.txt" 2>&1
+      note "aps_perfmodel, ResNet-50 at $gbit Gbit/s from this GPU: exit $?, $(awk '$1 ~ /^[0-9]+$/ {printf "%s %s %s x%s; ", $1, $2, $3, $8}' "$dir/perfmodel-$gbit.txt")"
+    done
+  fi
 fi
 
 # Training on the GPU (README "GPU status"): ResNet-20 on Fashion-MNIST for 200 steps beside
