@@ -46,6 +46,22 @@ const T* forFormat(const std::vector<T>& perFormat, const BucketLayout::Bucket& 
 }
 }  // namespace
 
+std::vector<std::pair<size_t, precision::QuantizationCounts>> measurePerLayerOnDevice(
+    const BucketLayout::Bucket& bucket, int64_t begin, int64_t n, const float* values, const float* decoded,
+    float maxValue, int device) {
+  std::vector<size_t> layers;
+  std::vector<precision::cuda::ShiftedRange> ranges;
+  forEachLayerPiece(bucket, begin, n, [&](size_t k, int64_t at, int64_t length) {
+    layers.push_back(k);
+    ranges.push_back({values + at, length, 0, decoded + at});
+  });
+  const std::vector<precision::QuantizationCounts> counts =
+      precision::cuda::quantizationCountsOf(ranges, {}, precision::RoundingMode::NearestEven, maxValue, device);
+  std::vector<std::pair<size_t, precision::QuantizationCounts>> out;
+  for (size_t j = 0; j < layers.size(); ++j) out.emplace_back(layers[j], counts[j]);
+  return out;
+}
+
 void ParamScales::reset(size_t param) {
   std::lock_guard<std::mutex> lock(mutex_);
   shifts_.at(param) = 0;
@@ -428,21 +444,8 @@ EncodeObserver* StatisticsHook::observerFor(const BucketContext& context) {
 void StatisticsHook::encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) {
   if (site != Site::Sum || observed_ == nullptr) return;
   const BucketLayout::Bucket& bucket = *observed_;
-  if (observedDevice_.isCuda()) {  // each layer's piece counted there, as measurePerLayer cuts it
-    std::vector<size_t> layers;
-    std::vector<precision::cuda::ShiftedRange> ranges;
-    forEachLayerPiece(bucket, begin, n, [&](size_t k, int64_t at, int64_t length) {
-      layers.push_back(k);
-      ranges.push_back({values + at, length, 0, decoded + at});
-    });
-    const std::vector<precision::QuantizationCounts> counts = precision::cuda::quantizationCountsOf(
-        ranges, {}, precision::RoundingMode::NearestEven, observedMax_, observedDevice_.index);
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (size_t j = 0; j < layers.size(); ++j) stepOut_[paramOf(bucket, layers[j])] += counts[j];
-    return;
-  }
   std::lock_guard<std::mutex> lock(mutex_);
-  measurePerLayer(bucket, begin, n, values, decoded, observedMax_,
+  measurePerLayer(bucket, begin, n, values, decoded, observedMax_, observedDevice_,
                   [&](size_t k, const precision::QuantizationCounts& c) { stepOut_[paramOf(bucket, k)] += c; });
 }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace aps::comm {
@@ -82,11 +83,23 @@ void forEachLayerPiece(const BucketLayout::Bucket& bucket, int64_t begin, int64_
   }
 }
 
-// What an encode of the bucket's values [begin, begin + n) (`values`, decoding to `decoded`) did
-// to each parameter the range touches: add(k, counts) for the k-th parameter of the bucket.
+// measurePerLayer's counts of buffers in the memory of GPU `device`: counted there (the same
+// bits), read back with one wait, as (k, counts) pairs.
+std::vector<std::pair<size_t, precision::QuantizationCounts>> measurePerLayerOnDevice(
+    const BucketLayout::Bucket& bucket, int64_t begin, int64_t n, const float* values, const float* decoded,
+    float maxValue, int device);
+
+// What an encode of the bucket's values [begin, begin + n) (`values`, decoding to `decoded`, in
+// the memory of `device`) did to each parameter the range touches: add(k, counts) for the k-th
+// parameter of the bucket.
 template <typename Add>
 void measurePerLayer(const BucketLayout::Bucket& bucket, int64_t begin, int64_t n, const float* values,
-                     const float* decoded, float maxValue, Add add) {
+                     const float* decoded, float maxValue, Device device, Add add) {
+  if (device.isCuda()) {
+    for (const auto& [k, counts] : measurePerLayerOnDevice(bucket, begin, n, values, decoded, maxValue, device.index))
+      add(k, counts);
+    return;
+  }
   forEachLayerPiece(bucket, begin, n, [&](size_t k, int64_t at, int64_t length) {
     add(k, precision::QuantizationCounts::measure(values + at, decoded + at, length, maxValue));
   });

@@ -79,19 +79,7 @@ EncodeObserver* FidelityProbe::leaderObserverFor(const BucketContext& /*bucket*/
 void FidelityProbe::encoded(Site site, int64_t begin, int64_t n, const float* values, const float* decoded) {
   if (!active_) return;
   auto& counts = site == Site::Input ? in_ : out_;
-  if (device_.isCuda()) {  // counted there, as measurePerLayer cuts the range
-    std::vector<size_t> layers;
-    std::vector<precision::cuda::ShiftedRange> ranges;
-    forEachLayerPiece(*bucket_, begin, n, [&](size_t k, int64_t at, int64_t length) {
-      layers.push_back(k);
-      ranges.push_back({values + at, length, 0, decoded + at});
-    });
-    const std::vector<precision::QuantizationCounts> measured = precision::cuda::quantizationCountsOf(
-        ranges, {}, precision::RoundingMode::NearestEven, maxValue_, device_.index);
-    for (size_t j = 0; j < layers.size(); ++j) counts[layers[j]] += measured[j];
-    return;
-  }
-  measurePerLayer(*bucket_, begin, n, values, decoded, maxValue_,
+  measurePerLayer(*bucket_, begin, n, values, decoded, maxValue_, device_,
                   [&](size_t k, const precision::QuantizationCounts& c) { counts[k] += c; });
 }
 
